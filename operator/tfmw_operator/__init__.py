@@ -1,0 +1,1 @@
+"""tfmw: a Kubernetes operator for TensorFlow multi-worker training."""

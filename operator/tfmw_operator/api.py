@@ -1,0 +1,143 @@
+"""The TFMultiWorkerJob API as the operator reads it: names, labels and the typed spec.
+
+The CRD applies defaults at admission; the parser applies the same defaults again so
+the core never depends on which API server version served the object.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from enum import StrEnum
+from typing import Any
+
+GROUP = "tfmw.dev"
+VERSION = "v1alpha1"
+PLURAL = "tfmwjobs"
+KIND = "TFMultiWorkerJob"
+API_VERSION = f"{GROUP}/{VERSION}"
+
+LABEL_JOB_NAME = "tfmw.dev/job-name"
+LABEL_REPLICA_INDEX = "tfmw.dev/replica-index"
+LABEL_ATTEMPT = "tfmw.dev/attempt"
+LABEL_ROLE = "tfmw.dev/role"
+
+PORT_NAME = "tfmw"
+DEFAULT_PORT = 2222
+DEFAULT_MOUNT_PATH = "/shared"
+DEFAULT_MARKER_FILE = "multiworker-complete.txt"
+DEFAULT_CHIEF_EXIT_GRACE_SECONDS = 30
+DEFAULT_BACKOFF_LIMIT = 3
+SHARED_VOLUME_NAME = "tfmw-shared"
+
+Json = dict[str, Any]
+
+
+class Phase(StrEnum):
+    PENDING = "Pending"
+    RUNNING = "Running"
+    RESTARTING = "Restarting"
+    SUSPENDED = "Suspended"
+    SUCCEEDED = "Succeeded"
+    FAILED = "Failed"
+
+    @property
+    def finished(self) -> bool:
+        return self in (Phase.SUCCEEDED, Phase.FAILED)
+
+
+class RestartPolicy(StrEnum):
+    NEVER = "Never"
+    ON_FAILURE = "OnFailure"
+    EXIT_CODE = "ExitCode"
+
+
+class CleanPodPolicy(StrEnum):
+    ALL = "All"
+    RUNNING = "Running"
+    NONE = "None"
+
+
+@dataclass(frozen=True)
+class RunPolicy:
+    restart_policy: RestartPolicy = RestartPolicy.EXIT_CODE
+    backoff_limit: int = DEFAULT_BACKOFF_LIMIT
+    active_deadline_seconds: int | None = None
+    pending_timeout_seconds: int | None = None
+    ttl_seconds_after_finished: int | None = None
+    clean_pod_policy: CleanPodPolicy = CleanPodPolicy.RUNNING
+    suspend: bool = False
+
+
+@dataclass(frozen=True)
+class JobSpec:
+    """The parts of a job the operator acts on, with defaults applied."""
+
+    name: str
+    namespace: str
+    uid: str
+    workers: int
+    port: int
+    claim_name: str
+    mount_path: str
+    marker_file: str
+    chief_exit_grace_seconds: int
+    run_policy: RunPolicy
+    template: Json
+
+    @property
+    def directory(self) -> str:
+        """The job's directory relative to the shared root (and the pod's subPath)."""
+        return f"{self.namespace}/{self.name}"
+
+    @property
+    def marker_relpath(self) -> str:
+        return f"{self.directory}/{self.marker_file}"
+
+
+class SpecError(ValueError):
+    """A spec the operator cannot act on; the message names the field and the fix."""
+
+
+def parse_job(job: Json) -> JobSpec:
+    meta = job.get("metadata") or {}
+    spec = job.get("spec") or {}
+    shared = spec.get("sharedVolume") or {}
+    completion = spec.get("completion") or {}
+    run = spec.get("runPolicy") or {}
+    template = spec.get("template") or {}
+    workers = spec.get("workers")
+    if not isinstance(workers, int) or not 1 <= workers <= 1024:
+        raise SpecError(f"spec.workers must be an integer in 1..1024, got {workers!r}")
+    if not shared.get("claimName"):
+        raise SpecError("spec.sharedVolume.claimName is required: name a PVC in the job's namespace")
+    containers = (template.get("spec") or {}).get("containers") or []
+    if not containers:
+        raise SpecError("spec.template.spec.containers must list at least one container")
+    try:
+        restart_policy = RestartPolicy(run.get("restartPolicy", RestartPolicy.EXIT_CODE.value))
+        clean_pod_policy = CleanPodPolicy(run.get("cleanPodPolicy", CleanPodPolicy.RUNNING.value))
+    except ValueError as error:
+        raise SpecError(f"spec.runPolicy: {error}") from error
+    return JobSpec(
+        name=meta["name"],
+        namespace=meta.get("namespace", "default"),
+        uid=meta.get("uid", ""),
+        workers=workers,
+        port=int(spec.get("port", DEFAULT_PORT)),
+        claim_name=shared["claimName"],
+        mount_path=shared.get("mountPath", DEFAULT_MOUNT_PATH),
+        marker_file=completion.get("markerFile", DEFAULT_MARKER_FILE),
+        chief_exit_grace_seconds=int(
+            completion.get("chiefExitGraceSeconds", DEFAULT_CHIEF_EXIT_GRACE_SECONDS)
+        ),
+        run_policy=RunPolicy(
+            restart_policy=restart_policy,
+            backoff_limit=int(run.get("backoffLimit", DEFAULT_BACKOFF_LIMIT)),
+            active_deadline_seconds=run.get("activeDeadlineSeconds"),
+            pending_timeout_seconds=run.get("pendingTimeoutSeconds"),
+            ttl_seconds_after_finished=run.get("ttlSecondsAfterFinished"),
+            clean_pod_policy=clean_pod_policy,
+            suspend=bool(run.get("suspend", False)),
+        ),
+        template=template,
+    )

@@ -1,0 +1,153 @@
+"""Pure builders for everything the operator creates: plain dicts, no I/O."""
+
+from __future__ import annotations
+
+import copy
+import json
+
+from tfmw_operator.api import (
+    API_VERSION,
+    KIND,
+    LABEL_ATTEMPT,
+    LABEL_JOB_NAME,
+    LABEL_REPLICA_INDEX,
+    LABEL_ROLE,
+    PORT_NAME,
+    SHARED_VOLUME_NAME,
+    JobSpec,
+    Json,
+)
+
+
+def pod_name(job_name: str, index: int) -> str:
+    return f"{job_name}-worker-{index}"
+
+
+def worker_address(job: JobSpec, index: int) -> str:
+    return f"{pod_name(job.name, index)}.{job.name}.{job.namespace}.svc:{job.port}"
+
+
+def build_tf_config(job: JobSpec, index: int) -> str:
+    """TF_CONFIG for worker `index`: the cluster list is the same for every worker."""
+    config = {
+        "cluster": {"worker": [worker_address(job, i) for i in range(job.workers)]},
+        "task": {"type": "worker", "index": index},
+    }
+    return json.dumps(config, separators=(",", ":"))
+
+
+def owner_reference(job: JobSpec) -> Json:
+    return {
+        "apiVersion": API_VERSION,
+        "kind": KIND,
+        "name": job.name,
+        "uid": job.uid,
+        "controller": True,
+        "blockOwnerDeletion": True,
+    }
+
+
+def job_selector(job_name: str) -> Json:
+    return {LABEL_JOB_NAME: job_name}
+
+
+def build_service(job: JobSpec) -> Json:
+    """The headless Service that gives every worker a stable DNS name."""
+    return {
+        "apiVersion": "v1",
+        "kind": "Service",
+        "metadata": {
+            "name": job.name,
+            "namespace": job.namespace,
+            "labels": job_selector(job.name),
+            "ownerReferences": [owner_reference(job)],
+        },
+        "spec": {
+            "clusterIP": "None",
+            # Peers must resolve each other while still starting, before any is Ready.
+            "publishNotReadyAddresses": True,
+            "selector": job_selector(job.name),
+            "ports": [{"name": PORT_NAME, "port": job.port, "targetPort": job.port}],
+        },
+    }
+
+
+def pod_labels(job: JobSpec, index: int, attempt: int) -> dict[str, str]:
+    return {
+        LABEL_JOB_NAME: job.name,
+        LABEL_REPLICA_INDEX: str(index),
+        LABEL_ATTEMPT: str(attempt),
+        LABEL_ROLE: "chief" if index == 0 else "worker",
+    }
+
+
+def build_env(job: JobSpec, index: int, attempt: int) -> list[Json]:
+    values = {
+        "TF_CONFIG": build_tf_config(job, index),
+        "TFMW_JOB_NAME": job.name,
+        "TFMW_JOB_UID": job.uid,
+        "TFMW_NAMESPACE": job.namespace,
+        "TFMW_WORKER_INDEX": str(index),
+        "TFMW_NUM_WORKERS": str(job.workers),
+        "TFMW_ATTEMPT": str(attempt),
+        "TFMW_SHARED_DIR": job.mount_path,
+        "TFMW_MARKER_PATH": f"{job.mount_path.rstrip('/')}/{job.marker_file}",
+    }
+    return [{"name": name, "value": value} for name, value in values.items()]
+
+
+def _main_container_index(containers: list[Json]) -> int:
+    for position, container in enumerate(containers):
+        if container.get("name") == "tensorflow":
+            return position
+    return 0
+
+
+def _with_injections(container: Json, env: list[Json], mount: Json) -> Json:
+    injected = {item["name"] for item in env}
+    container["env"] = [e for e in container.get("env") or [] if e.get("name") not in injected] + env
+    mounts = [m for m in container.get("volumeMounts") or [] if m.get("name") != SHARED_VOLUME_NAME]
+    container["volumeMounts"] = [*mounts, mount]
+    return container
+
+
+def build_pod(job: JobSpec, index: int, attempt: int) -> Json:
+    """Worker `index` of `attempt`, from the job's pod template."""
+    template = copy.deepcopy(job.template)
+    metadata = template.get("metadata") or {}
+    spec = template.get("spec") or {}
+    name = pod_name(job.name, index)
+    env = build_env(job, index, attempt)
+    mount = {"name": SHARED_VOLUME_NAME, "mountPath": job.mount_path, "subPath": job.directory}
+
+    containers = [_with_injections(c, env, mount) for c in spec.get("containers") or []]
+    main = containers[_main_container_index(containers)]
+    ports = [p for p in main.get("ports") or [] if p.get("name") != PORT_NAME]
+    main["ports"] = [*ports, {"name": PORT_NAME, "containerPort": job.port, "protocol": "TCP"}]
+    spec["containers"] = containers
+    if spec.get("initContainers"):
+        spec["initContainers"] = [_with_injections(c, env, mount) for c in spec["initContainers"]]
+
+    volumes = [v for v in spec.get("volumes") or [] if v.get("name") != SHARED_VOLUME_NAME]
+    spec["volumes"] = [
+        *volumes,
+        {"name": SHARED_VOLUME_NAME, "persistentVolumeClaim": {"claimName": job.claim_name}},
+    ]
+    spec["hostname"] = name
+    spec["subdomain"] = job.name
+    # The operator restarts the whole gang; a kubelet restart of one worker would
+    # rejoin a collective that has already moved on.
+    spec["restartPolicy"] = "Never"
+
+    return {
+        "apiVersion": "v1",
+        "kind": "Pod",
+        "metadata": {
+            "name": name,
+            "namespace": job.namespace,
+            "labels": {**(metadata.get("labels") or {}), **pod_labels(job, index, attempt)},
+            "annotations": dict(metadata.get("annotations") or {}),
+            "ownerReferences": [owner_reference(job)],
+        },
+        "spec": spec,
+    }

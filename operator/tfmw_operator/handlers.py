@@ -1,0 +1,80 @@
+"""The kopf handlers: they only turn watch events into work-queue triggers.
+
+No handler here changes a handler-progress annotation or adds a finalizer, so kopf
+never writes to the job or its pods on its own and deletion never waits for us.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import concurrent.futures
+import logging
+import os
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+import kopf
+from prometheus_client import start_http_server
+
+from tfmw_operator.api import GROUP, LABEL_JOB_NAME, PLURAL, VERSION, Json
+from tfmw_operator.controller import JobController
+from tfmw_operator.kube import Kube, load_api_client
+from tfmw_operator.reconcile import Event
+
+SHARED_ROOT_ENV = "TFMW_SHARED_ROOT"
+METRICS_PORT_ENV = "TFMW_METRICS_PORT"
+API_THREADS = 64
+
+logger = logging.getLogger(__name__)
+_controller: JobController | None = None
+_background: set[asyncio.Task[None]] = set()
+
+
+def _post_event(job: Json, event: Event) -> None:
+    kopf.event(kopf.Body(job), type=event.type, reason=event.reason, message=event.message[:1024])
+
+
+def controller() -> JobController:
+    if _controller is None:
+        raise RuntimeError("the operator has not started")
+    return _controller
+
+
+@kopf.on.startup()
+async def start(settings: kopf.OperatorSettings, **_: Any) -> None:
+    global _controller
+    settings.peering.standalone = True
+    settings.posting.level = logging.WARNING  # kopf's own chatter; our Events are posted explicitly
+    settings.watching.server_timeout = 300
+    settings.networking.request_timeout = 60
+    # Pod creations of a job run concurrently; give them threads to run in.
+    loop = asyncio.get_running_loop()
+    loop.set_default_executor(concurrent.futures.ThreadPoolExecutor(max_workers=API_THREADS))
+    shared_root = Path(os.environ.get(SHARED_ROOT_ENV, "/var/lib/tfmw/shared"))
+    port = int(os.environ.get(METRICS_PORT_ENV, "0"))
+    if port:
+        start_http_server(port)
+    _controller = JobController(Kube(load_api_client()), shared_root, _post_event)
+    _background.add(loop.create_task(_controller.watch_markers()))
+    logger.info("tfmw operator started; shared root %s", shared_root)
+
+
+@kopf.on.cleanup()
+async def stop(**_: Any) -> None:
+    if _controller is not None:
+        await _controller.queue.drain()
+
+
+@kopf.on.event(GROUP, VERSION, PLURAL)
+async def job_event(type: str, namespace: str | None, name: str, **_: Any) -> None:
+    key = (namespace or "", name)
+    if type == "DELETED":
+        controller().queue.forget(key)
+        return
+    controller().queue.trigger(key)
+
+
+@kopf.on.event("", "v1", "pods", labels={LABEL_JOB_NAME: kopf.PRESENT})
+async def pod_event(namespace: str | None, labels: Mapping[str, str], **_: Any) -> None:
+    controller().queue.trigger((namespace or "", labels[LABEL_JOB_NAME]))

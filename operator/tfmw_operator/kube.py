@@ -1,0 +1,111 @@
+"""Asynchronous access to the API server: the official client's calls, run off the event loop."""
+
+from __future__ import annotations
+
+import asyncio
+
+from kubernetes import client, config
+from kubernetes.client.exceptions import ApiException
+
+from tfmw_operator.api import GROUP, LABEL_JOB_NAME, PLURAL, VERSION, Json
+
+MERGE_PATCH = "application/merge-patch+json"
+CONNECTION_POOL_SIZE = 64
+
+
+def load_api_client() -> client.ApiClient:
+    try:
+        config.load_incluster_config()
+    except config.ConfigException:
+        config.load_kube_config()
+    configuration = client.Configuration.get_default_copy()
+    configuration.connection_pool_maxsize = CONNECTION_POOL_SIZE
+    return client.ApiClient(configuration)
+
+
+def _ignore(status: int, error: ApiException) -> None:
+    if error.status != status:
+        raise error
+
+
+class Kube:
+    """The handful of calls the operator makes; each runs in a worker thread."""
+
+    def __init__(self, api_client: client.ApiClient) -> None:
+        self.core = client.CoreV1Api(api_client)
+        self.custom = client.CustomObjectsApi(api_client)
+        self.sanitize = api_client.sanitize_for_serialization
+
+    async def get_job(self, namespace: str, name: str) -> Json | None:
+        try:
+            job: Json = await asyncio.to_thread(
+                self.custom.get_namespaced_custom_object, GROUP, VERSION, namespace, PLURAL, name
+            )
+        except ApiException as error:
+            _ignore(404, error)
+            return None
+        return job
+
+    async def list_pods(self, namespace: str, job_name: str) -> list[Json]:
+        result = await asyncio.to_thread(
+            self.core.list_namespaced_pod, namespace, label_selector=f"{LABEL_JOB_NAME}={job_name}"
+        )
+        pods: list[Json] = self.sanitize(result.items)
+        return pods
+
+    async def create_pod(self, namespace: str, pod: Json) -> None:
+        try:
+            await asyncio.to_thread(self.core.create_namespaced_pod, namespace, pod)
+        except ApiException as error:
+            _ignore(409, error)  # created by an earlier reconcile that did not record it
+
+    async def create_service(self, namespace: str, service: Json) -> None:
+        try:
+            await asyncio.to_thread(self.core.create_namespaced_service, namespace, service)
+        except ApiException as error:
+            _ignore(409, error)
+
+    async def delete_pod(self, namespace: str, name: str) -> None:
+        try:
+            await asyncio.to_thread(self.core.delete_namespaced_pod, name, namespace)
+        except ApiException as error:
+            _ignore(404, error)
+
+    async def patch_job_status(self, namespace: str, name: str, status: Json) -> None:
+        await asyncio.to_thread(
+            self.custom.patch_namespaced_custom_object_status,
+            GROUP,
+            VERSION,
+            namespace,
+            PLURAL,
+            name,
+            {"status": status},
+            _content_type=MERGE_PATCH,
+        )
+
+    async def delete_job(self, namespace: str, name: str) -> None:
+        try:
+            await asyncio.to_thread(
+                self.custom.delete_namespaced_custom_object,
+                GROUP,
+                VERSION,
+                namespace,
+                PLURAL,
+                name,
+                propagation_policy="Background",
+            )
+        except ApiException as error:
+            _ignore(404, error)
+
+    async def pod_log(self, namespace: str, name: str, limit_bytes: int) -> str:
+        """The pod's log, or "" when there is none to read (never started, node gone)."""
+        try:
+            text: str = await asyncio.to_thread(
+                self.core.read_namespaced_pod_log, name, namespace, limit_bytes=limit_bytes
+            )
+        except ApiException:
+            return ""
+        return text
+
+
+__all__ = ["Kube", "load_api_client"]

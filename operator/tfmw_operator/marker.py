@@ -1,0 +1,41 @@
+"""The completion marker on the shared storage, as the operator sees it under --shared-root."""
+
+from __future__ import annotations
+
+import json
+from datetime import UTC, datetime
+from pathlib import Path
+
+from tfmw_operator.observed import MarkerState
+
+MAX_MARKER_BYTES = 64 * 1024
+
+
+def marker_path(shared_root: Path, relpath: str) -> Path:
+    return shared_root / relpath
+
+
+def read_marker(shared_root: Path, relpath: str) -> MarkerState:
+    path = marker_path(shared_root, relpath)
+    try:
+        stat = path.stat()
+        with path.open("rb") as handle:
+            content = handle.read(MAX_MARKER_BYTES)
+    except (FileNotFoundError, NotADirectoryError):
+        return MarkerState()
+    job_uid = None
+    try:
+        parsed = json.loads(content)
+        if isinstance(parsed, dict) and isinstance(parsed.get("job_uid"), str):
+            job_uid = parsed["job_uid"]
+    except ValueError:
+        pass  # any content counts as a marker; only the trainer's JSON names its job
+    return MarkerState(True, job_uid, datetime.fromtimestamp(stat.st_mtime, UTC))
+
+
+def marker_exists(shared_root: Path, relpath: str) -> bool:
+    return marker_path(shared_root, relpath).exists()
+
+
+def remove_marker(shared_root: Path, relpath: str) -> None:
+    marker_path(shared_root, relpath).unlink(missing_ok=True)

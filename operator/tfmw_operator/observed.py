@@ -1,0 +1,120 @@
+"""What the operator observes, reduced to what decisions need: pure parsing of API objects."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from datetime import UTC, datetime
+
+from tfmw_operator.api import LABEL_ATTEMPT, LABEL_REPLICA_INDEX, Json
+
+# Waiting reasons that mean a worker cannot start until someone fixes something.
+STALL_REASONS = frozenset(
+    {
+        "ErrImagePull",
+        "ImagePullBackOff",
+        "InvalidImageName",
+        "ErrImageNeverPull",
+        "CreateContainerConfigError",
+        "CreateContainerError",
+        "RunContainerError",
+    }
+)
+# Of those, the ones no amount of waiting fixes.
+PERMANENT_STALL_REASONS = frozenset({"InvalidImageName", "ErrImageNeverPull"})
+
+
+def parse_time(value: str | None) -> datetime | None:
+    if not value:
+        return None
+    return datetime.fromisoformat(value.replace("Z", "+00:00"))
+
+
+def format_time(value: datetime) -> str:
+    return value.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+@dataclass(frozen=True)
+class ObservedPod:
+    name: str
+    index: int
+    attempt: int
+    phase: str
+    deleting: bool = False
+    created: datetime | None = None
+    exit_code: int | None = None
+    reason: str = ""
+    message: str = ""
+    finished_at: datetime | None = None
+    stall_reason: str = ""
+    stall_message: str = ""
+
+    @property
+    def terminated(self) -> bool:
+        return self.phase in ("Succeeded", "Failed")
+
+    @property
+    def active(self) -> bool:
+        return self.phase in ("Pending", "Running", "Unknown") and not self.deleting
+
+
+@dataclass(frozen=True)
+class MarkerState:
+    """The completion marker as found on the shared storage."""
+
+    exists: bool = False
+    job_uid: str | None = None  # from the trainer's JSON; None when the content says nothing
+    modified: datetime | None = None
+
+
+def _terminated_state(statuses: list[Json]) -> Json | None:
+    """The termination that explains the pod: the first non-zero exit, else any."""
+    finished = [s["state"]["terminated"] for s in statuses if (s.get("state") or {}).get("terminated")]
+    failed = [t for t in finished if t.get("exitCode", 0) != 0]
+    chosen: Json | None = (failed or finished or [None])[0]
+    return chosen
+
+
+def _stall(pod_status: Json, statuses: list[Json]) -> tuple[str, str]:
+    for condition in pod_status.get("conditions") or []:
+        if condition.get("type") == "PodScheduled" and condition.get("status") == "False":
+            return condition.get("reason") or "Unschedulable", condition.get("message") or ""
+    for status in statuses:
+        waiting = (status.get("state") or {}).get("waiting") or {}
+        if waiting.get("reason") in STALL_REASONS:
+            return waiting["reason"], waiting.get("message") or ""
+    return "", ""
+
+
+def observe_pod(pod: Json) -> ObservedPod | None:
+    """Reduce a worker pod to what the core needs; None for pods without our labels."""
+    meta = pod.get("metadata") or {}
+    labels = meta.get("labels") or {}
+    try:
+        index = int(labels[LABEL_REPLICA_INDEX])
+        attempt = int(labels[LABEL_ATTEMPT])
+    except (KeyError, ValueError):
+        return None
+    status = pod.get("status") or {}
+    statuses = [*(status.get("initContainerStatuses") or []), *(status.get("containerStatuses") or [])]
+    terminated = _terminated_state(statuses)
+    phase = status.get("phase") or "Pending"
+    stall_reason, stall_message = _stall(status, statuses) if phase == "Pending" else ("", "")
+    reason = status.get("reason") or ""
+    message = status.get("message") or ""
+    if terminated is not None:
+        reason = reason or terminated.get("reason") or ""
+        message = message or terminated.get("message") or ""
+    return ObservedPod(
+        name=meta.get("name", ""),
+        index=index,
+        attempt=attempt,
+        phase=phase,
+        deleting=bool(meta.get("deletionTimestamp")),
+        created=parse_time(meta.get("creationTimestamp")),
+        exit_code=terminated.get("exitCode") if terminated else None,
+        reason=reason,
+        message=message,
+        finished_at=parse_time(terminated.get("finishedAt")) if terminated else None,
+        stall_reason=stall_reason,
+        stall_message=stall_message,
+    )
