@@ -8,7 +8,7 @@ source versions.env
 bin=bin
 stamp="$bin/.versions"
 want="$(cat versions.env go.mod kubeall/main.go coredns/main.go coredns/go.mod 2>/dev/null | sha256sum | cut -d' ' -f1)"
-components=(kube-apiserver kube-controller-manager kube-scheduler kubelet kubectl etcd)
+components=(kube-apiserver kube-controller-manager kube-scheduler kube-proxy kubelet kubectl etcd)
 if [[ -f "$stamp" && "$(cat "$stamp")" == "$want" && -x "$bin/kubeall" && -x "$bin/coredns" ]]; then
   exit 0
 fi

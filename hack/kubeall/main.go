@@ -15,14 +15,15 @@ import (
 
 	"go.etcd.io/etcd/server/v3/etcdmain"
 	"k8s.io/component-base/cli"
+	"k8s.io/component-base/logs"
 	_ "k8s.io/component-base/logs/json/register"
 	_ "k8s.io/component-base/metrics/prometheus/clientgo"
 	_ "k8s.io/component-base/metrics/prometheus/version"
-	"k8s.io/component-base/logs"
 	kubectlcmd "k8s.io/kubectl/pkg/cmd"
 	kubectlutil "k8s.io/kubectl/pkg/cmd/util"
 	apiserver "k8s.io/kubernetes/cmd/kube-apiserver/app"
 	controllermanager "k8s.io/kubernetes/cmd/kube-controller-manager/app"
+	proxy "k8s.io/kubernetes/cmd/kube-proxy/app"
 	scheduler "k8s.io/kubernetes/cmd/kube-scheduler/app"
 	kubelet "k8s.io/kubernetes/cmd/kubelet/app"
 )
@@ -33,6 +34,7 @@ var commands = map[string]func(){
 		os.Exit(cli.Run(controllermanager.NewControllerManagerCommand()))
 	},
 	"kube-scheduler": func() { os.Exit(cli.Run(scheduler.NewSchedulerCommand())) },
+	"kube-proxy":     func() { os.Exit(cli.Run(proxy.NewProxyCommand())) },
 	"kubelet":        func() { os.Exit(cli.Run(kubelet.NewKubeletCommand(context.Background()))) },
 	"kubectl": func() {
 		logs.GlogSetter(kubectlcmd.GetLogVerbosity(os.Args)) //nolint:errcheck

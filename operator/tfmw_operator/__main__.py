@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import logging
 import os
 import sys
 
@@ -22,6 +23,9 @@ def main(argv: list[str] | None = None) -> None:
     os.environ[SHARED_ROOT_ENV] = args.shared_root
     os.environ[METRICS_PORT_ENV] = str(args.metrics_port)
     kopf.configure(verbose=args.verbose)
+    if not args.verbose:
+        # kopf logs every handler call; at thousands of pods that is most of the CPU.
+        logging.getLogger("kopf").setLevel(logging.WARNING)
     kopf.run(
         standalone=True,
         clusterwide=not args.namespace,

@@ -12,7 +12,7 @@ import logging
 import os
 from collections.abc import Mapping
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 import kopf
 from prometheus_client import start_http_server
@@ -32,7 +32,7 @@ _background: set[asyncio.Task[None]] = set()
 
 
 def _post_event(job: Json, event: Event) -> None:
-    kopf.event(kopf.Body(job), type=event.type, reason=event.reason, message=event.message[:1024])
+    kopf.event(kopf.Body(cast(kopf.RawBody, job)), type=event.type, reason=event.reason, message=event.message[:1024])
 
 
 def controller() -> JobController:
