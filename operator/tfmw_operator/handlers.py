@@ -32,7 +32,9 @@ _background: set[asyncio.Task[None]] = set()
 
 
 def _post_event(job: Json, event: Event) -> None:
-    kopf.event(kopf.Body(cast(kopf.RawBody, job)), type=event.type, reason=event.reason, message=event.message[:1024])
+    kopf.event(
+        kopf.Body(cast(kopf.RawBody, job)), type=event.type, reason=event.reason, message=event.message[:1024]
+    )
 
 
 def controller() -> JobController:

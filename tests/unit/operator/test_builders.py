@@ -1,0 +1,126 @@
+import json
+from typing import Any
+
+from tfmw_operator.api import parse_job
+from tfmw_operator.builders import build_pod, build_service, build_tf_config
+from wrappers import job
+
+
+def env_of(container: dict[str, Any]) -> dict[str, str]:
+    return {e["name"]: e.get("value") for e in container["env"]}
+
+
+def test_tf_config_per_worker_matches_the_contract_exactly() -> None:
+    spec = parse_job(job("mnist", namespace="team-a").workers(3).obj())
+    for index in range(3):
+        assert json.loads(build_tf_config(spec, index)) == {
+            "cluster": {
+                "worker": [
+                    "mnist-worker-0.mnist.team-a.svc:2222",
+                    "mnist-worker-1.mnist.team-a.svc:2222",
+                    "mnist-worker-2.mnist.team-a.svc:2222",
+                ]
+            },
+            "task": {"type": "worker", "index": index},
+        }
+
+
+def test_tf_config_cluster_is_identical_across_workers_and_attempts() -> None:
+    spec = parse_job(job().workers(4).port(3333).obj())
+    clusters = {
+        json.dumps(json.loads(env_of(build_pod(spec, i, a)["spec"]["containers"][0])["TF_CONFIG"])["cluster"])
+        for i in range(4)
+        for a in range(3)
+    }
+    assert len(clusters) == 1
+    assert ":3333" in next(iter(clusters))
+
+
+def test_headless_service() -> None:
+    spec = parse_job(job("mnist").port(2345).obj())
+    service = build_service(spec)
+    assert service["metadata"]["name"] == "mnist"
+    assert service["spec"]["clusterIP"] == "None"
+    assert service["spec"]["publishNotReadyAddresses"] is True
+    assert service["spec"]["selector"] == {"tfmw.dev/job-name": "mnist"}
+    assert service["spec"]["ports"] == [{"name": "tfmw", "port": 2345, "targetPort": 2345}]
+    assert service["metadata"]["ownerReferences"][0]["controller"] is True
+
+
+def test_pod_names_labels_and_identity() -> None:
+    spec = parse_job(job("mnist").workers(2).obj())
+    chief, worker = build_pod(spec, 0, 2), build_pod(spec, 1, 2)
+    assert chief["metadata"]["name"] == "mnist-worker-0"
+    assert chief["metadata"]["labels"] == {
+        "tfmw.dev/job-name": "mnist",
+        "tfmw.dev/replica-index": "0",
+        "tfmw.dev/attempt": "2",
+        "tfmw.dev/role": "chief",
+    }
+    assert worker["metadata"]["labels"]["tfmw.dev/role"] == "worker"
+    assert chief["spec"]["hostname"] == "mnist-worker-0"
+    assert chief["spec"]["subdomain"] == "mnist"
+    assert chief["spec"]["restartPolicy"] == "Never"
+    owner = chief["metadata"]["ownerReferences"][0]
+    assert owner == {
+        "apiVersion": "tfmw.dev/v1alpha1",
+        "kind": "TFMultiWorkerJob",
+        "name": "mnist",
+        "uid": "uid-mnist",
+        "controller": True,
+        "blockOwnerDeletion": True,
+    }
+
+
+def test_env_injected_into_every_container_and_init_container() -> None:
+    template = {
+        "metadata": {"labels": {"team": "ml"}},
+        "spec": {
+            "initContainers": [{"name": "fetch", "image": "busybox"}],
+            "containers": [
+                {"name": "sidecar", "image": "busybox", "env": [{"name": "KEEP", "value": "1"}]},
+                {"name": "tensorflow", "image": "tfmw-trainer:dev"},
+            ],
+        },
+    }
+    spec = parse_job(job("mnist", namespace="ns1").template(template).completion(markerFile="out/done").obj())
+    pod = build_pod(spec, 1, 0)
+    containers = pod["spec"]["initContainers"] + pod["spec"]["containers"]
+    for container in containers:
+        env = env_of(container)
+        assert env["TFMW_JOB_NAME"] == "mnist"
+        assert env["TFMW_JOB_UID"] == "uid-mnist"
+        assert env["TFMW_NAMESPACE"] == "ns1"
+        assert env["TFMW_WORKER_INDEX"] == "1"
+        assert env["TFMW_NUM_WORKERS"] == "2"
+        assert env["TFMW_ATTEMPT"] == "0"
+        assert env["TFMW_SHARED_DIR"] == "/shared"
+        assert env["TFMW_MARKER_PATH"] == "/shared/out/done"
+        assert json.loads(env["TF_CONFIG"])["task"] == {"type": "worker", "index": 1}
+        assert {"name": "tfmw-shared", "mountPath": "/shared", "subPath": "ns1/mnist"} in container[
+            "volumeMounts"
+        ]
+    assert env_of(pod["spec"]["containers"][0])["KEEP"] == "1"
+    assert pod["metadata"]["labels"]["team"] == "ml"
+    # The port goes on the container named tensorflow, not the first one.
+    assert "ports" not in pod["spec"]["containers"][0]
+    assert pod["spec"]["containers"][1]["ports"] == [
+        {"name": "tfmw", "containerPort": 2222, "protocol": "TCP"}
+    ]
+    assert {"name": "tfmw-shared", "persistentVolumeClaim": {"claimName": "tfmw-shared"}} in pod["spec"][
+        "volumes"
+    ]
+
+
+def test_port_goes_to_first_container_without_one_named_tensorflow() -> None:
+    template = {"spec": {"containers": [{"name": "train", "image": "x"}, {"name": "side", "image": "y"}]}}
+    pod = build_pod(parse_job(job().template(template).obj()), 0, 0)
+    assert pod["spec"]["containers"][0]["ports"][0]["name"] == "tfmw"
+    assert "ports" not in pod["spec"]["containers"][1]
+
+
+def test_builders_do_not_modify_the_job_template() -> None:
+    obj = job().obj()
+    before = json.dumps(obj, sort_keys=True)
+    build_pod(parse_job(obj), 0, 0)
+    assert json.dumps(obj, sort_keys=True) == before

@@ -1,0 +1,99 @@
+"""Real multi-worker training: worker processes on localhost, TF_CONFIG in the contract's shape."""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import socket
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+EPOCH_LINE = re.compile(r"^worker=(\d+) (epoch=\d+ loss=\S+ accuracy=\S+)$", re.M)
+
+
+def free_ports(n: int) -> list[int]:
+    sockets = [socket.socket() for _ in range(n)]
+    for s in sockets:
+        s.bind(("127.0.0.1", 0))
+    ports = [s.getsockname()[1] for s in sockets]
+    for s in sockets:
+        s.close()
+    return ports
+
+
+def run_gang(
+    shared: Path, workers: int, *args: str, attempt: int = 0, timeout: float = 240
+) -> tuple[list[int], list[str]]:
+    """Start `workers` trainer processes; return their exit codes and outputs."""
+    addresses = [f"localhost:{p}" for p in free_ports(workers)]
+    processes = []
+    for index in range(workers):
+        env = {
+            **os.environ,
+            "TF_CONFIG": json.dumps(
+                {"cluster": {"worker": addresses}, "task": {"type": "worker", "index": index}}
+            ),
+            "TFMW_SHARED_DIR": str(shared),
+            "TFMW_MARKER_PATH": str(shared / "multiworker-complete.txt"),
+            "TFMW_JOB_UID": "uid-test",
+            "TFMW_ATTEMPT": str(attempt),
+        }
+        processes.append(
+            subprocess.Popen(
+                [sys.executable, "-m", "tfmw_trainer", "--epochs", "3", *args],
+                env=env,
+                stdout=subprocess.PIPE,
+                stderr=subprocess.STDOUT,
+                text=True,
+            )
+        )
+    outputs = []
+    for process in processes:
+        try:
+            out, _ = process.communicate(timeout=timeout)
+        except subprocess.TimeoutExpired:
+            process.kill()
+            out, _ = process.communicate()
+        outputs.append(out)
+    return [p.returncode for p in processes], outputs
+
+
+def epoch_lines(output: str) -> list[str]:
+    return [m.group(2) for m in EPOCH_LINE.finditer(output)]
+
+
+@pytest.mark.parametrize("mode", ["loop", "fit"])
+def test_two_workers_train_in_sync_and_the_chief_writes_the_marker(tmp_path: Path, mode: str) -> None:
+    codes, outputs = run_gang(tmp_path, 2, "--mode", mode)
+    assert codes == [0, 0], outputs
+    for index, output in enumerate(outputs):
+        assert f"worker={index} start cluster_workers=2 replicas=2" in output
+    lines = [epoch_lines(o) for o in outputs]
+    assert len(lines[0]) == 3
+    assert lines[0] == lines[1], "workers must print identical per-epoch lines"
+    marker = json.loads((tmp_path / "multiworker-complete.txt").read_text())
+    assert marker["job_uid"] == "uid-test" and marker["replicas"] == 2 and marker["mode"] == mode
+    assert marker["metrics"]["loss"] == float(lines[0][-1].split("loss=")[1].split()[0])
+    assert "marker_written" in outputs[0] and "marker_written" not in outputs[1]
+    assert not (tmp_path / ".worker-scratch" / "worker-1").exists()
+
+
+def test_a_killed_gang_resumes_from_its_checkpoint(tmp_path: Path) -> None:
+    # Attempt 0: worker 1 dies after epoch 1 the way an OOM-killed process does; the
+    # chief is then stuck in a collective, so the whole gang is stopped, as the operator does.
+    codes, crashed = run_gang(tmp_path, 2, "--crash-at-epoch", "1", "--crash-worker", "1", timeout=60)
+    assert "injected_crash epoch=1 exit_code=137" in crashed[1]
+    assert codes[1] == 137
+    assert not (tmp_path / "multiworker-complete.txt").exists()
+    assert (tmp_path / "checkpoints" / "checkpoint").exists()
+
+    codes, resumed = run_gang(tmp_path, 2, "--crash-at-epoch", "1", "--crash-worker", "1", attempt=1)
+    assert codes == [0, 0], resumed
+    for output in resumed:
+        assert "resumed_from_epoch=1" in output
+        assert [line.split()[0] for line in epoch_lines(output)] == ["epoch=2", "epoch=3"]
+    assert json.loads((tmp_path / "multiworker-complete.txt").read_text())["attempt"] == 1

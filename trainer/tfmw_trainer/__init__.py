@@ -1,0 +1,1 @@
+"""tfmw's reference trainer: MultiWorkerMirroredStrategy on data it generates."""
