@@ -12,19 +12,26 @@ from pathlib import Path
 from tfmw_operator import metrics
 from tfmw_operator.api import Json, Phase, SpecError, parse_job
 from tfmw_operator.kube import Kube
-from tfmw_operator.marker import marker_exists, read_marker, remove_marker
 from tfmw_operator.observed import MarkerState, ObservedPod, observe_pod
 from tfmw_operator.reconcile import (
     CreatePods,
     Decision,
     DeleteJob,
     DeletePods,
+    EnsureJobDirectory,
     EnsureService,
     Event,
     Observed,
     PatchStatus,
     RemoveMarker,
     reconcile,
+)
+from tfmw_operator.storage import (
+    ensure_job_directory,
+    marker_exists,
+    read_marker,
+    remove_marker,
+    write_text,
 )
 from tfmw_operator.workqueue import Key, WorkQueue
 
@@ -81,7 +88,9 @@ class JobController:
         namespace, name = meta["namespace"], meta["name"]
         by_name = {p.name: p for p in pods}
         for action in decision.actions:
-            if isinstance(action, EnsureService):
+            if isinstance(action, EnsureJobDirectory):
+                await asyncio.to_thread(ensure_job_directory, self.shared_root, action.relpath)
+            elif isinstance(action, EnsureService):
                 await self.kube.create_service(namespace, action.service)
             elif isinstance(action, CreatePods):
                 await asyncio.gather(*(self.kube.create_pod(namespace, pod) for pod in action.pods))
@@ -105,7 +114,7 @@ class JobController:
             text = await self.kube.pod_log(namespace, pod.name, LOG_ARCHIVE_BYTES)
             if text:
                 directory = self.shared_root / namespace / job_name / "logs" / f"attempt-{pod.attempt}"
-                await asyncio.to_thread(_write_text, directory / f"worker-{pod.index}.log", text)
+                await asyncio.to_thread(write_text, directory / f"worker-{pod.index}.log", text)
         await self.kube.delete_pod(namespace, pod.name)
 
     def _track(
@@ -169,8 +178,3 @@ def _owned_by(pod: Json, uid: str | None) -> bool:
     """Pods of an earlier job of the same name are not this job's workers."""
     owners = pod["metadata"].get("ownerReferences") or []
     return any(o.get("uid") == uid for o in owners)
-
-
-def _write_text(path: Path, text: str) -> None:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text(text)

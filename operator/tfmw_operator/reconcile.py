@@ -28,6 +28,11 @@ from tfmw_operator.restart_policy import WorkerFailure, failure_of, is_retryable
 
 
 @dataclass(frozen=True)
+class EnsureJobDirectory:
+    relpath: str
+
+
+@dataclass(frozen=True)
 class EnsureService:
     service: Json
 
@@ -57,7 +62,8 @@ class DeleteJob:
     pass
 
 
-Action = EnsureService | CreatePods | DeletePods | RemoveMarker | PatchStatus | DeleteJob
+Action = EnsureJobDirectory | EnsureService | CreatePods | DeletePods | RemoveMarker | PatchStatus | DeleteJob
+Creation = EnsureJobDirectory | EnsureService | CreatePods
 
 
 @dataclass(frozen=True)
@@ -215,6 +221,7 @@ def _launch(step: _Step, job: JobSpec, current: Sequence[ObservedPod], leftover_
         # Nothing of this job ever ran, so the marker is an earlier namesake's.
         step.actions.append(RemoveMarker(job.marker_relpath))
     missing = tuple(build_pod(job, i, attempt) for i in range(job.workers) if i not in present)
+    step.actions.append(EnsureJobDirectory(job.directory))
     step.actions.append(EnsureService(build_service(job)))
     if missing:
         step.actions.append(CreatePods(missing))
@@ -458,7 +465,9 @@ def _finish(step: _Step, old: Json) -> Decision:
     already_patched = any(isinstance(a, PatchStatus) for a in actions)
     if not already_patched and new != old:
         # Creations come before the status that records them; deletions after it.
-        creations = [i for i, a in enumerate(actions) if isinstance(a, CreatePods | EnsureService)]
+        creations = [
+            i for i, a in enumerate(actions) if isinstance(a, EnsureJobDirectory | EnsureService | CreatePods)
+        ]
         actions.insert(creations[-1] + 1 if creations else 0, PatchStatus(new))
     events = list(step.events)
     new_phase, old_phase = new.get("phase"), old.get("phase")

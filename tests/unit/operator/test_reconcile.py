@@ -13,6 +13,7 @@ from tfmw_operator.reconcile import (
     Decision,
     DeleteJob,
     DeletePods,
+    EnsureJobDirectory,
     EnsureService,
     Observed,
     PatchStatus,
@@ -65,7 +66,8 @@ def running_pods(j: Json, n: int = 2, attempt: int = 0) -> list[Json]:
 def test_new_job_creates_service_and_every_worker_then_records_the_launch() -> None:
     decision = decide(job().workers(3).obj())
     assert created(decision) == [(0, 0), (1, 0), (2, 0)]
-    assert kinds(decision) == [EnsureService, CreatePods, PatchStatus]
+    assert kinds(decision) == [EnsureJobDirectory, EnsureService, CreatePods, PatchStatus]
+    assert decision.actions[0] == EnsureJobDirectory("default/mnist")
     status = decision.status
     assert status is not None
     assert status["phase"] == "Pending"

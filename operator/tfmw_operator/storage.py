@@ -1,4 +1,4 @@
-"""The completion marker on the shared storage, as the operator sees it under --shared-root."""
+"""The shared storage as the operator sees it under --shared-root: job folders, markers, logs."""
 
 from __future__ import annotations
 
@@ -9,6 +9,22 @@ from pathlib import Path
 from tfmw_operator.observed import MarkerState
 
 MAX_MARKER_BYTES = 64 * 1024
+
+
+# Workers may run as any user; the folder is the job's scratch space, writable by all of them.
+JOB_DIRECTORY_MODE = 0o777
+
+
+def ensure_job_directory(shared_root: Path, relpath: str) -> None:
+    """Create the job's folder before its pods, so the kubelet does not make it root-owned."""
+    path = shared_root / relpath
+    path.mkdir(parents=True, exist_ok=True)
+    path.chmod(JOB_DIRECTORY_MODE)
+
+
+def write_text(path: Path, text: str) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(text)
 
 
 def marker_path(shared_root: Path, relpath: str) -> Path:

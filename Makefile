@@ -1,0 +1,83 @@
+# tfmw: see README.md. Every target installs what it needs (make install) first.
+SHELL := /bin/bash
+export PATH := $(CURDIR)/hack/bin:$(PATH)
+CLUSTER_DIR ?= $(CURDIR)/.cluster
+export KUBECONFIG ?= $(CLUSTER_DIR)/kubeconfig
+PYTEST := python3 -m pytest -p no:cacheprovider
+STAMP := build/.installed
+
+.PHONY: install lint test test-unit test-integration test-e2e run images cluster-up cluster-down \
+	cluster-status deploy demo bench kind-up kind-deploy kind-e2e clean
+
+$(STAMP): pyproject.toml hack/versions.env hack/go.mod hack/install-deps.sh
+	hack/install-deps.sh
+	@mkdir -p build && touch $@
+
+install: $(STAMP)
+
+lint: install
+	ruff check .
+	ruff format --check .
+	mypy operator/tfmw_operator trainer/tfmw_trainer tests
+
+test: install
+	@hack/stage.sh "unit tests" $(MAKE) --no-print-directory test-unit
+	@hack/stage.sh "integration tests" $(MAKE) --no-print-directory test-integration
+	@hack/stage.sh "end-to-end tests" $(MAKE) --no-print-directory test-e2e
+
+test-unit: install
+	$(PYTEST) tests/unit
+
+test-integration: install
+	hack/cluster.sh up --no-node
+	$(PYTEST) tests/integration
+
+test-e2e: install images
+	hack/cluster.sh up
+	hack/deploy.sh
+	$(PYTEST) tests/e2e
+
+run: install
+	mkdir -p $(CLUSTER_DIR)/shared
+	python3 -m tfmw_operator --shared-root $(CLUSTER_DIR)/shared --metrics-port 8080
+
+images: install
+	hack/images.sh
+
+cluster-up: install
+	hack/cluster.sh up
+
+cluster-down:
+	hack/cluster.sh down
+
+cluster-status:
+	hack/cluster.sh status
+
+deploy: install images cluster-up
+	hack/deploy.sh
+
+demo: install
+	hack/demo.sh
+
+bench: install
+	hack/cluster.sh up --no-node
+	python3 -m tests.bench.control_plane
+
+# kind: for machines with Docker and kind (not this one: it has no Docker engine).
+KIND_CLUSTER ?= tfmw
+kind-up:
+	mkdir -p /tmp/tfmw-shared && chmod 0777 /tmp/tfmw-shared
+	kind create cluster --name $(KIND_CLUSTER) --config deploy/kind/cluster.yaml
+
+kind-deploy:
+	docker build --target operator -t tfmw-operator:dev .
+	docker build --target trainer -t tfmw-trainer:dev .
+	kind load docker-image --name $(KIND_CLUSTER) tfmw-operator:dev tfmw-trainer:dev
+	kubectl apply -k deploy/
+	kubectl -n tfmw-system rollout status deployment/tfmw-operator --timeout=180s
+
+kind-e2e: kind-deploy
+	$(PYTEST) tests/e2e
+
+clean: cluster-down
+	rm -rf build .cluster
