@@ -5,7 +5,6 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
-from collections.abc import Callable
 from datetime import UTC, datetime
 from pathlib import Path
 
@@ -20,7 +19,6 @@ from tfmw_operator.reconcile import (
     DeletePods,
     EnsureJobDirectory,
     EnsureService,
-    Event,
     Observed,
     PatchStatus,
     RemoveMarker,
@@ -39,7 +37,6 @@ logger = logging.getLogger(__name__)
 
 MARKER_POLL_SECONDS = 0.2
 LOG_ARCHIVE_BYTES = 4 * 1024 * 1024
-EventPoster = Callable[[Json, Event], None]
 
 
 def status_patch(old: Json, new: Json) -> Json:
@@ -50,10 +47,9 @@ def status_patch(old: Json, new: Json) -> Json:
 
 
 class JobController:
-    def __init__(self, kube: Kube, shared_root: Path, post_event: EventPoster) -> None:
+    def __init__(self, kube: Kube, shared_root: Path) -> None:
         self.kube = kube
         self.shared_root = shared_root
-        self.post_event = post_event
         self.queue = WorkQueue(self.reconcile)
         # Jobs whose marker may appear any moment: their marker's relative path.
         self.awaiting_marker: dict[Key, str] = {}
@@ -105,8 +101,9 @@ class JobController:
                     await self.kube.patch_job_status(namespace, name, patch)
             elif isinstance(action, DeleteJob):
                 await self.kube.delete_job(namespace, name)
-        for event in decision.events:
-            self.post_event(job, event)
+        await asyncio.gather(
+            *(self.kube.post_event(job, e.type, e.reason, e.message) for e in decision.events)
+        )
 
     async def _archive_and_delete(self, namespace: str, job_name: str, pod: ObservedPod) -> None:
         """Keep a worker's log on the shared storage before its pod, and the log, go away."""

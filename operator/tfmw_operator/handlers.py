@@ -12,15 +12,14 @@ import logging
 import os
 from collections.abc import Mapping
 from pathlib import Path
-from typing import Any, cast
+from typing import Any
 
 import kopf
 from prometheus_client import start_http_server
 
-from tfmw_operator.api import GROUP, LABEL_JOB_NAME, PLURAL, VERSION, Json
+from tfmw_operator.api import GROUP, LABEL_JOB_NAME, PLURAL, VERSION
 from tfmw_operator.controller import JobController
 from tfmw_operator.kube import Kube, load_api_client
-from tfmw_operator.reconcile import Event
 
 SHARED_ROOT_ENV = "TFMW_SHARED_ROOT"
 METRICS_PORT_ENV = "TFMW_METRICS_PORT"
@@ -29,12 +28,6 @@ API_THREADS = 64
 logger = logging.getLogger(__name__)
 _controller: JobController | None = None
 _background: set[asyncio.Task[None]] = set()
-
-
-def _post_event(job: Json, event: Event) -> None:
-    kopf.event(
-        kopf.Body(cast(kopf.RawBody, job)), type=event.type, reason=event.reason, message=event.message[:1024]
-    )
 
 
 def controller() -> JobController:
@@ -57,9 +50,15 @@ async def start(settings: kopf.OperatorSettings, **_: Any) -> None:
     port = int(os.environ.get(METRICS_PORT_ENV, "0"))
     if port:
         start_http_server(port)
-    _controller = JobController(Kube(load_api_client()), shared_root, _post_event)
+    _controller = JobController(Kube(load_api_client()), shared_root)
     _background.add(loop.create_task(_controller.watch_markers()))
     logger.info("tfmw operator started; shared root %s", shared_root)
+
+
+@kopf.on.login()
+def login(**kwargs: Any) -> kopf.ConnectionInfo | None:
+    """In a pod its service account, elsewhere $KUBECONFIG as it is now, not at import time."""
+    return kopf.login_with_service_account(**kwargs) or kopf.login_with_kubeconfig(**kwargs)
 
 
 @kopf.on.cleanup()

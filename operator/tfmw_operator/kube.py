@@ -3,6 +3,10 @@
 from __future__ import annotations
 
 import asyncio
+import logging
+import os
+import uuid
+from datetime import UTC, datetime
 
 from kubernetes import client, config
 from kubernetes.client.exceptions import ApiException
@@ -10,6 +14,9 @@ from kubernetes.client.exceptions import ApiException
 from tfmw_operator.api import GROUP, LABEL_JOB_NAME, PLURAL, VERSION, Json
 
 MERGE_PATCH = "application/merge-patch+json"
+EVENT_SOURCE = "tfmw-operator"
+EVENT_MESSAGE_LIMIT = 1024
+logger = logging.getLogger(__name__)
 CONNECTION_POOL_SIZE = 64
 
 
@@ -17,7 +24,8 @@ def load_api_client() -> client.ApiClient:
     try:
         config.load_incluster_config()
     except config.ConfigException:
-        config.load_kube_config()
+        # Read KUBECONFIG now: the client's default was fixed when it was imported.
+        config.load_kube_config(config_file=os.environ.get("KUBECONFIG"))
     configuration = client.Configuration.get_default_copy()
     configuration.connection_pool_maxsize = CONNECTION_POOL_SIZE
     return client.ApiClient(configuration)
@@ -96,6 +104,32 @@ class Kube:
             )
         except ApiException as error:
             _ignore(404, error)
+
+    async def post_event(self, job: Json, type: str, reason: str, message: str) -> None:
+        meta = job["metadata"]
+        stamp = datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+        event = {
+            "metadata": {"name": f"{meta['name']}.{uuid.uuid4().hex[:12]}", "namespace": meta["namespace"]},
+            "involvedObject": {
+                "apiVersion": job.get("apiVersion", f"{GROUP}/{VERSION}"),
+                "kind": job.get("kind", "TFMultiWorkerJob"),
+                "name": meta["name"],
+                "namespace": meta["namespace"],
+                "uid": meta.get("uid"),
+            },
+            "type": type,
+            "reason": reason,
+            "message": message[:EVENT_MESSAGE_LIMIT],
+            "firstTimestamp": stamp,
+            "lastTimestamp": stamp,
+            "count": 1,
+            "source": {"component": EVENT_SOURCE},
+            "reportingComponent": EVENT_SOURCE,
+        }
+        try:
+            await asyncio.to_thread(self.core.create_namespaced_event, meta["namespace"], event)
+        except ApiException as error:  # an Event is worth a log line, not a failed reconcile
+            logger.warning("could not post event %s on %s: %s", reason, meta["name"], error.reason)
 
     async def pod_log(self, namespace: str, name: str, limit_bytes: int) -> str:
         """The pod's log, or "" when there is none to read (never started, node gone)."""

@@ -1,0 +1,60 @@
+"""Integration fixtures: the local control plane, the CRD, and the operator running in-process."""
+
+from __future__ import annotations
+
+import logging
+import os
+import subprocess
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from kopf.testing import KopfRunner
+from kube import REPO, Kube, SimulatedKubelet, kubectl
+
+NAMESPACE_PREFIX = "it"
+
+
+@pytest.fixture(scope="session")
+def kube() -> Kube:
+    """Bring the local control plane up (or reuse a running one) and install the CRD."""
+    os.environ.setdefault("KUBECONFIG", str(REPO / ".cluster" / "kubeconfig"))
+    os.environ["PATH"] = f"{REPO / 'hack' / 'bin'}:{os.environ['PATH']}"
+    subprocess.run([str(REPO / "hack" / "cluster.sh"), "up", "--no-node"], check=True)
+    kubectl(
+        "apply", "--server-side", "--force-conflicts", "-f", str(REPO / "crds" / "tfmwjobs.tfmw.dev.yaml")
+    )
+    kubectl("wait", "--for=condition=established", "crd/tfmwjobs.tfmw.dev", "--timeout=60s")
+    kube = Kube()
+    SimulatedKubelet.register_node(kube)
+    return kube
+
+
+@pytest.fixture(scope="session")
+def kubelet(kube: Kube) -> Iterator[SimulatedKubelet]:
+    simulator = SimulatedKubelet(kube).start()
+    yield simulator
+    simulator.stop()
+
+
+@pytest.fixture(scope="session")
+def shared_root(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    return tmp_path_factory.mktemp("shared-root")
+
+
+@pytest.fixture(scope="session")
+def operator(kube: Kube, kubelet: SimulatedKubelet, shared_root: Path) -> Iterator[KopfRunner]:
+    """The operator in-process, watching the namespaces these tests create."""
+    os.environ["TFMW_SHARED_ROOT"] = str(shared_root)
+    os.environ["TFMW_METRICS_PORT"] = "0"
+    logging.getLogger("kopf").setLevel(logging.WARNING)
+    args = ["run", "--standalone", "--namespace", f"{NAMESPACE_PREFIX}-*", "-m", "tfmw_operator.handlers"]
+    with KopfRunner(args, timeout=60) as runner:
+        yield runner
+
+
+@pytest.fixture
+def namespace(kube: Kube, operator: KopfRunner) -> Iterator[str]:
+    name = kube.new_namespace(NAMESPACE_PREFIX)
+    yield name
+    kube.delete_namespace(name)

@@ -1,0 +1,126 @@
+"""A job's whole happy path against a real API server: objects, phases, marker, cleanup, events."""
+
+from __future__ import annotations
+
+import json
+import time
+from pathlib import Path
+
+from kube import Kube, SimulatedKubelet, kubectl, simulated_job, wait_for
+
+
+def write_marker(shared_root: Path, namespace: str, name: str, uid: str) -> float:
+    path = shared_root / namespace / name / "multiworker-complete.txt"
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(json.dumps({"job_uid": uid, "attempt": 0}))
+    return time.monotonic()
+
+
+def test_service_and_pods_exactly_as_the_contract_says(kube: Kube, namespace: str) -> None:
+    job = kube.create_job(namespace, simulated_job("mnist", workers=3, port=2345))
+    uid = job["metadata"]["uid"]
+    pods = kube.wait_pods(namespace, "mnist", 3)
+    service = kube.sanitize(kube.core.read_namespaced_service("mnist", namespace))
+    assert service["spec"]["clusterIP"] == "None"
+    assert service["spec"]["publishNotReadyAddresses"] is True
+    assert service["spec"]["selector"] == {"tfmw.dev/job-name": "mnist"}
+    assert service["spec"]["ports"][0]["name"] == "tfmw" and service["spec"]["ports"][0]["port"] == 2345
+    assert service["metadata"]["ownerReferences"][0]["uid"] == uid
+    cluster = [f"mnist-worker-{i}.mnist.{namespace}.svc:2345" for i in range(3)]
+    for index, pod in enumerate(pods):
+        meta, spec = pod["metadata"], pod["spec"]
+        assert meta["name"] == f"mnist-worker-{index}"
+        assert meta["labels"] == {
+            "tfmw.dev/job-name": "mnist",
+            "tfmw.dev/replica-index": str(index),
+            "tfmw.dev/attempt": "0",
+            "tfmw.dev/role": "chief" if index == 0 else "worker",
+        }
+        owner = meta["ownerReferences"][0]
+        assert (owner["kind"], owner["uid"], owner["controller"]) == ("TFMultiWorkerJob", uid, True)
+        assert spec["hostname"] == f"mnist-worker-{index}" and spec["subdomain"] == "mnist"
+        assert spec["restartPolicy"] == "Never"
+        container = spec["containers"][0]
+        env = {e["name"]: e["value"] for e in container["env"]}
+        assert json.loads(env["TF_CONFIG"]) == {
+            "cluster": {"worker": cluster},
+            "task": {"type": "worker", "index": index},
+        }
+        assert env["TFMW_JOB_UID"] == uid and env["TFMW_NAMESPACE"] == namespace
+        assert env["TFMW_MARKER_PATH"] == "/shared/multiworker-complete.txt"
+        mount = next(m for m in container["volumeMounts"] if m["name"] == "tfmw-shared")
+        assert mount == {"name": "tfmw-shared", "mountPath": "/shared", "subPath": f"{namespace}/mnist"}
+        assert container["ports"][0]["containerPort"] == 2345
+    assert meta.get("finalizers") is None
+
+
+def test_running_then_succeeded_on_marker_then_cleanup_and_events(
+    kube: Kube, kubelet: SimulatedKubelet, namespace: str, shared_root: Path
+) -> None:
+    job = kube.create_job(namespace, simulated_job("happy", completion={"chiefExitGraceSeconds": 0}))
+    kube.wait_pods(namespace, "happy", 2)
+    assert kube.wait_phase(namespace, "happy", "Pending")["readyWorkers"] == "0/2"
+    kubelet.run_all(namespace, "happy")
+    status = kube.wait_phase(namespace, "happy", "Running")
+    assert status["readyWorkers"] == "2/2" and status["startTime"]
+
+    written = write_marker(shared_root, namespace, "happy", job["metadata"]["uid"])
+    status = kube.wait_phase(namespace, "happy", "Succeeded", timeout=5)
+    latency = time.monotonic() - written
+    assert latency < 3, f"marker to Succeeded took {latency:.2f}s"
+    assert status["marker"]["path"] == f"{namespace}/happy/multiworker-complete.txt"
+    assert any(c["type"] == "Succeeded" and c["status"] == "True" for c in status["conditions"])
+
+    # cleanPodPolicy Running (default): running pods go once the grace period is over.
+    wait_for("running pods deleted", lambda: not kube.pods(namespace, "happy"), timeout=15)
+    reasons = {e["reason"] for e in kube.events(namespace, "happy")}
+    assert {"PodsCreated", "Running", "Succeeded"} <= reasons
+
+
+def test_clean_pod_policy_none_keeps_pods_and_all_removes_finished_ones(
+    kube: Kube, kubelet: SimulatedKubelet, namespace: str, shared_root: Path
+) -> None:
+    keep = kube.create_job(namespace, simulated_job("keep", runPolicy={"cleanPodPolicy": "None"}))
+    wipe = kube.create_job(namespace, simulated_job("wipe", runPolicy={"cleanPodPolicy": "All"}))
+    for job in (keep, wipe):
+        name = job["metadata"]["name"]
+        kube.wait_pods(namespace, name, 2)
+        for pod in kube.pods(namespace, name):
+            kubelet.exit(namespace, pod["metadata"]["name"], 0)
+        write_marker(shared_root, namespace, name, job["metadata"]["uid"])
+        kube.wait_phase(namespace, name, "Succeeded")
+    wait_for("finished pods of 'wipe' deleted", lambda: not kube.pods(namespace, "wipe"), timeout=10)
+    time.sleep(1)
+    assert len(kube.pods(namespace, "keep")) == 2
+
+
+def test_printer_columns_show_real_values(
+    kube: Kube, kubelet: SimulatedKubelet, namespace: str, shared_root: Path
+) -> None:
+    job = kube.create_job(namespace, simulated_job("cols", workers=3))
+    kube.wait_pods(namespace, "cols", 3)
+    kubelet.run_all(namespace, "cols")
+    kube.wait_phase(namespace, "cols", "Running")
+    table = kubectl("get", "tfmwjobs", "-n", namespace).stdout.splitlines()
+    assert table[0].split() == ["NAME", "PHASE", "READY", "RESTARTS", "AGE"]
+    assert table[1].split()[:4] == ["cols", "Running", "3/3", "0"]
+    write_marker(shared_root, namespace, "cols", job["metadata"]["uid"])
+    kube.wait_phase(namespace, "cols", "Succeeded")
+    wide = kubectl("get", "tfmw", "-n", namespace, "-o", "wide").stdout.splitlines()
+    assert wide[0].split()[:7] == ["NAME", "PHASE", "READY", "RESTARTS", "AGE", "WORKERS", "COMPLETED"]
+    row = wide[1].split()
+    assert row[1] == "Succeeded" and row[5] == "3" and row[6] not in ("", "<none>")
+
+
+def test_deleting_the_job_removes_pods_and_service_through_the_garbage_collector(
+    kube: Kube, namespace: str
+) -> None:
+    kube.create_job(namespace, simulated_job("gc", workers=2))
+    kube.wait_pods(namespace, "gc", 2)
+    kube.delete_job(namespace, "gc")
+
+    def gone() -> bool:
+        services = kube.core.list_namespaced_service(namespace).items
+        return not kube.pods(namespace, "gc") and not services
+
+    wait_for("pods and service garbage-collected", gone, timeout=30)
