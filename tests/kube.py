@@ -99,15 +99,16 @@ class Kube:
         self.custom.delete_namespaced_custom_object(GROUP, VERSION, namespace, PLURAL, name)
 
     def status(self, namespace: str, name: str) -> Json:
-        job = self.get_job(namespace, name)
-        return (job or {}).get("status") or {}
+        job = self.get_job(namespace, name) or {}
+        status: Json = job.get("status") or {}
+        return status
 
     def wait_phase(self, namespace: str, name: str, phase: str, timeout: float = 30) -> Json:
-        return wait_for(
-            f"{namespace}/{name} phase {phase}",
-            lambda: (s := self.status(namespace, name)).get("phase") == phase and s,
-            timeout=timeout,
-        )
+        def probe() -> Json | None:
+            status = self.status(namespace, name)
+            return status if status.get("phase") == phase else None
+
+        return wait_for(f"{namespace}/{name} phase {phase}", probe, timeout=timeout)
 
     # ---- pods ----
 
@@ -129,6 +130,15 @@ class Kube:
             return pods if len(pods) == count else None
 
         return wait_for(f"{count} pods of {job_name} attempt {attempt}", probe, timeout=timeout)
+
+    def wait_events(self, namespace: str, name: str, reasons: set[str], timeout: float = 10) -> set[str]:
+        """Events are posted right after the status they describe; wait for them to land."""
+
+        def probe() -> set[str] | None:
+            seen = {e["reason"] for e in self.events(namespace, name)}
+            return seen if reasons <= seen else None
+
+        return wait_for(f"events {sorted(reasons)} on {name}", probe, timeout=timeout)
 
     def events(self, namespace: str, name: str) -> list[Json]:
         items = self.core.list_namespaced_event(

@@ -4,8 +4,10 @@ from __future__ import annotations
 
 import logging
 import os
+import signal
 import subprocess
-from collections.abc import Iterator
+import sys
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
@@ -58,3 +60,44 @@ def namespace(kube: Kube, operator: KopfRunner) -> Iterator[str]:
     name = kube.new_namespace(NAMESPACE_PREFIX)
     yield name
     kube.delete_namespace(name)
+
+
+class OperatorProcess:
+    """The operator as a separate process, to be killed -9 and started again like a crashed pod."""
+
+    def __init__(self, namespace: str, shared_root: Path, kubeconfig: str | None = None) -> None:
+        self.namespace = namespace
+        self.shared_root = shared_root
+        self.env = {**os.environ, "KUBECONFIG": kubeconfig or os.environ["KUBECONFIG"]}
+        self.process: subprocess.Popen[bytes] | None = None
+        self.log = shared_root / f"operator-{namespace}.log"
+
+    def start(self) -> None:
+        command = [
+            sys.executable, "-m", "tfmw_operator", "--shared-root", str(self.shared_root),
+            "--namespace", self.namespace, "--metrics-port", "0", "--liveness", "",
+        ]  # fmt: skip
+        with self.log.open("ab") as log:
+            self.process = subprocess.Popen(command, env=self.env, stdout=log, stderr=subprocess.STDOUT)
+
+    def kill(self) -> None:
+        if self.process is not None:
+            self.process.send_signal(signal.SIGKILL)
+            self.process.wait()
+
+
+@pytest.fixture
+def operator_process(
+    kube: Kube, kubelet: SimulatedKubelet, shared_root: Path
+) -> Iterator[Callable[..., OperatorProcess]]:
+    started: list[OperatorProcess] = []
+
+    def start(namespace: str, kubeconfig: str | None = None) -> OperatorProcess:
+        process = OperatorProcess(namespace, shared_root, kubeconfig)
+        process.start()
+        started.append(process)
+        return process
+
+    yield start
+    for process in started:
+        process.kill()

@@ -73,8 +73,7 @@ def test_running_then_succeeded_on_marker_then_cleanup_and_events(
 
     # cleanPodPolicy Running (default): running pods go once the grace period is over.
     wait_for("running pods deleted", lambda: not kube.pods(namespace, "happy"), timeout=15)
-    reasons = {e["reason"] for e in kube.events(namespace, "happy")}
-    assert {"PodsCreated", "Running", "Succeeded"} <= reasons
+    kube.wait_events(namespace, "happy", {"PodsCreated", "Running", "Succeeded"})
 
 
 def test_clean_pod_policy_none_keeps_pods_and_all_removes_finished_ones(

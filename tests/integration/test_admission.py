@@ -1,0 +1,194 @@
+"""Admission: invalid manifests are refused by `kubectl apply` with a message naming the field."""
+
+from __future__ import annotations
+
+import copy
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+from kube import REPO, Kube, kubectl
+
+Json = dict[str, Any]
+BASE: Json = {
+    "apiVersion": "tfmw.dev/v1alpha1",
+    "kind": "TFMultiWorkerJob",
+    "metadata": {"name": "adm"},
+    "spec": {
+        "workers": 2,
+        "sharedVolume": {"claimName": "tfmw-shared"},
+        "template": {"spec": {"containers": [{"name": "tensorflow", "image": "tfmw-trainer:dev"}]}},
+    },
+}
+
+
+def mutate(change: Callable[[Json], None]) -> Json:
+    manifest = copy.deepcopy(BASE)
+    change(manifest)
+    return manifest
+
+
+def spec(**fields: Any) -> Callable[[Json], None]:
+    return lambda m: m["spec"].update(fields)
+
+
+def run_policy(**fields: Any) -> Callable[[Json], None]:
+    return lambda m: m["spec"].setdefault("runPolicy", {}).update(fields)
+
+
+def completion(**fields: Any) -> Callable[[Json], None]:
+    return lambda m: m["spec"].setdefault("completion", {}).update(fields)
+
+
+def container(**fields: Any) -> Callable[[Json], None]:
+    return lambda m: m["spec"]["template"]["spec"]["containers"][0].update(fields)
+
+
+def delete(*path: str) -> Callable[[Json], None]:
+    def change(m: Json) -> None:
+        node = m
+        for key in path[:-1]:
+            node = node[key]
+        del node[path[-1]]
+
+    return change
+
+
+def name(value: str) -> Callable[[Json], None]:
+    return lambda m: m["metadata"].update(name=value)
+
+
+INVALID: list[tuple[str, Callable[[Json], None], str]] = [
+    ("zero workers", spec(workers=0), "spec.workers"),
+    ("too many workers", spec(workers=1025), "spec.workers"),
+    ("workers as text", spec(workers="two"), "spec.workers"),
+    ("workers missing", delete("spec", "workers"), "spec.workers"),
+    ("port zero", spec(port=0), "spec.port"),
+    ("port too high", spec(port=70000), "spec.port"),
+    ("port as text", spec(port="grpc"), "spec.port"),
+    ("sharedVolume missing", delete("spec", "sharedVolume"), "spec.sharedVolume"),
+    ("claimName missing", spec(sharedVolume={"mountPath": "/shared"}), "spec.sharedVolume.claimName"),
+    ("claimName empty", spec(sharedVolume={"claimName": ""}), "spec.sharedVolume.claimName"),
+    (
+        "relative mountPath",
+        spec(sharedVolume={"claimName": "c", "mountPath": "shared"}),
+        "spec.sharedVolume.mountPath",
+    ),
+    ("absolute markerFile", completion(markerFile="/tmp/done"), "spec.completion.markerFile"),
+    ("markerFile climbing out", completion(markerFile="../done"), "spec.completion.markerFile"),
+    (
+        "markerFile climbing in the middle",
+        completion(markerFile="a/../../done"),
+        "spec.completion.markerFile",
+    ),
+    ("negative grace", completion(chiefExitGraceSeconds=-1), "spec.completion.chiefExitGraceSeconds"),
+    ("unknown restartPolicy", run_policy(restartPolicy="Always"), "spec.runPolicy.restartPolicy"),
+    ("negative backoffLimit", run_policy(backoffLimit=-1), "spec.runPolicy.backoffLimit"),
+    ("zero deadline", run_policy(activeDeadlineSeconds=0), "spec.runPolicy.activeDeadlineSeconds"),
+    ("zero pending timeout", run_policy(pendingTimeoutSeconds=0), "spec.runPolicy.pendingTimeoutSeconds"),
+    ("negative ttl", run_policy(ttlSecondsAfterFinished=-5), "spec.runPolicy.ttlSecondsAfterFinished"),
+    ("unknown cleanPodPolicy", run_policy(cleanPodPolicy="Some"), "spec.runPolicy.cleanPodPolicy"),
+    ("suspend as text", run_policy(suspend="yes"), "spec.runPolicy.suspend"),
+    ("template missing", delete("spec", "template"), "spec.template"),
+    ("template without spec", spec(template={"metadata": {}}), "spec.template.spec"),
+    ("no containers", spec(template={"spec": {"containers": []}}), "spec.template.spec.containers"),
+    ("containers missing", spec(template={"spec": {}}), "spec.template.spec.containers"),
+    (
+        "container without image",
+        lambda m: m["spec"]["template"]["spec"].update(containers=[{"name": "tf"}]),
+        "image",
+    ),
+    ("TF_CONFIG in env", container(env=[{"name": "TF_CONFIG", "value": "{}"}]), "TF_CONFIG"),
+    ("TFMW_ variable in env", container(env=[{"name": "TFMW_WORKER_INDEX", "value": "3"}]), "TFMW_"),
+    (
+        "TF_CONFIG in an init container",
+        lambda m: m["spec"]["template"]["spec"].update(
+            initContainers=[
+                {"name": "init", "image": "busybox", "env": [{"name": "TF_CONFIG", "value": "x"}]}
+            ]
+        ),
+        "initContainers",
+    ),
+    ("name too long for its pods", name("a" * 56), "metadata.name"),
+    (
+        "name too long for 100 workers",
+        lambda m: m.update(metadata={"name": "b" * 54}, spec={**m["spec"], "workers": 100}),
+        "metadata.name",
+    ),
+    ("name starting with a digit", name("1job"), "metadata.name"),
+    ("name with a dot", name("my.job"), "metadata.name"),
+    ("typo outside the template", spec(backofLimit=3), 'unknown field "spec.backofLimit"'),
+    ("typo in runPolicy", run_policy(backofLimit=3), 'unknown field "spec.runPolicy.backofLimit"'),
+    ("spec missing", delete("spec"), "spec"),
+]
+
+IMMUTABLE: list[tuple[str, Callable[[Json], None], str]] = [
+    ("workers", spec(workers=3), "spec.workers is immutable"),
+    ("port", spec(port=3333), "spec.port is immutable"),
+    ("sharedVolume", spec(sharedVolume={"claimName": "other"}), "spec.sharedVolume is immutable"),
+    ("template", container(image="other:1"), "spec.template is immutable"),
+    ("completion", completion(markerFile="other.txt"), "spec.completion is immutable"),
+]
+
+
+def apply(namespace: str, manifest: Json, *extra: str) -> Any:
+    return kubectl(
+        "apply",
+        "--validate=strict",
+        "-n",
+        namespace,
+        *extra,
+        "-f",
+        "-",
+        input=yaml.safe_dump(manifest),
+        check=False,
+    )
+
+
+@pytest.fixture(scope="module")
+def admission_namespace(kube: Kube) -> Iterator[str]:
+    namespace = kube.new_namespace("adm")
+    yield namespace
+    kube.delete_namespace(namespace)
+
+
+@pytest.mark.parametrize(("case", "change", "field"), INVALID, ids=[c[0] for c in INVALID])
+def test_invalid_manifest_is_refused_naming_the_field(
+    admission_namespace: str, case: str, change: Callable[[Json], None], field: str
+) -> None:
+    result = apply(admission_namespace, mutate(change), "--dry-run=server")
+    assert result.returncode != 0, f"{case}: accepted"
+    assert field in result.stderr, f"{case}: message does not name {field}: {result.stderr}"
+
+
+@pytest.mark.parametrize(("case", "change", "message"), IMMUTABLE, ids=[c[0] for c in IMMUTABLE])
+def test_immutable_fields_cannot_change(
+    admission_namespace: str, case: str, change: Callable[[Json], None], message: str
+) -> None:
+    original = mutate(name(f"imm-{case.lower()}"))
+    assert apply(admission_namespace, original).returncode == 0
+    changed = copy.deepcopy(original)
+    change(changed)
+    result = apply(admission_namespace, changed)
+    assert result.returncode != 0 and message in result.stderr, result.stderr
+
+
+def test_run_policy_may_change(admission_namespace: str) -> None:
+    original = mutate(name("mutable-policy"))
+    assert apply(admission_namespace, original).returncode == 0
+    changed = mutate(name("mutable-policy"))
+    run_policy(backoffLimit=7, suspend=True, activeDeadlineSeconds=60)(changed)
+    result = apply(admission_namespace, changed)
+    assert result.returncode == 0, result.stderr
+
+
+@pytest.mark.parametrize("sample", sorted((REPO / "deploy" / "samples").glob("*.yaml")), ids=lambda p: p.name)
+def test_every_sample_is_accepted(admission_namespace: str, sample: Path) -> None:
+    result = apply(admission_namespace, yaml.safe_load(sample.read_text()), "--dry-run=server")
+    assert result.returncode == 0, result.stderr
+
+
+def test_the_corpus_is_big_enough() -> None:
+    assert len(INVALID) + len(IMMUTABLE) >= 30

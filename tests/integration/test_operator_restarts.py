@@ -1,0 +1,84 @@
+"""The operator killed -9 at random moments of jobs' lives: no duplicate, no orphan, right ending."""
+
+from __future__ import annotations
+
+import json
+import random
+import threading
+import time
+from collections.abc import Callable
+from pathlib import Path
+
+from integration.conftest import OperatorProcess
+from kube import Kube, SimulatedKubelet, simulated_job, wait_for
+
+JOBS = 8
+WORKERS = 3
+
+
+def test_operator_killed_at_random_points_never_duplicates_or_orphans(
+    kube: Kube,
+    kubelet: SimulatedKubelet,
+    shared_root: Path,
+    operator_process: Callable[..., OperatorProcess],
+) -> None:
+    namespace = kube.new_namespace("kill")
+    operator = operator_process(namespace)
+    rng = random.Random(1234)
+    kills = 0
+    stop = threading.Event()
+    violations: list[str] = []
+
+    def killer() -> None:
+        nonlocal kills
+        while not stop.is_set():
+            time.sleep(rng.uniform(0.2, 1.5))
+            operator.kill()
+            kills += 1
+            operator.start()
+
+    def monitor() -> None:
+        while not stop.is_set():
+            by_job: dict[str, set[str]] = {}
+            for pod in kube.core.list_namespaced_pod(namespace).items:
+                labels = pod.metadata.labels or {}
+                by_job.setdefault(labels.get("tfmw.dev/job-name", "?"), set()).add(
+                    labels.get("tfmw.dev/attempt", "?")
+                )
+            violations.extend(f"{job}: attempts {a}" for job, a in by_job.items() if len(a) > 1)
+            time.sleep(0.05)
+
+    threads = [threading.Thread(target=killer, daemon=True), threading.Thread(target=monitor, daemon=True)]
+    for thread in threads:
+        thread.start()
+    try:
+        for number in range(JOBS):
+            name = f"job{number}"
+            job = kube.create_job(
+                namespace, simulated_job(name, workers=WORKERS, runPolicy={"backoffLimit": 5})
+            )
+            kube.wait_pods(namespace, name, WORKERS, timeout=60)
+            kubelet.run_all(namespace, name)
+            kube.wait_phase(namespace, name, "Running", timeout=60)
+            kubelet.exit(namespace, f"{name}-worker-{number % WORKERS}", 137)
+            kube.wait_pods(namespace, name, WORKERS, attempt=1, timeout=60)
+            kubelet.run_all(namespace, name)
+            kube.wait_phase(namespace, name, "Running", timeout=60)
+            marker = shared_root / namespace / name / "multiworker-complete.txt"
+            marker.write_text(json.dumps({"job_uid": job["metadata"]["uid"]}))
+            status = kube.wait_phase(namespace, name, "Succeeded", timeout=60)
+            assert status["restarts"] == 1, f"{name}: {status['restarts']} restarts recorded for one failure"
+            assert status["attempt"] == 1
+    finally:
+        stop.set()
+        for thread in threads:
+            thread.join()
+    print(f"\n{JOBS} jobs of {WORKERS} workers, each with one gang restart, survived {kills} operator kills")
+    assert kills >= JOBS, "the operator was not killed often enough to mean something"
+    assert not violations, f"pods of two attempts of one job at once: {violations[:5]}"
+    for number in range(JOBS):
+        pods = kube.pods(namespace, f"job{number}")
+        assert all(p["metadata"]["labels"]["tfmw.dev/attempt"] == "1" for p in pods), "orphan of attempt 0"
+        assert len({p["metadata"]["name"] for p in pods}) == len(pods)
+    kube.delete_namespace(namespace)
+    wait_for("no pods left", lambda: not kube.core.list_namespaced_pod(namespace).items, timeout=60)
