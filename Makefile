@@ -32,8 +32,9 @@ test-integration: install
 	hack/cluster.sh up --no-node
 	$(PYTEST) tests/integration
 
-test-e2e: install images
+test-e2e: install
 	hack/cluster.sh up
+	hack/images.sh
 	hack/deploy.sh
 	$(PYTEST) tests/e2e
 
@@ -53,7 +54,8 @@ cluster-down:
 cluster-status:
 	hack/cluster.sh status
 
-deploy: install images cluster-up
+deploy: install cluster-up
+	hack/images.sh
 	hack/deploy.sh
 
 demo: install

@@ -5,6 +5,8 @@ package main
 
 import (
 	"github.com/coredns/coredns/core/dnsserver"
+	"github.com/coredns/coredns/coremain"
+	_ "github.com/coredns/coredns/plugin/bind"
 	_ "github.com/coredns/coredns/plugin/cache"
 	_ "github.com/coredns/coredns/plugin/errors"
 	_ "github.com/coredns/coredns/plugin/health"
@@ -13,12 +15,12 @@ import (
 	_ "github.com/coredns/coredns/plugin/log"
 	_ "github.com/coredns/coredns/plugin/ready"
 	_ "github.com/coredns/coredns/plugin/whoami"
-	"github.com/coredns/coredns/coremain"
 )
 
 func init() {
+	// Upstream's plugin.cfg order, which is the order queries pass the plugins in.
 	dnsserver.Directives = []string{
-		"errors", "log", "health", "ready", "cache", "loadbalance", "kubernetes", "whoami",
+		"bind", "ready", "health", "errors", "log", "loadbalance", "cache", "kubernetes", "whoami",
 	}
 }
 

@@ -1,0 +1,33 @@
+# Two images from one file:  --target operator  and  --target trainer.
+# BASE is any Debian-like image with Python 3.11, venv and pip (python:3.11-slim works);
+# hack/images.sh builds one locally with debootstrap, for machines without a registry.
+ARG BASE=python:3.11-slim
+
+FROM ${BASE} AS source
+COPY pyproject.toml README.md /src/
+COPY operator /src/operator
+COPY trainer /src/trainer
+
+FROM source AS operator-build
+# A folder of wheels to prefer over the index (hack/images.sh mounts one); empty: the index only.
+ARG PIP_FIND_LINKS
+RUN python3 -m venv /opt/tfmw && /opt/tfmw/bin/pip install --no-cache-dir "/src[operator]"
+
+FROM source AS trainer-build
+ARG PIP_FIND_LINKS
+RUN python3 -m venv /opt/tfmw && /opt/tfmw/bin/pip install --no-cache-dir "/src[trainer]"
+
+FROM ${BASE} AS operator
+COPY --from=operator-build /opt/tfmw /opt/tfmw
+ENV PATH=/opt/tfmw/bin:$PATH PYTHONUNBUFFERED=1
+USER 1000:1000
+ENTRYPOINT ["tfmw-operator"]
+CMD ["--shared-root=/var/lib/tfmw/shared"]
+
+FROM ${BASE} AS trainer
+COPY --from=trainer-build /opt/tfmw /opt/tfmw
+# Keras 3 refuses model.fit under MultiWorkerMirroredStrategy; tf-keras does not.
+ENV PATH=/opt/tfmw/bin:$PATH PYTHONUNBUFFERED=1 TF_USE_LEGACY_KERAS=1 TF_CPP_MIN_LOG_LEVEL=2 \
+    HOME=/tmp
+USER 1000:1000
+ENTRYPOINT ["python3", "-m", "tfmw_trainer"]
