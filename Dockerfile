@@ -3,19 +3,24 @@
 # hack/images.sh builds one locally with debootstrap, for machines without a registry.
 ARG BASE=python:3.11-slim
 
-FROM ${BASE} AS source
-COPY pyproject.toml README.md /src/
-COPY operator /src/operator
-COPY trainer /src/trainer
-
-FROM source AS operator-build
+# Dependencies are installed from pyproject.toml alone, so a code change rebuilds only
+# the small layer above them, not TensorFlow.
+FROM ${BASE} AS operator-build
 # A folder of wheels to prefer over the index (hack/images.sh mounts one); empty: the index only.
 ARG PIP_FIND_LINKS
-RUN python3 -m venv /opt/tfmw && /opt/tfmw/bin/pip install --no-cache-dir "/src[operator]"
+COPY pyproject.toml /src/
+RUN mkdir -p /src/operator/tfmw_operator /src/trainer && python3 -m venv /opt/tfmw \
+    && /opt/tfmw/bin/pip install --no-cache-dir "/src[operator]"
+COPY operator /src/operator
+RUN /opt/tfmw/bin/pip install --no-cache-dir --no-deps /src
 
-FROM source AS trainer-build
+FROM ${BASE} AS trainer-build
 ARG PIP_FIND_LINKS
-RUN python3 -m venv /opt/tfmw && /opt/tfmw/bin/pip install --no-cache-dir "/src[trainer]"
+COPY pyproject.toml /src/
+RUN mkdir -p /src/trainer/tfmw_trainer /src/operator && python3 -m venv /opt/tfmw \
+    && /opt/tfmw/bin/pip install --no-cache-dir "/src[trainer]"
+COPY trainer /src/trainer
+RUN /opt/tfmw/bin/pip install --no-cache-dir --no-deps /src
 
 FROM ${BASE} AS operator
 COPY --from=operator-build /opt/tfmw /opt/tfmw

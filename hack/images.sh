@@ -73,8 +73,8 @@ if [[ ! -f $wheels/.complete || $repo/pyproject.toml -nt $wheels/.complete ]]; t
 fi
 
 for target in operator trainer; do
-  inputs=$(cd "$repo" && cat Dockerfile pyproject.toml README.md \
-    $(git ls-files -co --exclude-standard operator trainer | grep -v __pycache__ | sort) | sha256sum | cut -c1-16)
+  inputs=$(cd "$repo" && cat Dockerfile pyproject.toml \
+    $(git ls-files -co --exclude-standard "$target" | grep -v __pycache__ | sort) | sha256sum | cut -c1-16)
   if ! has_image "tfmw-$target:$inputs"; then
     log "building tfmw-$target ..."
     t0=$(date +%s)

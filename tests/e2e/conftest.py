@@ -1,0 +1,36 @@
+"""End-to-end fixtures: a cluster with a real node and the operator deployed from deploy/.
+
+By default the local cluster is brought up (or reused) with images built and the
+operator deployed. With TFMW_E2E_KUBECONFIG set (e.g. a kind cluster, `make kind-e2e`)
+that cluster is used as it is, and TFMW_E2E_SHARED_DIR names where this machine sees
+its shared storage.
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+from pathlib import Path
+
+import pytest
+
+from kube import REPO, Kube, kubectl
+
+
+@pytest.fixture(scope="session")
+def kube() -> Kube:
+    external = os.environ.get("TFMW_E2E_KUBECONFIG")
+    os.environ["PATH"] = f"{REPO / 'hack' / 'bin'}:{os.environ['PATH']}"
+    if external:
+        os.environ["KUBECONFIG"] = external
+    else:
+        os.environ["KUBECONFIG"] = str(REPO / ".cluster" / "kubeconfig")
+        for step in (["cluster.sh", "up"], ["images.sh"], ["deploy.sh"]):
+            subprocess.run([str(REPO / "hack" / step[0]), *step[1:]], check=True)
+    kubectl("-n", "tfmw-system", "rollout", "status", "deployment/tfmw-operator", "--timeout=180s")
+    return Kube()
+
+
+@pytest.fixture(scope="session")
+def shared_dir() -> Path:
+    return Path(os.environ.get("TFMW_E2E_SHARED_DIR", "/var/lib/tfmw/shared"))
