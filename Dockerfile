@@ -23,6 +23,7 @@ COPY trainer /src/trainer
 RUN /opt/tfmw/bin/pip install --no-cache-dir --no-deps /src
 
 FROM ${BASE} AS operator
+RUN useradd --uid 1000 --user-group --home-dir /tmp --no-create-home tfmw
 COPY --from=operator-build /opt/tfmw /opt/tfmw
 ENV PATH=/opt/tfmw/bin:$PATH PYTHONUNBUFFERED=1
 USER 1000:1000
@@ -30,6 +31,7 @@ ENTRYPOINT ["tfmw-operator"]
 CMD ["--shared-root=/var/lib/tfmw/shared"]
 
 FROM ${BASE} AS trainer
+RUN useradd --uid 1000 --user-group --home-dir /tmp --no-create-home tfmw
 COPY --from=trainer-build /opt/tfmw /opt/tfmw
 # Keras 3 refuses model.fit under MultiWorkerMirroredStrategy; tf-keras does not.
 ENV PATH=/opt/tfmw/bin:$PATH PYTHONUNBUFFERED=1 TF_USE_LEGACY_KERAS=1 TF_CPP_MIN_LOG_LEVEL=2 \

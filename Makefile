@@ -63,7 +63,7 @@ demo: install
 
 bench: install
 	hack/cluster.sh up --no-node
-	python3 -m tests.bench.control_plane
+	PYTHONPATH=tests python3 -m bench.control_plane
 
 # kind: for machines with Docker and kind (not this one: it has no Docker engine).
 KIND_CLUSTER ?= tfmw

@@ -11,6 +11,8 @@
 #   registry), so image garbage collection must never remove them.
 # - evictionHard with small thresholds: the disk may be nearly full on a dev VM and a
 #   node under DiskPressure would refuse every pod.
+# - containerd restrict_oom_score_adj = true: lowering oom_score_adj is refused here
+#   ("failed to update /proc/self/oom_score_adj: Permission denied" from runc).
 # - localStorageCapacityIsolation: false: no ephemeral-storage accounting, which needs
 #   a rootfs the kubelet can measure.
 # - node address 10.87.0.1 on lo (this kernel has no dummy links): the API server
@@ -66,7 +68,8 @@ state = "$containerd_dir/state"
   address = "$sock"
 [plugins."io.containerd.grpc.v1.cri"]
   sandbox_image = "tfmw-pause:dev"
-  enable_unprivileged_ports = true
+  # This VM forbids lowering oom_score_adj (the kubelet asks -998 for sandboxes).
+  restrict_oom_score_adj = true
   [plugins."io.containerd.grpc.v1.cri".containerd]
     snapshotter = "overlayfs"
     default_runtime_name = "runc"

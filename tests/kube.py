@@ -32,6 +32,22 @@ def kubectl(*args: str, check: bool = True, input: str | None = None) -> subproc
     return result
 
 
+def pause_deployed_operator() -> None:
+    """Tests that run an operator of their own must not share jobs with a deployed one."""
+    if kubectl("-n", "tfmw-system", "get", "deployment", "tfmw-operator", check=False).returncode == 0:
+        kubectl("-n", "tfmw-system", "scale", "deployment", "tfmw-operator", "--replicas=0")
+        kubectl(
+            "-n",
+            "tfmw-system",
+            "wait",
+            "--for=delete",
+            "pod",
+            "-l",
+            "app.kubernetes.io/name=tfmw-operator",
+            "--timeout=60s",
+        )
+
+
 def wait_for(what: str, probe: Callable[[], T | None], timeout: float = 30, interval: float = 0.1) -> T:
     deadline = time.monotonic() + timeout
     last: T | None = None

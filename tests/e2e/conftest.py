@@ -13,7 +13,6 @@ import subprocess
 from pathlib import Path
 
 import pytest
-
 from kube import REPO, Kube, kubectl
 
 

@@ -10,7 +10,6 @@ from typing import Any
 
 import pytest
 import yaml
-
 from kube import REPO, Kube, kubectl, wait_for
 
 Json = dict[str, Any]
@@ -29,7 +28,11 @@ def submit(kube: Kube, manifest: Json) -> Json:
     name = manifest["metadata"]["name"]
     if kube.get_job(NAMESPACE, name) is not None:
         kube.delete_job(NAMESPACE, name)
-        wait_for(f"old {name} gone", lambda: kube.get_job(NAMESPACE, name) is None and not kube.pods(NAMESPACE, name), timeout=120)
+        wait_for(
+            f"old {name} gone",
+            lambda: kube.get_job(NAMESPACE, name) is None and not kube.pods(NAMESPACE, name),
+            timeout=120,
+        )
     return kube.create_job(NAMESPACE, manifest)
 
 
@@ -127,7 +130,9 @@ def test_deleting_a_running_job_leaves_no_pod_service_or_process(kube: Kube) -> 
     kube.delete_job(NAMESPACE, "doomed")
 
     def nothing_left() -> bool:
-        services = [s for s in kube.core.list_namespaced_service(NAMESPACE).items if s.metadata.name == "doomed"]
+        services = [
+            s for s in kube.core.list_namespaced_service(NAMESPACE).items if s.metadata.name == "doomed"
+        ]
         return not kube.pods(NAMESPACE, "doomed") and not services and not trainer_processes(uid)
 
     wait_for("pods, service and processes gone", nothing_left, timeout=120)

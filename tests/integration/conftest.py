@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 from kopf.testing import KopfRunner
-from kube import REPO, Kube, SimulatedKubelet, kubectl
+from kube import REPO, Kube, SimulatedKubelet, kubectl, pause_deployed_operator
 
 NAMESPACE_PREFIX = "it"
 
@@ -27,6 +27,7 @@ def kube() -> Kube:
         "apply", "--server-side", "--force-conflicts", "-f", str(REPO / "crds" / "tfmwjobs.tfmw.dev.yaml")
     )
     kubectl("wait", "--for=condition=established", "crd/tfmwjobs.tfmw.dev", "--timeout=60s")
+    pause_deployed_operator()
     kube = Kube()
     SimulatedKubelet.register_node(kube)
     return kube

@@ -1,0 +1,57 @@
+import asyncio
+
+from tfmw_operator.workqueue import Key, WorkQueue
+
+
+def test_one_reconcile_per_key_at_a_time_and_bursts_coalesce() -> None:
+    async def scenario() -> tuple[int, int]:
+        running = 0
+        peak = 0
+        calls = 0
+        gate = asyncio.Event()
+
+        async def worker(key: Key) -> float | None:
+            nonlocal running, peak, calls
+            calls += 1
+            running += 1
+            peak = max(peak, running)
+            await gate.wait()
+            running -= 1
+            return None
+
+        queue = WorkQueue(worker)
+        queue.trigger(("ns", "job"))
+        await asyncio.sleep(0.01)  # the first reconcile is now running
+        for _ in range(50):
+            queue.trigger(("ns", "job"))
+        await asyncio.sleep(0.01)
+        gate.set()
+        await asyncio.sleep(0.05)
+        return peak, calls
+
+    peak, calls = asyncio.run(scenario())
+    assert peak == 1
+    assert calls == 2  # the first run, and one more for everything that came meanwhile
+
+
+def test_requeue_after_runs_again_and_errors_are_retried() -> None:
+    async def scenario() -> list[str]:
+        seen: list[str] = []
+
+        async def worker(key: Key) -> float | None:
+            seen.append(key[1])
+            if len(seen) == 1:
+                return 0.01
+            if len(seen) == 2:
+                raise RuntimeError("API hiccup")
+            return None
+
+        queue = WorkQueue(worker)
+        queue.trigger(("ns", "job"))
+        await asyncio.sleep(0.05)
+        queue._timers[("ns", "job")].cancel()  # the error retry is 2s away; fire it now
+        queue._fire(("ns", "job"))
+        await asyncio.sleep(0.02)
+        return seen
+
+    assert asyncio.run(scenario()) == ["job", "job", "job"]
