@@ -18,12 +18,13 @@ kubectl delete tfmwjob "$job" --ignore-not-found --wait >/dev/null
 kubectl apply -f "$repo/deploy/samples/mnist-2-workers.yaml"
 echo "=== kubectl get tfmwjobs -w (until the job finishes)"
 last="" phase=""
+kubectl get tfmwjobs "$job" | head -1
 for _ in $(seq 900); do
-  line=$(kubectl get tfmwjobs "$job" --no-headers 2>/dev/null || true)
-  if [[ $line != "$last" ]]; then
-    [[ -z $last ]] && kubectl get tfmwjobs "$job" | head -1
-    echo "$line"
-    last=$line
+  # Print a line whenever phase, readiness or restarts change (AGE changes every second).
+  state=$(kubectl get tfmwjob "$job" -o jsonpath='{.status.phase}/{.status.readyWorkers}/{.status.restarts}' 2>/dev/null || true)
+  if [[ $state != "$last" ]]; then
+    kubectl get tfmwjobs "$job" --no-headers 2>/dev/null || true
+    last=$state
   fi
   phase=$(kubectl get tfmwjob "$job" -o jsonpath='{.status.phase}' 2>/dev/null || true)
   [[ $phase == Succeeded || $phase == Failed ]] && break

@@ -85,6 +85,10 @@ for target in operator trainer; do
       --target "$target" -t "tfmw-$target:$inputs" -f "$repo/Dockerfile" "$repo" >"$out/build-$target.log" 2>&1 \
       || { tail -30 "$out/build-$target.log"; exit 1; }
     buildah tag "tfmw-$target:$inputs" "tfmw-$target:dev"
+    # Earlier builds of this target only take disk space.
+    buildah images --format '{{.Name}}:{{.Tag}}' | grep -E "/tfmw-$target:[0-9a-f]{16}\$" |
+      grep -v ":$inputs\$" | xargs -r buildah rmi >/dev/null 2>&1 || true
+    buildah rmi --prune >/dev/null 2>&1 || true
     log "built tfmw-$target:dev in $(( $(date +%s) - t0 ))s"
   fi
 done

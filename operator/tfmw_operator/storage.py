@@ -3,10 +3,13 @@
 from __future__ import annotations
 
 import json
+import logging
 from datetime import UTC, datetime
 from pathlib import Path
 
 from tfmw_operator.observed import MarkerState
+
+logger = logging.getLogger(__name__)
 
 MAX_MARKER_BYTES = 64 * 1024
 
@@ -19,7 +22,11 @@ def ensure_job_directory(shared_root: Path, relpath: str) -> None:
     """Create the job's folder before its pods, so the kubelet does not make it root-owned."""
     path = shared_root / relpath
     path.mkdir(parents=True, exist_ok=True)
-    path.chmod(JOB_DIRECTORY_MODE)
+    try:
+        path.chmod(JOB_DIRECTORY_MODE)
+    except PermissionError:
+        # Made earlier by someone else (a kubelet, an admin): theirs to keep as it is.
+        logger.warning("cannot make %s writable by every worker; leaving its mode as it is", path)
 
 
 def write_text(path: Path, text: str) -> None:

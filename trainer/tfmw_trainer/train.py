@@ -19,6 +19,8 @@ import tensorflow as tf
 from tfmw_trainer.cluster import Placement
 from tfmw_trainer.data import make_dataset
 
+OWNER_FILE = "job.json"
+
 
 @dataclass(frozen=True)
 class TrainConfig:
@@ -45,6 +47,26 @@ def checkpoint_dir(place: Placement) -> Path:
     if place.is_chief:
         return place.shared_dir / "checkpoints"
     return place.shared_dir / ".worker-scratch" / f"worker-{place.index}"
+
+
+def resumable_checkpoint(place: Placement) -> str | None:
+    """The latest checkpoint, if this job wrote it: an earlier job of the same name may
+    have left its own in the folder, and resuming from that would be silently wrong."""
+    directory = place.shared_dir / "checkpoints"
+    owner = directory / OWNER_FILE
+    try:
+        written_by = json.loads(owner.read_text()).get("job_uid")
+    except (OSError, ValueError):
+        return None
+    if written_by != place.job_uid:
+        return None
+    latest: str | None = tf.train.latest_checkpoint(str(directory))
+    return latest
+
+
+def claim_checkpoints(place: Placement) -> None:
+    owner = place.shared_dir / "checkpoints" / OWNER_FILE
+    owner.write_text(json.dumps({"job_uid": place.job_uid}) + "\n")
 
 
 def build_model(config: TrainConfig) -> Any:
@@ -127,7 +149,7 @@ def _train_loop(strategy: Any, place: Placement, config: TrainConfig, global_bat
 
     checkpoint = tf.train.Checkpoint(model=model, optimizer=optimizer, epochs_done=epochs_done)
     manager = tf.train.CheckpointManager(checkpoint, str(checkpoint_dir(place)), max_to_keep=2)
-    latest = tf.train.latest_checkpoint(str(place.shared_dir / "checkpoints"))
+    latest = resumable_checkpoint(place)
     if latest:
         checkpoint.restore(latest)
     first_epoch = int(epochs_done.numpy()) + 1
@@ -169,6 +191,8 @@ def _train_loop(strategy: Any, place: Placement, config: TrainConfig, global_bat
             writer.flush()
         epochs_done.assign(epoch)
         manager.save(checkpoint_number=epoch)
+        if place.is_chief:
+            claim_checkpoints(place)
         maybe_crash(place, config, epoch)
     return metrics
 
@@ -202,13 +226,18 @@ def _train_fit(strategy: Any, place: Placement, config: TrainConfig, global_batc
     tensorboard_dir = (
         place.shared_dir / "tensorboard-fit" if place.is_chief else checkpoint_dir(place) / "tensorboard"
     )
+    # Per job: a backup left by an earlier job of the same name is not ours to resume.
+    backup_dir = place.shared_dir / f"backup-{place.job_uid or 'local'}"
     model.fit(
         dataset,
         epochs=config.epochs,
         steps_per_epoch=config.steps_per_epoch,
         verbose=0,
         callbacks=[
-            tf.keras.callbacks.BackupAndRestore(backup_dir=str(place.shared_dir / "backup")),
+            # Per job: a backup left by an earlier job of the same name is not ours to resume.
+            tf.keras.callbacks.BackupAndRestore(
+                backup_dir=str(place.shared_dir / f"backup-{place.job_uid or 'local'}")
+            ),
             tf.keras.callbacks.TensorBoard(log_dir=str(tensorboard_dir)),
             EpochLines(),
         ],

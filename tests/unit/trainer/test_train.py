@@ -26,7 +26,7 @@ def free_ports(n: int) -> list[int]:
 
 
 def run_gang(
-    shared: Path, workers: int, *args: str, attempt: int = 0, timeout: float = 240
+    shared: Path, workers: int, *args: str, attempt: int = 0, timeout: float = 240, job_uid: str = "uid-test"
 ) -> tuple[list[int], list[str]]:
     """Start `workers` trainer processes; return their exit codes and outputs."""
     addresses = [f"localhost:{p}" for p in free_ports(workers)]
@@ -39,7 +39,7 @@ def run_gang(
             ),
             "TFMW_SHARED_DIR": str(shared),
             "TFMW_MARKER_PATH": str(shared / "multiworker-complete.txt"),
-            "TFMW_JOB_UID": "uid-test",
+            "TFMW_JOB_UID": job_uid,
             "TFMW_ATTEMPT": str(attempt),
         }
         processes.append(
@@ -97,3 +97,13 @@ def test_a_killed_gang_resumes_from_its_checkpoint(tmp_path: Path) -> None:
         assert "resumed_from_epoch=1" in output
         assert [line.split()[0] for line in epoch_lines(output)] == ["epoch=2", "epoch=3"]
     assert json.loads((tmp_path / "multiworker-complete.txt").read_text())["attempt"] == 1
+
+
+def test_checkpoints_of_an_earlier_job_with_the_same_name_are_not_resumed(tmp_path: Path) -> None:
+    codes, _ = run_gang(tmp_path, 2, job_uid="uid-earlier")
+    assert codes == [0, 0]
+    codes, outputs = run_gang(tmp_path, 2, job_uid="uid-later")
+    assert codes == [0, 0], outputs
+    for output in outputs:
+        assert "resumed_from_epoch=0" in output
+        assert [line.split()[0] for line in epoch_lines(output)] == ["epoch=1", "epoch=2", "epoch=3"]
