@@ -235,9 +235,7 @@ def _train_fit(strategy: Any, place: Placement, config: TrainConfig, global_batc
         verbose=0,
         callbacks=[
             # Per job: a backup left by an earlier job of the same name is not ours to resume.
-            tf.keras.callbacks.BackupAndRestore(
-                backup_dir=str(place.shared_dir / f"backup-{place.job_uid or 'local'}")
-            ),
+            tf.keras.callbacks.BackupAndRestore(backup_dir=str(backup_dir)),
             tf.keras.callbacks.TensorBoard(log_dir=str(tensorboard_dir)),
             EpochLines(),
         ],
