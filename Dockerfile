@@ -3,38 +3,36 @@
 # hack/images.sh builds one locally with debootstrap, for machines without a registry.
 ARG BASE=python:3.11-slim
 
-# Dependencies are installed from pyproject.toml alone, so a code change rebuilds only
-# the small layer above them, not TensorFlow.
-FROM ${BASE} AS operator-build
+# Dependencies come from pyproject.toml alone and the code is a layer of its own, so a
+# code change rebuilds and re-imports kilobytes, not TensorFlow.
+FROM ${BASE} AS operator-deps
 # A folder of wheels to prefer over the index (hack/images.sh mounts one); empty: the index only.
 ARG PIP_FIND_LINKS
 COPY pyproject.toml /src/
 RUN mkdir -p /src/operator/tfmw_operator /src/trainer && python3 -m venv /opt/tfmw \
-    && /opt/tfmw/bin/pip install --no-cache-dir "/src[operator]"
-COPY operator /src/operator
-RUN /opt/tfmw/bin/pip install --no-cache-dir --no-deps /src
+    && /opt/tfmw/bin/pip install --no-cache-dir "/src[operator]" && /opt/tfmw/bin/pip uninstall -y -q tfmw
 
-FROM ${BASE} AS trainer-build
+FROM ${BASE} AS trainer-deps
 ARG PIP_FIND_LINKS
 COPY pyproject.toml /src/
 RUN mkdir -p /src/trainer/tfmw_trainer /src/operator && python3 -m venv /opt/tfmw \
-    && /opt/tfmw/bin/pip install --no-cache-dir "/src[trainer]"
-COPY trainer /src/trainer
-RUN /opt/tfmw/bin/pip install --no-cache-dir --no-deps /src
+    && /opt/tfmw/bin/pip install --no-cache-dir "/src[trainer]" && /opt/tfmw/bin/pip uninstall -y -q tfmw
 
 FROM ${BASE} AS operator
 RUN useradd --uid 1000 --user-group --home-dir /tmp --no-create-home tfmw
-COPY --from=operator-build /opt/tfmw /opt/tfmw
-ENV PATH=/opt/tfmw/bin:$PATH PYTHONUNBUFFERED=1
+COPY --from=operator-deps /opt/tfmw /opt/tfmw
+COPY operator/tfmw_operator /opt/tfmw-src/tfmw_operator
+ENV PATH=/opt/tfmw/bin:$PATH PYTHONPATH=/opt/tfmw-src PYTHONUNBUFFERED=1 PYTHONDONTWRITEBYTECODE=1
 USER 1000:1000
-ENTRYPOINT ["tfmw-operator"]
+ENTRYPOINT ["python3", "-m", "tfmw_operator"]
 CMD ["--shared-root=/var/lib/tfmw/shared"]
 
 FROM ${BASE} AS trainer
 RUN useradd --uid 1000 --user-group --home-dir /tmp --no-create-home tfmw
-COPY --from=trainer-build /opt/tfmw /opt/tfmw
+COPY --from=trainer-deps /opt/tfmw /opt/tfmw
+COPY trainer/tfmw_trainer /opt/tfmw-src/tfmw_trainer
 # Keras 3 refuses model.fit under MultiWorkerMirroredStrategy; tf-keras does not.
-ENV PATH=/opt/tfmw/bin:$PATH PYTHONUNBUFFERED=1 TF_USE_LEGACY_KERAS=1 TF_CPP_MIN_LOG_LEVEL=2 \
-    HOME=/tmp
+ENV PATH=/opt/tfmw/bin:$PATH PYTHONPATH=/opt/tfmw-src PYTHONUNBUFFERED=1 PYTHONDONTWRITEBYTECODE=1 \
+    TF_USE_LEGACY_KERAS=1 TF_CPP_MIN_LOG_LEVEL=2 HOME=/tmp
 USER 1000:1000
 ENTRYPOINT ["python3", "-m", "tfmw_trainer"]

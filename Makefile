@@ -66,20 +66,23 @@ bench: install
 	PYTHONPATH=tests python3 -m bench.control_plane
 
 # kind: for machines with Docker and kind (not this one: it has no Docker engine).
+# The shared folder /tmp/tfmw-shared on the host is /var/lib/tfmw/shared in the node.
 KIND_CLUSTER ?= tfmw
+KIND_KUBECONFIG ?= $(HOME)/.kube/config
+KIND_ENV := KUBECONFIG=$(KIND_KUBECONFIG)
 kind-up:
 	mkdir -p /tmp/tfmw-shared && chmod 0777 /tmp/tfmw-shared
-	kind create cluster --name $(KIND_CLUSTER) --config deploy/kind/cluster.yaml
+	$(KIND_ENV) kind create cluster --name $(KIND_CLUSTER) --config deploy/kind/cluster.yaml
 
 kind-deploy:
 	docker build --target operator -t tfmw-operator:dev .
 	docker build --target trainer -t tfmw-trainer:dev .
 	kind load docker-image --name $(KIND_CLUSTER) tfmw-operator:dev tfmw-trainer:dev
-	kubectl apply -k deploy/
-	kubectl -n tfmw-system rollout status deployment/tfmw-operator --timeout=180s
+	$(KIND_ENV) kubectl apply -k deploy/
+	$(KIND_ENV) kubectl -n tfmw-system rollout status deployment/tfmw-operator --timeout=180s
 
 kind-e2e: kind-deploy
-	$(PYTEST) tests/e2e
+	TFMW_E2E_KUBECONFIG=$(KIND_KUBECONFIG) TFMW_E2E_SHARED_DIR=/tmp/tfmw-shared $(PYTEST) tests/e2e
 
 clean: cluster-down
 	rm -rf build .cluster

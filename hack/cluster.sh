@@ -32,7 +32,7 @@ alive() { [[ -f "$run/$1.pid" ]] && kill -0 "$(cat "$run/$1.pid")" 2>/dev/null; 
 start() { # name command...
   local name=$1; shift
   alive "$name" && return 0
-  setsid "$@" >"$logs/$name.log" 2>&1 </dev/null &
+  setsid "$@" >>"$logs/$name.log" 2>&1 </dev/null &
   echo $! >"$run/$name.pid"
   log "started $name (pid $!, log $logs/$name.log)"
 }

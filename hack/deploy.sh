@@ -7,7 +7,8 @@ export KUBECONFIG=${KUBECONFIG:-$repo/.cluster/kubeconfig}
 kubectl() { "$repo/hack/bin/kubectl" "$@"; }
 kubectl apply -k "$repo/deploy/" >/dev/null
 kubectl wait --for condition=established crd/tfmwjobs.tfmw.dev --timeout=60s >/dev/null
-image_id=$(buildah --root "$repo/.images/storage" --runroot "$repo/.images/run" --storage-driver overlay \
+store=${TFMW_IMAGE_STORE:-/var/lib/tfmw/buildah}
+image_id=$(buildah --root "$store/storage" --runroot "$store/run" --storage-driver overlay \
   inspect --type image --format '{{.FromImageID}}' tfmw-operator:dev 2>/dev/null | cut -c1-16 || true)
 if [[ -n $image_id ]]; then
   kubectl -n tfmw-system patch deployment tfmw-operator --type merge \

@@ -44,7 +44,7 @@ alive() { [[ -f "$run/$1.pid" ]] && kill -0 "$(cat "$run/$1.pid")" 2>/dev/null; 
 start() {
   local name=$1; shift
   alive "$name" && return 0
-  setsid "$@" >"$logs/$name.log" 2>&1 </dev/null &
+  setsid "$@" >>"$logs/$name.log" 2>&1 </dev/null &
   echo $! >"$run/$name.pid"
   log "started $name (pid $!, log $logs/$name.log)"
 }
@@ -202,6 +202,7 @@ EOF
 
 node_up() {
   mkdir -p "$logs" "$run"
+  alive containerd || remove_leftovers
   write_configs
   network_setup
   start containerd containerd --config "$containerd_dir/config.toml"
@@ -243,7 +244,13 @@ node_down() {
     sleep 1
   fi
   stop containerd
-  # Whatever runc left behind: shims, containers, sandboxes' network namespaces and mounts.
+  remove_leftovers
+}
+
+# Whatever runc and the CNI plugins left behind: shims, containers, the sandboxes'
+# network namespaces and mounts, the bridge, kube-proxy's rules. Also run before a start,
+# so that a node killed without `down` (a reboot, a CI run after a session) starts clean.
+remove_leftovers() {
   pkill -9 -f "containerd-shim-runc-v2 -namespace k8s.io .*-address $sock" 2>/dev/null || true
   for state in /run/containerd/runc/k8s.io "$containerd_dir/state"/*/runc/k8s.io; do
     [[ -d $state ]] || continue
