@@ -9,33 +9,8 @@
 # State lives in $TFMW_CLUSTER_DIR (default .cluster/): pki/, logs/ (one file per
 # component), run/ (pid files), the kubeconfig, and etcd's and containerd's data.
 set -euo pipefail
-repo=$(cd "$(dirname "$0")/.." && pwd)
-dir=${TFMW_CLUSTER_DIR:-$repo/.cluster}
-bin=$repo/hack/bin
-pki=$dir/pki
-logs=$dir/logs
-run=$dir/run
-kubeconfig=$dir/kubeconfig
-node_name=tfmw-node
-node_ip=10.87.0.1            # on lo (this kernel has no dummy links): reachable from this machine only
-service_cidr=10.96.0.0/16
-pod_cidr=10.88.0.0/16
-bridge=tfmw-br0
-bridge_ip=10.88.0.1          # the pods' gateway; CoreDNS listens here
-api_port=6443
-cluster_domain=cluster.local
-
-log() { printf '[cluster %s] %s\n' "$(date +%H:%M:%S)" "$*"; }
-
-alive() { [[ -f "$run/$1.pid" ]] && kill -0 "$(cat "$run/$1.pid")" 2>/dev/null; }
-
-start() { # name command...
-  local name=$1; shift
-  alive "$name" && return 0
-  setsid "$@" >>"$logs/$name.log" 2>&1 </dev/null &
-  echo $! >"$run/$name.pid"
-  log "started $name (pid $!, log $logs/$name.log)"
-}
+source "$(dirname "$0")/lib.sh"
+log_prefix=cluster
 
 write_kubeconfig() { # file identity
   local file=$1 identity=$2
@@ -57,20 +32,6 @@ contexts:
   context: {cluster: tfmw-local, user: ${identity}}
 current-context: tfmw-local
 EOF
-}
-
-kubectl() { "$bin/kubectl" --kubeconfig "$kubeconfig" "$@"; }
-
-wait_for() { # description seconds command...
-  local what=$1 limit=$2; shift 2
-  local deadline=$((SECONDS + limit))
-  until "$@" >/dev/null 2>&1; do
-    if ((SECONDS > deadline)); then
-      log "timed out waiting for $what; see $logs/"
-      return 1
-    fi
-    sleep 0.5
-  done
 }
 
 node_address() {
@@ -138,17 +99,7 @@ cluster_up() {
 
 cluster_down() {
   [[ -x "$repo/hack/node.sh" ]] && "$repo/hack/node.sh" down || true
-  for name in kube-scheduler kube-controller-manager kube-apiserver etcd; do
-    if alive "$name"; then
-      local pid
-      pid=$(cat "$run/$name.pid")
-      kill -- "-$pid" 2>/dev/null || kill "$pid" 2>/dev/null || true
-      for _ in $(seq 50); do kill -0 "$pid" 2>/dev/null || break; sleep 0.1; done
-      kill -9 -- "-$pid" 2>/dev/null || true
-      log "stopped $name"
-    fi
-    rm -f "$run/$name.pid"
-  done
+  for name in kube-scheduler kube-controller-manager kube-apiserver etcd; do stop "$name"; done
 }
 
 case "${1:-}" in

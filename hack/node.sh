@@ -22,45 +22,42 @@
 # - bridge-nf-call-iptables=1 and ip_forward=1: Service traffic between pods on one
 #   bridge must pass kube-proxy's iptables rules.
 set -euo pipefail
-repo=$(cd "$(dirname "$0")/.." && pwd)
-dir=${TFMW_CLUSTER_DIR:-$repo/.cluster}
-bin=$repo/hack/bin
-pki=$dir/pki
-logs=$dir/logs
-run=$dir/run
-node_name=tfmw-node
-node_ip=10.87.0.1
-pod_cidr=10.88.0.0/16
-bridge=tfmw-br0
-cluster_domain=cluster.local
+source "$(dirname "$0")/lib.sh"
+log_prefix=node
 containerd_dir=$dir/containerd
 sock=$containerd_dir/containerd.sock
 kubelet_dir=$dir/kubelet
 cni_dir=$dir/cni
 shared_dir=/var/lib/tfmw/shared
-kubectl() { "$bin/kubectl" --kubeconfig "$dir/kubeconfig" "$@"; }
-log() { printf '[node %s] %s\n' "$(date +%H:%M:%S)" "$*"; }
-alive() { [[ -f "$run/$1.pid" ]] && kill -0 "$(cat "$run/$1.pid")" 2>/dev/null; }
-start() {
-  local name=$1; shift
-  alive "$name" && return 0
-  setsid "$@" >>"$logs/$name.log" 2>&1 </dev/null &
-  echo $! >"$run/$name.pid"
-  log "started $name (pid $!, log $logs/$name.log)"
+
+# Files are rewritten only when their content changes (kube-proxy exits when its file is
+# touched at all); a component whose file changed is restarted by node_up.
+changed=()
+write_if_changed() { # file, content on stdin
+  local file=$1 new; new=$(cat)
+  if [[ ! -f $file || $(cat "$file") != "$new" ]]; then
+    printf '%s\n' "$new" >"$file"
+    changed+=("$file")
+  fi
 }
-wait_for() {
-  local what=$1 limit=$2; shift 2
-  local deadline=$((SECONDS + limit))
-  until "$@" >/dev/null 2>&1; do
-    ((SECONDS > deadline)) && { log "timed out waiting for $what; see $logs/"; return 1; }
-    sleep 0.5
+
+restart_changed() {
+  local component file
+  for component in containerd kubelet kube-proxy coredns; do
+    case $component in
+      containerd) file=$containerd_dir/config.toml ;;
+      kubelet) file=$kubelet_dir/config.yaml ;;
+      kube-proxy) file=$dir/kube-proxy.yaml ;;
+      coredns) file=$dir/Corefile ;;
+    esac
+    if alive "$component" && [[ " ${changed[*]} " == *" $file "* ]]; then stop "$component"; fi
   done
 }
 
 write_configs() {
   mkdir -p "$containerd_dir" "$kubelet_dir" "$cni_dir/net.d" "$shared_dir"
   chmod 0777 "$shared_dir"   # workers and the operator run as non-root users
-  cat >"$containerd_dir/config.toml" <<EOF
+  write_if_changed "$containerd_dir/config.toml" <<EOF
 version = 2
 root = "$containerd_dir/root"
 state = "$containerd_dir/state"
@@ -81,7 +78,7 @@ state = "$containerd_dir/state"
     bin_dir = "/usr/lib/cni"
     conf_dir = "$cni_dir/net.d"
 EOF
-  cat >"$cni_dir/net.d/10-tfmw.conflist" <<EOF
+  write_if_changed "$cni_dir/net.d/10-tfmw.conflist" <<EOF
 {
   "cniVersion": "1.0.0",
   "name": "tfmw",
@@ -96,7 +93,7 @@ EOF
   ]
 }
 EOF
-  cat >"$kubelet_dir/config.yaml" <<EOF
+  write_if_changed "$kubelet_dir/config.yaml" <<EOF
 apiVersion: kubelet.config.k8s.io/v1beta1
 kind: KubeletConfiguration
 authentication:
@@ -124,8 +121,8 @@ syncFrequency: 10s
 nodeStatusUpdateFrequency: 5s
 EOF
   # Pods with dnsPolicy Default get this: nothing outside the cluster resolves here.
-  echo "nameserver $node_ip" >"$kubelet_dir/resolv.conf"
-  cat >"$dir/Corefile" <<EOF
+  echo "nameserver $node_ip" | write_if_changed "$kubelet_dir/resolv.conf"
+  write_if_changed "$dir/Corefile" <<EOF
 .:53 {
     bind $node_ip
     errors
@@ -141,7 +138,7 @@ EOF
     loadbalance
 }
 EOF
-  cat >"$dir/kube-proxy.yaml" <<EOF
+  write_if_changed "$dir/kube-proxy.yaml" <<EOF
 apiVersion: kubeproxy.config.k8s.io/v1alpha1
 kind: KubeProxyConfiguration
 clientConnection: {kubeconfig: $dir/kube-proxy.kubeconfig}
@@ -149,6 +146,7 @@ hostnameOverride: $node_name
 clusterCIDR: $pod_cidr
 mode: iptables
 conntrack: {maxPerCore: 0}
+nodePortAddresses: [$node_ip/32]
 metricsBindAddress: 127.0.0.1:10249
 healthzBindAddress: 127.0.0.1:10256
 EOF
@@ -204,6 +202,7 @@ node_up() {
   mkdir -p "$logs" "$run"
   alive containerd || remove_leftovers
   write_configs
+  restart_changed
   network_setup
   start containerd containerd --config "$containerd_dir/config.toml"
   wait_for containerd 30 ctr --address "$sock" version
@@ -216,18 +215,6 @@ node_up() {
   wait_for "node $node_name Ready" 120 node_ready
   wait_for "cluster DNS" 60 dns_answers
   log "node $node_name is Ready and DNS answers at $node_ip"
-}
-
-stop() {
-  local name=$1
-  if alive "$name"; then
-    local pid; pid=$(cat "$run/$name.pid")
-    kill -- "-$pid" 2>/dev/null || kill "$pid" 2>/dev/null || true
-    for _ in $(seq 100); do kill -0 "$pid" 2>/dev/null || break; sleep 0.1; done
-    kill -9 -- "-$pid" 2>/dev/null || true
-    log "stopped $name"
-  fi
-  rm -f "$run/$name.pid"
 }
 
 node_down() {

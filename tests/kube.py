@@ -262,6 +262,15 @@ class SimulatedKubelet:
             },
         )
 
+    def start_job(self, namespace: str, job: Json) -> Json:
+        """Create a job and play the kubelet until all its workers run; the created job."""
+        name, workers = job["metadata"]["name"], job["spec"]["workers"]
+        created = self.kube.create_job(namespace, job)
+        self.kube.wait_pods(namespace, name, workers)
+        self.run_all(namespace, name)
+        self.kube.wait_phase(namespace, name, "Running")
+        return created
+
     def run_all(self, namespace: str, job_name: str) -> None:
         for pod in self.kube.pods(namespace, job_name):
             if not pod["metadata"].get("deletionTimestamp"):

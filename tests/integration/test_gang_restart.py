@@ -14,10 +14,8 @@ def env_of(pod: dict) -> dict[str, str]:  # type: ignore[type-arg]
 def test_exit_137_restarts_the_whole_gang_only_after_old_pods_are_gone(
     kube: Kube, kubelet: SimulatedKubelet, namespace: str
 ) -> None:
-    kube.create_job(namespace, simulated_job("oom", workers=3))
-    first = kube.wait_pods(namespace, "oom", 3)
-    kubelet.run_all(namespace, "oom")
-    kube.wait_phase(namespace, "oom", "Running")
+    kubelet.start_job(namespace, simulated_job("oom", workers=3))
+    first = kube.pods(namespace, "oom")
 
     # Watch every pod event: no attempt-1 pod may exist while an attempt-0 pod does.
     overlaps: list[str] = []
@@ -52,10 +50,7 @@ def test_exit_137_restarts_the_whole_gang_only_after_old_pods_are_gone(
 def test_exit_1_under_exit_code_policy_fails_naming_worker_and_code(
     kube: Kube, kubelet: SimulatedKubelet, namespace: str
 ) -> None:
-    kube.create_job(namespace, simulated_job("bug"))
-    kube.wait_pods(namespace, "bug", 2)
-    kubelet.run_all(namespace, "bug")
-    kube.wait_phase(namespace, "bug", "Running")
+    kubelet.start_job(namespace, simulated_job("bug"))
     kubelet.exit(namespace, "bug-worker-0", 1, message="Traceback ...\nValueError: bad shape (3, 4)")
     status = kube.wait_phase(namespace, "bug", "Failed")
     assert status["reason"] == "WorkerFailed"
@@ -80,10 +75,7 @@ def test_backoff_limit_exhausted_fails(kube: Kube, kubelet: SimulatedKubelet, na
 
 
 def test_a_deleted_pod_restarts_the_gang(kube: Kube, kubelet: SimulatedKubelet, namespace: str) -> None:
-    kube.create_job(namespace, simulated_job("gone"))
-    kube.wait_pods(namespace, "gone", 2)
-    kubelet.run_all(namespace, "gone")
-    kube.wait_phase(namespace, "gone", "Running")
+    kubelet.start_job(namespace, simulated_job("gone"))
     kubelet.force_delete(namespace, "gone-worker-0")
     kube.wait_pods(namespace, "gone", 2, attempt=1)
     status = kube.status(namespace, "gone")

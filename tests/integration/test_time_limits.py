@@ -42,10 +42,7 @@ def test_unschedulable_pod_is_stalled_with_the_schedulers_reason_then_times_out(
 def test_suspend_deletes_pods_and_resume_starts_a_fresh_attempt(
     kube: Kube, kubelet: SimulatedKubelet, namespace: str
 ) -> None:
-    kube.create_job(namespace, simulated_job("pause"))
-    kube.wait_pods(namespace, "pause", 2)
-    kubelet.run_all(namespace, "pause")
-    kube.wait_phase(namespace, "pause", "Running")
+    kubelet.start_job(namespace, simulated_job("pause"))
     kube.patch_job(namespace, "pause", {"spec": {"runPolicy": {"suspend": True}}})
     kube.wait_phase(namespace, "pause", "Suspended")
     wait_for("pods deleted", lambda: not kube.pods(namespace, "pause"), timeout=15)
@@ -84,9 +81,6 @@ def test_stale_marker_of_an_earlier_job_with_the_same_name_is_ignored(
     marker = shared_root / namespace / "again" / "multiworker-complete.txt"
     marker.parent.mkdir(parents=True)
     marker.write_text(json.dumps({"job_uid": "an-earlier-job"}))
-    kube.create_job(namespace, simulated_job("again"))
-    kube.wait_pods(namespace, "again", 2)
-    kubelet.run_all(namespace, "again")
-    status = kube.wait_phase(namespace, "again", "Running")
-    assert status["phase"] == "Running"
+    kubelet.start_job(namespace, simulated_job("again"))
+    assert kube.status(namespace, "again")["phase"] == "Running"
     assert not marker.exists(), "the stale marker is removed before the first pods"

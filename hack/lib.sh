@@ -1,0 +1,56 @@
+# Shared by hack/cluster.sh and hack/node.sh: where the local cluster lives, its fixed
+# addresses, and how its processes are started, checked and stopped.
+# shellcheck shell=bash
+repo=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
+dir=${TFMW_CLUSTER_DIR:-$repo/.cluster}
+bin=$repo/hack/bin
+pki=$dir/pki
+logs=$dir/logs
+run=$dir/run
+kubeconfig=$dir/kubeconfig
+node_name=tfmw-node
+node_ip=10.87.0.1            # on lo (this kernel has no dummy links): reachable from this machine only
+service_cidr=10.96.0.0/16
+pod_cidr=10.88.0.0/16
+bridge=tfmw-br0
+api_port=6443
+cluster_domain=cluster.local
+
+log() { printf '[%s %s] %s\n' "$log_prefix" "$(date +%H:%M:%S)" "$*"; }
+
+kubectl() { "$bin/kubectl" --kubeconfig "$kubeconfig" "$@"; }
+
+alive() { [[ -f "$run/$1.pid" ]] && kill -0 "$(cat "$run/$1.pid")" 2>/dev/null; }
+
+start() { # name command...: start in its own process group unless already running
+  local name=$1; shift
+  alive "$name" && return 0
+  mkdir -p "$logs" "$run"
+  setsid "$@" >>"$logs/$name.log" 2>&1 </dev/null &
+  echo $! >"$run/$name.pid"
+  log "started $name (pid $!, log $logs/$name.log)"
+}
+
+stop() { # name: TERM the process group, KILL it after 10 s
+  local name=$1
+  if alive "$name"; then
+    local pid; pid=$(cat "$run/$name.pid")
+    kill -- "-$pid" 2>/dev/null || kill "$pid" 2>/dev/null || true
+    for _ in $(seq 100); do kill -0 "$pid" 2>/dev/null || break; sleep 0.1; done
+    kill -9 -- "-$pid" 2>/dev/null || true
+    log "stopped $name"
+  fi
+  rm -f "$run/$name.pid"
+}
+
+wait_for() { # description seconds command...
+  local what=$1 limit=$2; shift 2
+  local deadline=$((SECONDS + limit))
+  until "$@" >/dev/null 2>&1; do
+    if ((SECONDS > deadline)); then
+      log "timed out waiting for $what; see $logs/"
+      return 1
+    fi
+    sleep 0.5
+  done
+}
