@@ -100,6 +100,7 @@ cluster_up() {
 cluster_down() {
   [[ -x "$repo/hack/node.sh" ]] && "$repo/hack/node.sh" down || true
   for name in kube-scheduler kube-controller-manager kube-apiserver etcd; do stop "$name"; done
+  ip addr del "$node_ip/32" dev lo 2>/dev/null || true
 }
 
 case "${1:-}" in

@@ -245,7 +245,7 @@ remove_leftovers() {
       [[ -d $container ]] && runc --root "$state" delete --force "$(basename "$container")" >/dev/null 2>&1 || true
     done
   done
-  grep -E " ($dir|/run/netns/cni-|/var/run/netns/cni-)" /proc/mounts | awk '{print $2}' | sort -r |
+  { grep -E " ($dir|/run/netns/cni-|/var/run/netns/cni-)" /proc/mounts || true; } | awk '{print $2}' | sort -r |
     while read -r mount; do umount -l "$mount" 2>/dev/null || true; done
   for netns in $(ip netns list 2>/dev/null | awk '/^cni-/{print $1}'); do ip netns delete "$netns" 2>/dev/null || true; done
   ip link show "$bridge" >/dev/null 2>&1 && ip link delete "$bridge" 2>/dev/null || true
@@ -253,6 +253,15 @@ remove_leftovers() {
   if [[ -x "$bin/kube-proxy" ]] && iptables -t nat -S KUBE-SERVICES >/dev/null 2>&1; then
     "$bin/kube-proxy" --cleanup >/dev/null 2>&1 || true
   fi
+  # The kubelet's own chains.
+  while iptables -D INPUT -j KUBE-FIREWALL 2>/dev/null; do :; done
+  while iptables -D OUTPUT -j KUBE-FIREWALL 2>/dev/null; do :; done
+  local table chain
+  for table in filter nat mangle; do
+    for chain in KUBE-FIREWALL KUBE-KUBELET-CANARY KUBE-IPTABLES-HINT; do
+      iptables -t "$table" -F "$chain" 2>/dev/null && iptables -t "$table" -X "$chain" 2>/dev/null || true
+    done
+  done
   rm -rf "$cni_dir/ipam"
 }
 
