@@ -112,7 +112,7 @@ class JobController:
             if text:
                 directory = self.shared_root / namespace / job_name / "logs" / f"attempt-{pod.attempt}"
                 await asyncio.to_thread(write_text, directory / f"worker-{pod.index}.log", text)
-        await self.kube.delete_pod(namespace, pod.name)
+        await self.kube.delete_pod(namespace, pod.name, pod.uid)
 
     def _track(
         self,
@@ -166,7 +166,11 @@ class JobController:
             watched = list(self.awaiting_marker.items())
             if not watched:
                 continue
-            found = await asyncio.to_thread(self._markers_present, watched)
+            try:
+                found = await asyncio.to_thread(self._markers_present, watched)
+            except OSError:  # storage trouble must not end marker detection for good
+                logger.exception("cannot look for markers under %s", self.shared_root)
+                continue
             for key in found:
                 self.queue.trigger(key)
 

@@ -32,8 +32,13 @@ def load_api_client() -> client.ApiClient:
 
 
 def _ignore(status: int, error: ApiException) -> None:
-    if error.status != status:
+    if error.status != status and not _namespace_terminating(error):
         raise error
+
+
+def _namespace_terminating(error: ApiException) -> bool:
+    """Creating in a namespace being deleted is pointless, not an error: the job goes too."""
+    return error.status == 403 and "NamespaceTerminating" in str(error.body or "")
 
 
 class Kube:
@@ -73,11 +78,14 @@ class Kube:
         except ApiException as error:
             _ignore(409, error)
 
-    async def delete_pod(self, namespace: str, name: str) -> None:
+    async def delete_pod(self, namespace: str, name: str, uid: str) -> None:
+        """Delete exactly the pod observed: a newer pod of the same name must survive."""
+        options = {"preconditions": {"uid": uid}} if uid else None
         try:
-            await asyncio.to_thread(self.core.delete_namespaced_pod, name, namespace)
+            await asyncio.to_thread(self.core.delete_namespaced_pod, name, namespace, body=options)
         except ApiException as error:
-            _ignore(404, error)
+            if error.status != 409:  # 409: the precondition failed, that pod is already gone
+                _ignore(404, error)
 
     async def patch_job_status(self, namespace: str, name: str, status: Json) -> None:
         await asyncio.to_thread(

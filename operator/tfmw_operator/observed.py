@@ -39,6 +39,7 @@ class ObservedPod:
     index: int
     attempt: int
     phase: str
+    uid: str = ""
     deleting: bool = False
     created: datetime | None = None
     exit_code: int | None = None
@@ -109,6 +110,7 @@ def observe_pod(pod: Json) -> ObservedPod | None:
         index=index,
         attempt=attempt,
         phase=phase,
+        uid=meta.get("uid", ""),
         deleting=bool(meta.get("deletionTimestamp")),
         created=parse_time(meta.get("creationTimestamp")),
         exit_code=terminated.get("exitCode") if terminated else None,

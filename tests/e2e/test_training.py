@@ -108,6 +108,19 @@ def test_job_whose_image_does_not_exist_fails_with_a_readable_reason(kube: Kube)
     assert stalled["status"] == "True"
 
 
+def test_job_whose_claim_does_not_exist_is_stalled_then_fails(kube: Kube) -> None:
+    manifest = copy.deepcopy(sample("mnist-2-workers.yaml"))
+    manifest["metadata"]["name"] = "no-claim"
+    manifest["spec"]["sharedVolume"]["claimName"] = "no-such-claim"
+    manifest["spec"]["runPolicy"]["pendingTimeoutSeconds"] = 10
+    submit(kube, manifest)
+    status = kube.wait_phase(NAMESPACE, "no-claim", "Failed", timeout=120)
+    assert status["reason"] == "PendingTimeout"
+    stalled = next(c for c in status["conditions"] if c["type"] == "Stalled")
+    assert stalled["reason"] == "Unschedulable" and "no-such-claim" in stalled["message"]
+    assert "no-such-claim" in status["message"]
+
+
 def trainer_processes(uid: str) -> list[int]:
     found = []
     for environ in Path("/proc").glob("[0-9]*/environ"):

@@ -12,7 +12,7 @@ from pathlib import Path
 from integration.conftest import OperatorProcess
 from kube import Kube, SimulatedKubelet, simulated_job, wait_for
 
-JOBS = 8
+JOBS = 16
 WORKERS = 3
 
 
@@ -32,7 +32,10 @@ def test_operator_killed_at_random_points_never_duplicates_or_orphans(
     def killer() -> None:
         nonlocal kills
         while not stop.is_set():
-            time.sleep(rng.uniform(0.2, 1.5))
+            # Anywhere from the first reconcile to well into the job's life, but only once
+            # this start is up: killing it while Python still imports would test nothing.
+            operator.wait_started()
+            time.sleep(rng.uniform(0.0, 0.8))
             operator.kill()
             kills += 1
             operator.start()
@@ -74,7 +77,7 @@ def test_operator_killed_at_random_points_never_duplicates_or_orphans(
         for thread in threads:
             thread.join()
     print(f"\n{JOBS} jobs of {WORKERS} workers, each with one gang restart, survived {kills} operator kills")
-    assert kills >= JOBS, "the operator was not killed often enough to mean something"
+    assert kills >= JOBS // 2, "the operator was not killed often enough to mean something"
     assert not violations, f"pods of two attempts of one job at once: {violations[:5]}"
     for number in range(JOBS):
         pods = kube.pods(namespace, f"job{number}")

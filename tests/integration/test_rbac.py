@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import urllib.request
 from collections.abc import Callable
 from pathlib import Path
 
@@ -11,6 +12,7 @@ import pytest
 import yaml
 from integration.conftest import OperatorProcess
 from kube import REPO, Kube, SimulatedKubelet, kubectl, simulated_job
+from ports import free_ports
 
 SERVICE_ACCOUNT = "system:serviceaccount:tfmw-system:tfmw-operator"
 
@@ -42,7 +44,8 @@ def test_operator_with_its_service_account_reconciles_a_job(
     operator_process: Callable[..., OperatorProcess],
 ) -> None:
     namespace = kube.new_namespace("rbac")
-    operator_process(namespace, operator_kubeconfig)
+    metrics_port, liveness_port = free_ports(2)
+    operator_process(namespace, operator_kubeconfig, (metrics_port, liveness_port))
     job = kube.create_job(namespace, simulated_job("least", runPolicy={"cleanPodPolicy": "All"}))
     kube.wait_pods(namespace, "least", 2, timeout=60)
     kubelet.run_all(namespace, "least")
@@ -54,6 +57,13 @@ def test_operator_with_its_service_account_reconciles_a_job(
     )
     kube.wait_phase(namespace, "least", "Succeeded", timeout=30)
     kube.wait_events(namespace, "least", {"PodsCreated", "GangRestart", "Succeeded"})
+    # Its own endpoints: Prometheus metrics that counted this job, and the liveness probe.
+    metrics = urllib.request.urlopen(f"http://127.0.0.1:{metrics_port}/metrics", timeout=5).read().decode()
+    assert "tfmw_jobs_succeeded_total 1.0" in metrics
+    assert "tfmw_gang_restarts_total 1.0" in metrics
+    assert "tfmw_reconcile_duration_seconds_count" in metrics
+    assert "tfmw_marker_detection_latency_seconds_count 1.0" in metrics
+    assert urllib.request.urlopen(f"http://127.0.0.1:{liveness_port}/healthz", timeout=5).status == 200
     log = (shared_root / f"operator-{namespace}.log").read_text()
     assert "Forbidden" not in log and "403" not in log, log[-2000:]
     kube.delete_namespace(namespace)
