@@ -43,6 +43,9 @@ async def start(settings: kopf.OperatorSettings, **_: Any) -> None:
     settings.posting.level = logging.WARNING  # kopf's own chatter; our Events are posted explicitly
     settings.watching.server_timeout = 300
     settings.networking.request_timeout = 60
+    # kopf keeps a worker, holding the last body, per object until it idles out; with
+    # thousands of pods that is most of the operator's memory.
+    settings.batching.idle_timeout = 1.0
     # Pod creations of a job run concurrently; give them threads to run in.
     loop = asyncio.get_running_loop()
     loop.set_default_executor(concurrent.futures.ThreadPoolExecutor(max_workers=API_THREADS))
