@@ -45,7 +45,7 @@ async def start(settings: kopf.OperatorSettings, **_: Any) -> None:
     settings.networking.request_timeout = 60
     # kopf keeps a worker, holding the last body, per object until it idles out; with
     # thousands of pods that is most of the operator's memory.
-    settings.batching.idle_timeout = 1.0
+    settings.queueing.idle_timeout = 1.0
     # Pod creations of a job run concurrently; give them threads to run in.
     loop = asyncio.get_running_loop()
     loop.set_default_executor(concurrent.futures.ThreadPoolExecutor(max_workers=API_THREADS))

@@ -23,9 +23,7 @@ def kube() -> Kube:
     os.environ.setdefault("KUBECONFIG", str(REPO / ".cluster" / "kubeconfig"))
     os.environ["PATH"] = f"{REPO / 'hack' / 'bin'}:{os.environ['PATH']}"
     subprocess.run([str(REPO / "hack" / "cluster.sh"), "up", "--no-node"], check=True)
-    kubectl(
-        "apply", "--server-side", "--force-conflicts", "-f", str(REPO / "crds" / "tfmwjobs.tfmw.dev.yaml")
-    )
+    kubectl("apply", "-f", str(REPO / "crds" / "tfmwjobs.tfmw.dev.yaml"))
     kubectl("wait", "--for=condition=established", "crd/tfmwjobs.tfmw.dev", "--timeout=60s")
     pause_deployed_operator()
     kube = Kube()
