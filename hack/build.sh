@@ -12,6 +12,11 @@ components=(kube-apiserver kube-controller-manager kube-scheduler kube-proxy kub
 if [[ -f "$stamp" && "$(cat "$stamp")" == "$want" && -x "$bin/kubeall" && -x "$bin/coredns" ]]; then
   exit 0
 fi
+pinned_coredns=$(awk '$1 == "require" && $2 == "github.com/coredns/coredns" {print $3}' coredns/go.mod)
+if [[ $pinned_coredns != "$COREDNS_VERSION" ]]; then
+  echo "versions.env pins CoreDNS $COREDNS_VERSION but coredns/go.mod requires $pinned_coredns" >&2
+  exit 1
+fi
 mkdir -p "$bin"
 start=$(date +%s)
 minor=${KUBE_VERSION#v1.}; minor=${minor%%.*}

@@ -6,8 +6,8 @@ import copy
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
-from tfmw_operator.api import API_VERSION, KIND, LABEL_ATTEMPT, LABEL_JOB_NAME, LABEL_REPLICA_INDEX, parse_job
-from tfmw_operator.builders import build_pod, pod_name
+from tfmw_operator.api import API_VERSION, KIND, parse_job
+from tfmw_operator.builders import build_pod
 from tfmw_operator.observed import format_time
 
 Json = dict[str, Any]
@@ -146,15 +146,3 @@ class PodWrapper:
 
 def pod(job_obj: Json, index: int, attempt: int = 0) -> PodWrapper:
     return PodWrapper(job_obj, index, attempt)
-
-
-__all__ = [
-    "LABEL_ATTEMPT",
-    "LABEL_JOB_NAME",
-    "LABEL_REPLICA_INDEX",
-    "T0",
-    "at",
-    "job",
-    "pod",
-    "pod_name",
-]

@@ -173,7 +173,7 @@ def _decide(step: _Step, job: JobSpec) -> None:
         return
 
     if job.run_policy.suspend:
-        _suspend(step, job)
+        _suspend(step)
         return
     if phase == Phase.SUSPENDED.value:
         _resume(step)
@@ -365,7 +365,7 @@ def _deadline_passed(step: _Step, job: JobSpec) -> bool:
     return True
 
 
-def _suspend(step: _Step, job: JobSpec) -> None:
+def _suspend(step: _Step) -> None:
     status = step.status
     step.delete(step.obs.pods)
     if status.get("phase") != Phase.SUSPENDED.value:
