@@ -53,7 +53,8 @@ async def start(settings: kopf.OperatorSettings, **_: Any) -> None:
     port = int(os.environ.get(METRICS_PORT_ENV, "0"))
     if port:
         start_http_server(port)
-    _controller = JobController(Kube(load_api_client()), shared_root)
+    api_client = await asyncio.to_thread(load_api_client)  # reads files: not on the event loop
+    _controller = JobController(Kube(api_client), shared_root)
     _background.add(loop.create_task(_controller.watch_markers()))
     logger.info("tfmw operator started; shared root %s", shared_root)
 
@@ -66,6 +67,8 @@ def login(**kwargs: Any) -> kopf.ConnectionInfo | None:
 
 @kopf.on.cleanup()
 async def stop(**_: Any) -> None:
+    for task in _background:
+        task.cancel()
     if _controller is not None:
         await _controller.queue.drain()
 
