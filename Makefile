@@ -13,7 +13,10 @@ $(STAMP): pyproject.toml hack/versions.env hack/go.mod hack/install-deps.sh
 	hack/install-deps.sh
 	@mkdir -p build && touch $@
 
+# The editable install is machine-wide: another clone's `make install` re-points it.
 install: $(STAMP)
+	@python3 -c 'import sys, tfmw_operator, tfmw_trainer; sys.exit(not all(m.__file__.startswith("$(CURDIR)/") for m in (tfmw_operator, tfmw_trainer)))' 2>/dev/null \
+		|| python3 -m pip install -q --disable-pip-version-check -e "$(CURDIR)[operator,trainer,dev]"
 
 lint: install
 	ruff check .

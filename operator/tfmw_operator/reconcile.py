@@ -160,8 +160,7 @@ def _decide(step: _Step, job: JobSpec) -> None:
         return
 
     attempt: int = status["attempt"]
-    current = [p for p in step.obs.pods if p.attempt == attempt]
-    stale = [p for p in step.obs.pods if p.attempt != attempt]
+    current, stale = _by_attempt(step.obs.pods, attempt)
     _count_workers(step, job, current)
     marker = step.obs.marker
     marker_is_ours = marker.exists and marker.job_uid in (None, job.uid)
@@ -202,6 +201,11 @@ def _decide(step: _Step, job: JobSpec) -> None:
     if _handle_pending(step, job, current):
         return
     _set_progress_phase(step, job, current)
+
+
+def _by_attempt(pods: Sequence[ObservedPod], attempt: int) -> tuple[list[ObservedPod], list[ObservedPod]]:
+    """The pods of `attempt`, and those left over from other attempts."""
+    return [p for p in pods if p.attempt == attempt], [p for p in pods if p.attempt != attempt]
 
 
 def _count_workers(step: _Step, job: JobSpec, current: Sequence[ObservedPod]) -> None:
@@ -428,9 +432,7 @@ def _cleanup(job: JobSpec, pods: Sequence[ObservedPod]) -> list[ObservedPod]:
 def _after_finish(step: _Step, job: JobSpec) -> None:
     """A finished job: clean its pods per policy and delete it when its TTL ends."""
     status = step.status
-    attempt = status.get("attempt", 0)
-    stale = [p for p in step.obs.pods if p.attempt != attempt]
-    current = [p for p in step.obs.pods if p.attempt == attempt]
+    current, stale = _by_attempt(step.obs.pods, status.get("attempt", 0))
     doomed = stale + _cleanup(job, current)
     succeeded = status.get("phase") == Phase.SUCCEEDED.value
     if succeeded and job.run_policy.clean_pod_policy is CleanPodPolicy.RUNNING:

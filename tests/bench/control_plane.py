@@ -18,8 +18,6 @@ import json
 import os
 import re
 import statistics
-import subprocess
-import sys
 import tempfile
 import threading
 import time
@@ -31,6 +29,7 @@ from typing import Any
 
 from kube import REPO, Kube, SimulatedKubelet, kubectl, pause_deployed_operator, simulated_job, wait_for
 from kubernetes import watch
+from operator_process import OperatorProcess
 
 RESULTS = REPO / "bench" / "results"
 THREADS = 32
@@ -82,28 +81,9 @@ class PodWatcher:
             return max(seen.values()) if len(seen) >= count else None
 
 
-class Operator:
-    def __init__(self, namespace: str, shared_root: Path) -> None:
-        command = [
-            sys.executable, "-m", "tfmw_operator", "--shared-root", str(shared_root),
-            "--namespace", namespace, "--metrics-port", "0", "--liveness", "",
-        ]  # fmt: skip
-        self.log = open(shared_root / "operator.log", "wb")  # noqa: SIM115
-        env = {**os.environ, "MALLOC_ARENA_MAX": "2"}  # as the operator image sets it
-        self.process = subprocess.Popen(command, stdout=self.log, stderr=subprocess.STDOUT, env=env)
-
-    def peak_rss_mb(self) -> float:
-        status = Path(f"/proc/{self.process.pid}/status").read_text()
-        return int(re.search(r"VmHWM:\s+(\d+)", status).group(1)) / 1024  # type: ignore[union-attr]
-
-    def cpu_seconds(self) -> float:
-        fields = Path(f"/proc/{self.process.pid}/stat").read_text().rsplit(")", 1)[1].split()
-        return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
-
-    def stop(self) -> None:
-        self.process.terminate()
-        self.process.wait(timeout=30)
-        self.log.close()
+def start_operator(namespace: str, shared_root: Path) -> OperatorProcess:
+    # As the operator image sets it: fewer malloc arenas, a smaller RSS.
+    return OperatorProcess(namespace, shared_root, env={"MALLOC_ARENA_MAX": "2"}).start()
 
 
 def api_writes() -> dict[tuple[str, str, str], float]:
@@ -182,7 +162,7 @@ def main() -> None:
     wait_for("no terminating namespace", lambda: not terminating_namespaces(kube), timeout=300, interval=1)
     namespace = kube.new_namespace("bench")
     shared_root = Path(tempfile.mkdtemp(prefix="tfmw-bench-"))
-    operator = Operator(namespace, shared_root)
+    operator = start_operator(namespace, shared_root)
     watcher = PodWatcher(kube, namespace)
     scale_namespace = kube.new_namespace("bench500")
     results: dict[str, Any] = {}
@@ -262,7 +242,7 @@ def main() -> None:
 
         # 500 jobs of 4 workers at once, the simulated kubelet starting pods as they come.
         operator.stop()
-        operator = Operator(scale_namespace, shared_root)
+        operator = start_operator(scale_namespace, shared_root)
         cpu_before = operator.cpu_seconds()
         stop_runner = threading.Event()
 

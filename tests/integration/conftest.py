@@ -4,15 +4,14 @@ from __future__ import annotations
 
 import logging
 import os
-import signal
 import subprocess
-import sys
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
 from kopf.testing import KopfRunner
-from kube import REPO, Kube, SimulatedKubelet, kubectl, pause_deployed_operator, wait_for
+from kube import REPO, Kube, SimulatedKubelet, kubectl, pause_deployed_operator
+from operator_process import OperatorProcess
 
 NAMESPACE_PREFIX = "it"
 
@@ -59,49 +58,6 @@ def namespace(kube: Kube, operator: KopfRunner) -> Iterator[str]:
     name = kube.new_namespace(NAMESPACE_PREFIX)
     yield name
     kube.delete_namespace(name)
-
-
-class OperatorProcess:
-    """The operator as a separate process, to be killed -9 and started again like a crashed pod."""
-
-    def __init__(
-        self,
-        namespace: str,
-        shared_root: Path,
-        kubeconfig: str | None = None,
-        ports: tuple[int, int] | None = None,
-    ) -> None:
-        self.namespace = namespace
-        self.ports = ports  # (metrics, liveness); None: neither is served
-        self.shared_root = shared_root
-        self.env = {**os.environ, "KUBECONFIG": kubeconfig or os.environ["KUBECONFIG"]}
-        self.process: subprocess.Popen[bytes] | None = None
-        self.log = shared_root / f"operator-{namespace}.log"
-        self.starts = 0
-
-    def start(self) -> None:
-        metrics, liveness = self.ports or (0, 0)
-        command = [
-            sys.executable, "-m", "tfmw_operator", "--shared-root", str(self.shared_root),
-            "--namespace", self.namespace, "--metrics-port", str(metrics),
-            "--liveness", f"http://127.0.0.1:{liveness}/healthz" if liveness else "",
-        ]  # fmt: skip
-        with self.log.open("ab") as log:
-            self.process = subprocess.Popen(command, env=self.env, stdout=log, stderr=subprocess.STDOUT)
-        self.starts += 1
-
-    def wait_started(self, timeout: float = 30) -> None:
-        """Until this start of the operator has logged that it runs."""
-        starts = self.starts
-        wait_for("the operator to start", lambda: self._logged_starts() >= starts, timeout=timeout)
-
-    def _logged_starts(self) -> int:
-        return self.log.read_text(errors="replace").count("tfmw operator started")
-
-    def kill(self) -> None:
-        if self.process is not None:
-            self.process.send_signal(signal.SIGKILL)
-            self.process.wait()
 
 
 @pytest.fixture

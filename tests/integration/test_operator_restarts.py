@@ -9,8 +9,8 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 
-from integration.conftest import OperatorProcess
 from kube import Kube, SimulatedKubelet, simulated_job, wait_for
+from operator_process import OperatorProcess
 
 JOBS = 16
 WORKERS = 3

@@ -10,8 +10,8 @@ from pathlib import Path
 
 import pytest
 import yaml
-from integration.conftest import OperatorProcess
 from kube import REPO, Kube, SimulatedKubelet, kubectl, simulated_job
+from operator_process import OperatorProcess
 from ports import free_ports
 
 SERVICE_ACCOUNT = "system:serviceaccount:tfmw-system:tfmw-operator"

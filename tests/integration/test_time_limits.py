@@ -67,9 +67,7 @@ def test_ttl_deletes_the_finished_job(
 def test_chief_exit_zero_without_marker_fails_marker_missing(
     kube: Kube, kubelet: SimulatedKubelet, namespace: str
 ) -> None:
-    kube.create_job(namespace, simulated_job("quiet", completion={"chiefExitGraceSeconds": 2}))
-    kube.wait_pods(namespace, "quiet", 2)
-    kubelet.run_all(namespace, "quiet")
+    kubelet.start_job(namespace, simulated_job("quiet", completion={"chiefExitGraceSeconds": 2}))
     kubelet.exit(namespace, "quiet-worker-0", 0)
     status = kube.wait_phase(namespace, "quiet", "Failed", timeout=15)
     assert status["reason"] == "MarkerMissing" and "chiefExitGraceSeconds=2" in status["message"]

@@ -1,0 +1,73 @@
+"""The operator as a separate process: killed -9 and started again by tests, measured by the bench."""
+
+from __future__ import annotations
+
+import os
+import re
+import signal
+import subprocess
+import sys
+from pathlib import Path
+
+from kube import wait_for
+
+
+class OperatorProcess:
+    def __init__(
+        self,
+        namespace: str,
+        shared_root: Path,
+        kubeconfig: str | None = None,
+        ports: tuple[int, int] | None = None,
+        env: dict[str, str] | None = None,
+    ) -> None:
+        self.namespace = namespace
+        self.ports = ports  # (metrics, liveness); None: neither is served
+        self.shared_root = shared_root
+        self.env = {**os.environ, "KUBECONFIG": kubeconfig or os.environ["KUBECONFIG"], **(env or {})}
+        self.process: subprocess.Popen[bytes] | None = None
+        self.log = shared_root / f"operator-{namespace}.log"
+        self.starts = 0
+
+    def start(self) -> OperatorProcess:
+        metrics, liveness = self.ports or (0, 0)
+        command = [
+            sys.executable, "-m", "tfmw_operator", "--shared-root", str(self.shared_root),
+            "--namespace", self.namespace, "--metrics-port", str(metrics),
+            "--liveness", f"http://127.0.0.1:{liveness}/healthz" if liveness else "",
+        ]  # fmt: skip
+        with self.log.open("ab") as log:
+            self.process = subprocess.Popen(command, env=self.env, stdout=log, stderr=subprocess.STDOUT)
+        self.starts += 1
+        return self
+
+    def wait_started(self, timeout: float = 30) -> None:
+        """Until this start of the operator has logged that it runs."""
+        starts = self.starts
+        wait_for("the operator to start", lambda: self._logged_starts() >= starts, timeout=timeout)
+
+    def _logged_starts(self) -> int:
+        return self.log.read_text(errors="replace").count("tfmw operator started")
+
+    def kill(self) -> None:
+        if self.process is not None:
+            self.process.send_signal(signal.SIGKILL)
+            self.process.wait()
+
+    def stop(self) -> None:
+        if self.process is not None:
+            self.process.terminate()
+            self.process.wait(timeout=30)
+
+    def peak_rss_mb(self) -> float:
+        status = Path(f"/proc/{self._pid()}/status").read_text()
+        return int(re.search(r"VmHWM:\s+(\d+)", status).group(1)) / 1024  # type: ignore[union-attr]
+
+    def cpu_seconds(self) -> float:
+        fields = Path(f"/proc/{self._pid()}/stat").read_text().rsplit(")", 1)[1].split()
+        return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+    def _pid(self) -> int:
+        if self.process is None:
+            raise RuntimeError("the operator was not started")
+        return self.process.pid
