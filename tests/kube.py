@@ -15,12 +15,12 @@ from typing import Any, TypeVar
 
 from kubernetes import client, config, watch
 from kubernetes.client.exceptions import ApiException
-from tfmw_operator.api import GROUP, LABEL_JOB_NAME, PLURAL, VERSION
+from tfmw_operator.api import GROUP, LABEL_JOB_NAME, PLURAL, VERSION, format_time
+from wrappers import SIM_NODE
 
 REPO = Path(__file__).resolve().parent.parent
 Json = dict[str, Any]
 T = TypeVar("T")
-SIM_NODE = "tfmw-simulated-node"
 
 
 def kubectl(*args: str, check: bool = True, input: str | None = None) -> subprocess.CompletedProcess[str]:
@@ -56,10 +56,12 @@ def wait_for(what: str, probe: Callable[[], T | None], timeout: float = 30, inte
 
 
 def now() -> str:
-    return datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+    return format_time(datetime.now(UTC))
 
 
-class Kube:
+class ClusterClient:
+    """The tests' own API client: plain calls, no operator code."""
+
     def __init__(self, kubeconfig: str | None = None) -> None:
         api_client = config.new_client_from_config(config_file=kubeconfig or os.environ["KUBECONFIG"])
         api_client.configuration.connection_pool_maxsize = 64
@@ -167,13 +169,13 @@ class SimulatedKubelet:
     template, so neither a real kubelet nor the scheduler touches them.
     """
 
-    def __init__(self, kube: Kube) -> None:
+    def __init__(self, kube: ClusterClient) -> None:
         self.kube = kube
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._finish_deletions, daemon=True)
 
     @staticmethod
-    def register_node(kube: Kube) -> None:
+    def register_node(kube: ClusterClient) -> None:
         try:
             kube.core.create_node({"metadata": {"name": SIM_NODE, "labels": {"tfmw.dev/simulated": "true"}}})
         except ApiException as error:
@@ -273,25 +275,3 @@ class SimulatedKubelet:
         for pod in self.kube.pods(namespace, job_name):
             if not pod["metadata"].get("deletionTimestamp"):
                 self.run(namespace, pod["metadata"]["name"])
-
-
-def simulated_job(name: str, workers: int = 2, **spec: Any) -> Json:
-    """A job whose pods are bound to the simulated node, where the test plays the kubelet."""
-    job: Json = {
-        "apiVersion": f"{GROUP}/{VERSION}",
-        "kind": "TFMultiWorkerJob",
-        "metadata": {"name": name},
-        "spec": {
-            "workers": workers,
-            "sharedVolume": {"claimName": "tfmw-shared"},
-            "template": {
-                "spec": {
-                    "nodeName": SIM_NODE,
-                    "tolerations": [{"operator": "Exists"}],
-                    "containers": [{"name": "tensorflow", "image": "tfmw-trainer:dev"}],
-                }
-            },
-        },
-    }
-    job["spec"].update(spec)
-    return job

@@ -1,17 +1,24 @@
-"""Test object wrappers: readable builders for jobs and pods, shared by every test layer."""
+"""Test object wrappers: one builder for jobs and pods, used by unit, integration, e2e and bench.
+
+`JobWrapper.obj()` is a job as the API server returns it (uid, generation, status), for
+the pure core; `JobWrapper.manifest()` is what a user would apply.
+"""
 
 from __future__ import annotations
 
 import copy
+import json
 from datetime import UTC, datetime, timedelta
+from pathlib import Path
 from typing import Any
 
-from tfmw_operator.api import API_VERSION, KIND, parse_job
+from tfmw_operator.api import API_VERSION, DEFAULT_MARKER_FILE, KIND, format_time, parse_job
 from tfmw_operator.builders import build_pod
-from tfmw_operator.observed import format_time
 
 Json = dict[str, Any]
 T0 = datetime(2026, 1, 1, 12, 0, 0, tzinfo=UTC)
+# A Node object with no kubelet behind it; the integration tests play its kubelet.
+SIM_NODE = "tfmw-simulated-node"
 
 
 def at(seconds: float) -> datetime:
@@ -46,6 +53,10 @@ class JobWrapper:
         self._job["spec"]["port"] = port
         return self
 
+    def spec(self, **fields: Any) -> JobWrapper:
+        self._job["spec"].update(fields)
+        return self
+
     def run_policy(self, **fields: Any) -> JobWrapper:
         self._job["spec"]["runPolicy"].update(fields)
         return self
@@ -58,8 +69,34 @@ class JobWrapper:
         self._job["spec"]["template"] = template
         return self
 
+    def container(self, **fields: Any) -> JobWrapper:
+        """Set fields of the first container."""
+        self._job["spec"]["template"]["spec"]["containers"][0].update(fields)
+        return self
+
+    def pod_spec(self, **fields: Any) -> JobWrapper:
+        self._job["spec"]["template"]["spec"].update(fields)
+        return self
+
+    def simulated(self) -> JobWrapper:
+        """Pods bound to the simulated node, where the test plays the kubelet."""
+        return self.pod_spec(nodeName=SIM_NODE, tolerations=[{"operator": "Exists"}])
+
     def status(self, **fields: Any) -> JobWrapper:
         self._job.setdefault("status", {}).update(fields)
+        return self
+
+    def condition(self, kind: str, true: bool = True, reason: str = "Test") -> JobWrapper:
+        conditions = self._job.setdefault("status", {}).setdefault("conditions", [])
+        conditions.append(
+            {
+                "type": kind,
+                "status": "True" if true else "False",
+                "reason": reason,
+                "message": "",
+                "lastTransitionTime": format_time(T0),
+            }
+        )
         return self
 
     def launched(
@@ -78,9 +115,21 @@ class JobWrapper:
     def obj(self) -> Json:
         return copy.deepcopy(self._job)
 
+    def manifest(self) -> Json:
+        """The job as a user writes it: no status, no fields the API server sets."""
+        manifest = self.obj()
+        manifest.pop("status", None)
+        manifest["metadata"] = {"name": manifest["metadata"]["name"]}
+        return manifest
+
 
 def job(name: str = "mnist", **kwargs: Any) -> JobWrapper:
     return JobWrapper(name, **kwargs)
+
+
+def simulated_job(name: str, workers: int = 2) -> JobWrapper:
+    """A job whose pods are bound to the simulated node, where the test plays the kubelet."""
+    return JobWrapper(name, workers=workers).simulated()
 
 
 class PodWrapper:
@@ -89,6 +138,7 @@ class PodWrapper:
     def __init__(self, job_obj: Json, index: int, attempt: int = 0) -> None:
         self._pod = build_pod(parse_job(job_obj), index, attempt)
         self._pod["metadata"]["creationTimestamp"] = format_time(T0)
+        self._pod["metadata"]["uid"] = f"pod-uid-{index}-{attempt}"
         self._pod["status"] = {"phase": "Pending"}
 
     def created(self, seconds: float) -> PodWrapper:
@@ -136,6 +186,11 @@ class PodWrapper:
         }
         return self
 
+    def container_statuses(self, phase: str, *statuses: Json) -> PodWrapper:
+        """Any phase and container statuses, for pods with sidecars or odd states."""
+        self._pod["status"] = {"phase": phase, "containerStatuses": list(statuses)}
+        return self
+
     def deleting(self) -> PodWrapper:
         self._pod["metadata"]["deletionTimestamp"] = format_time(T0)
         return self
@@ -146,3 +201,22 @@ class PodWrapper:
 
 def pod(job_obj: Json, index: int, attempt: int = 0) -> PodWrapper:
     return PodWrapper(job_obj, index, attempt)
+
+
+def container_env(container: Json) -> dict[str, str]:
+    """A container's plain-value environment."""
+    return {e["name"]: e["value"] for e in container.get("env") or [] if "value" in e}
+
+
+def env_of(pod_obj: Json, container: int = 0) -> dict[str, str]:
+    """The plain-value environment of one container of a pod."""
+    return container_env(pod_obj["spec"]["containers"][container])
+
+
+def write_marker(job_dir: Path, job_uid: str | None, name: str = DEFAULT_MARKER_FILE) -> Path:
+    """The chief's marker as the trainer writes it; `job_uid=None` writes plain text."""
+    path = job_dir / name
+    path.parent.mkdir(parents=True, exist_ok=True)
+    content = "done\n" if job_uid is None else json.dumps({"job_uid": job_uid, "attempt": 0})
+    path.write_text(content)
+    return path

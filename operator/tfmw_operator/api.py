@@ -7,6 +7,7 @@ the core never depends on which API server version served the object.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from datetime import UTC, datetime
 from enum import StrEnum
 from typing import Any
 
@@ -30,6 +31,22 @@ DEFAULT_BACKOFF_LIMIT = 3
 SHARED_VOLUME_NAME = "tfmw-shared"
 
 Json = dict[str, Any]
+
+
+def format_time(value: datetime) -> str:
+    """Kubernetes' timestamp format (RFC 3339, seconds, UTC)."""
+    return value.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+def parse_time(value: object) -> datetime | None:
+    """A Kubernetes timestamp, or None for anything that is not one."""
+    if not isinstance(value, str) or not value:
+        return None
+    try:
+        parsed = datetime.fromisoformat(value.replace("Z", "+00:00"))
+    except ValueError:
+        return None
+    return parsed if parsed.tzinfo is not None else parsed.replace(tzinfo=UTC)
 
 
 class Phase(StrEnum):

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import copy
 import json
+from datetime import datetime
 
 from tfmw_operator.api import (
     API_VERSION,
@@ -16,7 +17,11 @@ from tfmw_operator.api import (
     SHARED_VOLUME_NAME,
     JobSpec,
     Json,
+    format_time,
 )
+
+EVENT_SOURCE = "tfmw-operator"
+EVENT_MESSAGE_LIMIT = 1024
 
 
 def pod_name(job_name: str, index: int) -> str:
@@ -150,4 +155,28 @@ def build_pod(job: JobSpec, index: int, attempt: int) -> Json:
             "ownerReferences": [owner_reference(job)],
         },
         "spec": spec,
+    }
+
+
+def build_event(job: Json, type: str, reason: str, message: str, now: datetime, suffix: str) -> Json:
+    """A core/v1 Event about `job`; `suffix` makes its name unique."""
+    meta = job["metadata"]
+    stamp = format_time(now)
+    return {
+        "metadata": {"name": f"{meta['name']}.{suffix}", "namespace": meta["namespace"]},
+        "involvedObject": {
+            "apiVersion": job.get("apiVersion", API_VERSION),
+            "kind": job.get("kind", KIND),
+            "name": meta["name"],
+            "namespace": meta["namespace"],
+            "uid": meta.get("uid"),
+        },
+        "type": type,
+        "reason": reason,
+        "message": message[:EVENT_MESSAGE_LIMIT],
+        "firstTimestamp": stamp,
+        "lastTimestamp": stamp,
+        "count": 1,
+        "source": {"component": EVENT_SOURCE},
+        "reportingComponent": EVENT_SOURCE,
     }

@@ -5,31 +5,37 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
+import uuid
+from collections.abc import Sequence
 from datetime import UTC, datetime
 from pathlib import Path
 
 from tfmw_operator import metrics
-from tfmw_operator.api import Json, Phase, SpecError, parse_job
-from tfmw_operator.kube import Kube
-from tfmw_operator.observed import MarkerState, ObservedPod, observe_pod
-from tfmw_operator.reconcile import (
+from tfmw_operator.api import JobSpec, Json
+from tfmw_operator.builders import build_event
+from tfmw_operator.decision import (
     CreatePods,
     Decision,
     DeleteJob,
     DeletePods,
     EnsureJobDirectory,
     EnsureService,
+    Milestone,
     Observed,
     PatchStatus,
     RemoveMarker,
-    reconcile,
+    parse_spec,
 )
+from tfmw_operator.kube import Kube
+from tfmw_operator.observed import MarkerState, ObservedPod
+from tfmw_operator.reconcile import reconcile
+from tfmw_operator.status import merge_patch
 from tfmw_operator.storage import (
+    archive_log,
     ensure_job_directory,
     marker_exists,
     read_marker,
     remove_marker,
-    write_text,
 )
 from tfmw_operator.workqueue import Key, WorkQueue
 
@@ -37,13 +43,6 @@ logger = logging.getLogger(__name__)
 
 MARKER_POLL_SECONDS = 0.2
 LOG_ARCHIVE_BYTES = 4 * 1024 * 1024
-
-
-def status_patch(old: Json, new: Json) -> Json:
-    """A merge patch from `old` to `new`: keys that disappeared are set to null."""
-    patch = {key: value for key, value in new.items() if old.get(key) != value}
-    patch.update({key: None for key in old if key not in new})
-    return patch
 
 
 class JobController:
@@ -62,89 +61,76 @@ class JobController:
         if job is None:
             self._forget(key)
             return None
-        uid = job["metadata"].get("uid")
         raw_pods = await self.kube.list_pods(namespace, name)
-        observed = (observe_pod(p) for p in raw_pods if _owned_by(p, uid))
-        pods = [p for p in observed if p is not None]
-        try:
-            marker_relpath: str | None = parse_job(job).marker_relpath
-        except SpecError:
-            marker_relpath = None  # the core fails the job; there is no marker to look for
+        spec = parse_spec(job)
         marker = MarkerState()
-        if marker_relpath is not None:
-            marker = await asyncio.to_thread(read_marker, self.shared_root, marker_relpath)
-        decision = reconcile(Observed(job, pods, marker, datetime.now(UTC)))
-        await self._apply(job, pods, decision)
-        self._track(key, job, decision, marker_relpath, marker.modified)
+        if isinstance(spec, JobSpec):
+            marker = await asyncio.to_thread(read_marker, self.shared_root, spec.marker_relpath)
+        observed = Observed.of(job, raw_pods, marker, datetime.now(UTC), spec)
+        decision = reconcile(observed)
+        await self._apply(job, observed.pods, decision)
+        self._track(key, decision, marker.modified)
         metrics.RECONCILE_SECONDS.observe(time.perf_counter() - started)
         return decision.requeue_after
 
-    async def _apply(self, job: Json, pods: list[ObservedPod], decision: Decision) -> None:
+    async def _apply(self, job: Json, pods: Sequence[ObservedPod], decision: Decision) -> None:
         meta = job["metadata"]
         namespace, name = meta["namespace"], meta["name"]
         by_name = {p.name: p for p in pods}
         for action in decision.actions:
-            if isinstance(action, EnsureJobDirectory):
+            if isinstance(action, RemoveMarker):
+                await asyncio.to_thread(remove_marker, self.shared_root, action.relpath)
+            elif isinstance(action, EnsureJobDirectory):
                 await asyncio.to_thread(ensure_job_directory, self.shared_root, action.relpath)
             elif isinstance(action, EnsureService):
                 await self.kube.create_service(namespace, action.service)
             elif isinstance(action, CreatePods):
                 await asyncio.gather(*(self.kube.create_pod(namespace, pod) for pod in action.pods))
+            elif isinstance(action, PatchStatus):
+                patch = merge_patch(job.get("status") or {}, action.status.to_json())
+                if patch:
+                    await self.kube.patch_job_status(namespace, name, patch)
             elif isinstance(action, DeletePods):
                 doomed = [by_name[n] for n in action.names if n in by_name]
                 await asyncio.gather(*(self._archive_and_delete(namespace, name, p) for p in doomed))
-            elif isinstance(action, RemoveMarker):
-                await asyncio.to_thread(remove_marker, self.shared_root, action.relpath)
-            elif isinstance(action, PatchStatus):
-                patch = status_patch(job.get("status") or {}, action.status)
-                if patch:
-                    await self.kube.patch_job_status(namespace, name, patch)
             elif isinstance(action, DeleteJob):
                 await self.kube.delete_job(namespace, name)
-        await asyncio.gather(
-            *(self.kube.post_event(job, e.type, e.reason, e.message) for e in decision.events)
+        now = datetime.now(UTC)
+        events = (
+            build_event(job, e.type, e.reason, e.message, now, uuid.uuid4().hex[:12]) for e in decision.events
         )
+        await asyncio.gather(*(self.kube.post_event(namespace, event) for event in events))
 
     async def _archive_and_delete(self, namespace: str, job_name: str, pod: ObservedPod) -> None:
         """Keep a worker's log on the shared storage before its pod, and the log, go away."""
         if pod.phase != "Pending":
             text = await self.kube.pod_log(namespace, pod.name, LOG_ARCHIVE_BYTES)
             if text:
-                directory = self.shared_root / namespace / job_name / "logs" / f"attempt-{pod.attempt}"
-                await asyncio.to_thread(write_text, directory / f"worker-{pod.index}.log", text)
+                relpath = f"{namespace}/{job_name}"
+                await asyncio.to_thread(archive_log, self.shared_root, relpath, pod.attempt, pod.index, text)
         await self.kube.delete_pod(namespace, pod.name, pod.uid)
 
-    def _track(
-        self,
-        key: Key,
-        job: Json,
-        decision: Decision,
-        marker_relpath: str | None,
-        marker_time: datetime | None,
-    ) -> None:
-        old = job.get("status") or {}
-        new = decision.status or old
-        old_phase, new_phase = old.get("phase"), new.get("phase")
-        if old_phase != new_phase:
-            if old.get("launchedAttempt") is None and new.get("launchedAttempt") is not None:
-                metrics.JOBS_CREATED.inc()
-            if new_phase == Phase.SUCCEEDED.value:
-                metrics.JOBS_SUCCEEDED.inc()
-                if marker_time is not None:
-                    latency = (datetime.now(UTC) - marker_time).total_seconds()
-                    metrics.MARKER_LATENCY_SECONDS.observe(max(0.0, latency))
-            elif new_phase == Phase.FAILED.value:
-                metrics.JOBS_FAILED.labels(reason=new.get("reason", "")).inc()
-        if new.get("restarts", 0) > old.get("restarts", 0):
+    def _track(self, key: Key, decision: Decision, marker_time: datetime | None) -> None:
+        milestones = decision.milestones
+        if Milestone.LAUNCHED in milestones:
+            metrics.JOBS_CREATED.inc()
+        if Milestone.RESTARTED in milestones:
             metrics.GANG_RESTARTS.inc()
-        finished = new_phase in (Phase.SUCCEEDED.value, Phase.FAILED.value)
-        if finished:
+        if Milestone.SUCCEEDED in milestones:
+            metrics.JOBS_SUCCEEDED.inc()
+            if marker_time is not None:
+                latency = (datetime.now(UTC) - marker_time).total_seconds()
+                metrics.MARKER_LATENCY_SECONDS.observe(max(0.0, latency))
+        if Milestone.FAILED in milestones:
+            metrics.JOBS_FAILED.labels(reason=decision.status.reason or "").inc()
+        if decision.finished:
             self.active.discard(key)
-            self.awaiting_marker.pop(key, None)
         else:
             self.active.add(key)
-            if new.get("launchedAttempt") is not None and marker_relpath is not None:
-                self.awaiting_marker[key] = marker_relpath
+        if decision.watch_marker is None:
+            self.awaiting_marker.pop(key, None)
+        else:
+            self.awaiting_marker[key] = decision.watch_marker
         metrics.ACTIVE_JOBS.set(len(self.active))
 
     def _forget(self, key: Key) -> None:
@@ -173,9 +159,3 @@ class JobController:
                 continue
             for key in found:
                 self.queue.trigger(key)
-
-
-def _owned_by(pod: Json, uid: str | None) -> bool:
-    """Pods of an earlier job of the same name are not this job's workers."""
-    owners = pod["metadata"].get("ownerReferences") or []
-    return any(o.get("uid") == uid for o in owners)

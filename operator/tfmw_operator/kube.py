@@ -6,8 +6,6 @@ import asyncio
 import json
 import logging
 import os
-import uuid
-from datetime import UTC, datetime
 
 from kubernetes import client, config
 from kubernetes.client.exceptions import ApiException
@@ -15,8 +13,6 @@ from kubernetes.client.exceptions import ApiException
 from tfmw_operator.api import GROUP, LABEL_JOB_NAME, PLURAL, VERSION, Json
 
 MERGE_PATCH = "application/merge-patch+json"
-EVENT_SOURCE = "tfmw-operator"
-EVENT_MESSAGE_LIMIT = 1024
 logger = logging.getLogger(__name__)
 CONNECTION_POOL_SIZE = 64
 
@@ -119,31 +115,11 @@ class Kube:
         except ApiException as error:
             _ignore(404, error)
 
-    async def post_event(self, job: Json, type: str, reason: str, message: str) -> None:
-        meta = job["metadata"]
-        stamp = datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
-        event = {
-            "metadata": {"name": f"{meta['name']}.{uuid.uuid4().hex[:12]}", "namespace": meta["namespace"]},
-            "involvedObject": {
-                "apiVersion": job.get("apiVersion", f"{GROUP}/{VERSION}"),
-                "kind": job.get("kind", "TFMultiWorkerJob"),
-                "name": meta["name"],
-                "namespace": meta["namespace"],
-                "uid": meta.get("uid"),
-            },
-            "type": type,
-            "reason": reason,
-            "message": message[:EVENT_MESSAGE_LIMIT],
-            "firstTimestamp": stamp,
-            "lastTimestamp": stamp,
-            "count": 1,
-            "source": {"component": EVENT_SOURCE},
-            "reportingComponent": EVENT_SOURCE,
-        }
+    async def post_event(self, namespace: str, event: Json) -> None:
         try:
-            await asyncio.to_thread(self.core.create_namespaced_event, meta["namespace"], event)
+            await asyncio.to_thread(self.core.create_namespaced_event, namespace, event)
         except ApiException as error:  # an Event is worth a log line, not a failed reconcile
-            logger.warning("could not post event %s on %s: %s", reason, meta["name"], error.reason)
+            logger.warning("could not post event %s in %s: %s", event.get("reason"), namespace, error.reason)
 
     async def pod_log(self, namespace: str, name: str, limit_bytes: int) -> str:
         """The pod's log, or "" when there is none to read (never started, node gone)."""

@@ -3,9 +3,9 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
-from datetime import UTC, datetime
+from datetime import datetime
 
-from tfmw_operator.api import LABEL_ATTEMPT, LABEL_REPLICA_INDEX, Json
+from tfmw_operator.api import LABEL_ATTEMPT, LABEL_REPLICA_INDEX, Json, parse_time
 
 # Waiting reasons that mean a worker cannot start until someone fixes something.
 STALL_REASONS = frozenset(
@@ -21,16 +21,6 @@ STALL_REASONS = frozenset(
 )
 # Of those, the ones no amount of waiting fixes.
 PERMANENT_STALL_REASONS = frozenset({"InvalidImageName", "ErrImageNeverPull"})
-
-
-def parse_time(value: str | None) -> datetime | None:
-    if not value:
-        return None
-    return datetime.fromisoformat(value.replace("Z", "+00:00"))
-
-
-def format_time(value: datetime) -> str:
-    return value.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
 
 
 @dataclass(frozen=True)
@@ -120,3 +110,9 @@ def observe_pod(pod: Json) -> ObservedPod | None:
         stall_reason=stall_reason,
         stall_message=stall_message,
     )
+
+
+def owned_by(pod: Json, uid: str | None) -> bool:
+    """Pods of an earlier job of the same name are not this job's workers."""
+    owners = (pod.get("metadata") or {}).get("ownerReferences") or []
+    return uid is not None and any(o.get("uid") == uid for o in owners)

@@ -29,9 +29,12 @@ def ensure_job_directory(shared_root: Path, relpath: str) -> None:
         logger.warning("cannot make %s writable by every worker; leaving its mode as it is", path)
 
 
-def write_text(path: Path, text: str) -> None:
+def archive_log(shared_root: Path, job_relpath: str, attempt: int, index: int, text: str) -> Path:
+    """Keep a worker's log at `<job>/logs/attempt-<a>/worker-<i>.log`; the path written."""
+    path = shared_root / job_relpath / "logs" / f"attempt-{attempt}" / f"worker-{index}.log"
     path.parent.mkdir(parents=True, exist_ok=True)
     path.write_text(text)
+    return path
 
 
 def marker_path(shared_root: Path, relpath: str) -> Path:

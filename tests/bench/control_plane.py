@@ -27,9 +27,10 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
-from kube import REPO, Kube, SimulatedKubelet, kubectl, pause_deployed_operator, simulated_job, wait_for
+from kube import REPO, ClusterClient, SimulatedKubelet, kubectl, pause_deployed_operator, wait_for
 from kubernetes import watch
 from operator_process import OperatorProcess
+from wrappers import simulated_job
 
 RESULTS = REPO / "bench" / "results"
 THREADS = 32
@@ -53,7 +54,7 @@ def summary(values: list[float]) -> dict[str, float]:
 class PodWatcher:
     """Records when each pod of the namespace was first seen, per job."""
 
-    def __init__(self, kube: Kube, namespace: str) -> None:
+    def __init__(self, kube: ClusterClient, namespace: str) -> None:
         self.kube = kube
         self.namespace = namespace
         self.first_seen: dict[str, dict[str, float]] = defaultdict(dict)
@@ -102,7 +103,7 @@ def api_writes() -> dict[tuple[str, str, str], float]:
     return counts
 
 
-def submit(kube: Kube, namespace: str, jobs: list[dict[str, Any]]) -> dict[str, float]:
+def submit(kube: ClusterClient, namespace: str, jobs: list[dict[str, Any]]) -> dict[str, float]:
     """Create jobs concurrently; return when each API create returned."""
     started: dict[str, float] = {}
 
@@ -120,7 +121,7 @@ def pods_created(watcher: PodWatcher, name: str, workers: int) -> Callable[[], f
 
 
 def creation_latency(
-    kube: Kube, watcher: PodWatcher, namespace: str, jobs: list[dict[str, Any]]
+    kube: ClusterClient, watcher: PodWatcher, namespace: str, jobs: list[dict[str, Any]]
 ) -> list[float]:
     started = submit(kube, namespace, jobs)
     latencies = []
@@ -131,13 +132,13 @@ def creation_latency(
     return latencies
 
 
-def terminating_namespaces(kube: Kube) -> list[str]:
+def terminating_namespaces(kube: ClusterClient) -> list[str]:
     return [n.metadata.name for n in kube.core.list_namespace().items if n.status.phase == "Terminating"]
 
 
-def bare_client_rate(kube: Kube, namespace: str, count: int, offset: int) -> float:
+def bare_client_rate(kube: ClusterClient, namespace: str, count: int, offset: int) -> float:
     """Pods per second that concurrent creates from a bare client reach: the ceiling."""
-    template = simulated_job("bare")["spec"]["template"]
+    template = simulated_job("bare").manifest()["spec"]["template"]
 
     def create(i: int) -> None:
         pod = {"metadata": {"name": f"bare-{i}"}, "spec": template["spec"]}
@@ -154,7 +155,7 @@ def main() -> None:
     os.environ["PATH"] = f"{REPO / 'hack' / 'bin'}:{os.environ['PATH']}"
     kubectl("apply", "-f", str(REPO / "crds" / "tfmwjobs.tfmw.dev.yaml"))
     pause_deployed_operator()
-    kube = Kube()
+    kube = ClusterClient()
     SimulatedKubelet.register_node(kube)
     kubelet = SimulatedKubelet(kube).start()
     # Counting writes needs a quiet API server: no namespace of an earlier run still being
@@ -169,7 +170,7 @@ def main() -> None:
     try:
         # Warm-up, and the operator's happy-path write count.
         before = api_writes()
-        created = kube.create_job(namespace, simulated_job("writes", workers=4))
+        created = kube.create_job(namespace, simulated_job("writes", workers=4).manifest())
         kube.wait_pods(namespace, "writes", 4, timeout=60)
         kubelet.run_all(namespace, "writes")
         kube.wait_phase(namespace, "writes", "Running")
@@ -201,14 +202,14 @@ def main() -> None:
         }
 
         for workers, repeats in ((1, 20), (8, 15), (64, 10)):
-            jobs = [simulated_job(f"c{workers}-{r}", workers=workers) for r in range(repeats)]
+            jobs = [simulated_job(f"c{workers}-{r}", workers=workers).manifest() for r in range(repeats)]
             latencies = []
             for job in jobs:  # one at a time: the latency of a lone job
                 latencies += creation_latency(kube, watcher, namespace, [job])
             results[f"create_to_all_pods_{workers}_workers"] = summary(latencies)
 
         for workers in (1, 8):
-            jobs = [simulated_job(f"burst{workers}-{r}", workers=workers) for r in range(100)]
+            jobs = [simulated_job(f"burst{workers}-{r}", workers=workers).manifest() for r in range(100)]
             begin = time.monotonic()
             latencies = creation_latency(kube, watcher, namespace, jobs)
             elapsed = time.monotonic() - begin
@@ -229,7 +230,7 @@ def main() -> None:
         marker_latencies = []
         for r in range(30):
             name = f"marker-{r}"
-            job = kube.create_job(namespace, simulated_job(name, workers=2))
+            job = kube.create_job(namespace, simulated_job(name, workers=2).manifest())
             kube.wait_pods(namespace, name, 2)
             kubelet.run_all(namespace, name)
             kube.wait_phase(namespace, name, "Running")
@@ -262,7 +263,7 @@ def main() -> None:
         runner = threading.Thread(target=start_pods, daemon=True)
         runner.start()
         begin = time.monotonic()
-        submit(kube, scale_namespace, [simulated_job(f"s{i}", workers=4) for i in range(500)])
+        submit(kube, scale_namespace, [simulated_job(f"s{i}", workers=4).manifest() for i in range(500)])
 
         def running_count() -> int | None:
             items = kube.custom.list_namespaced_custom_object(

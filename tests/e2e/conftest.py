@@ -13,11 +13,11 @@ import subprocess
 from pathlib import Path
 
 import pytest
-from kube import REPO, Kube, kubectl
+from kube import REPO, ClusterClient, kubectl
 
 
 @pytest.fixture(scope="session")
-def kube() -> Kube:
+def kube() -> ClusterClient:
     external = os.environ.get("TFMW_E2E_KUBECONFIG")
     os.environ["PATH"] = f"{REPO / 'hack' / 'bin'}:{os.environ['PATH']}"
     if external:
@@ -27,7 +27,7 @@ def kube() -> Kube:
         for step in (["cluster.sh", "up"], ["images.sh"], ["deploy.sh"]):
             subprocess.run([str(REPO / "hack" / step[0]), *step[1:]], check=True)
     kubectl("-n", "tfmw-system", "rollout", "status", "deployment/tfmw-operator", "--timeout=180s")
-    return Kube()
+    return ClusterClient()
 
 
 @pytest.fixture(scope="session")

@@ -10,7 +10,7 @@ from typing import Any
 
 import pytest
 import yaml
-from kube import REPO, Kube, kubectl, wait_for
+from kube import REPO, ClusterClient, kubectl, wait_for
 
 Json = dict[str, Any]
 SAMPLES = REPO / "deploy" / "samples"
@@ -24,7 +24,7 @@ def sample(name: str) -> Json:
     return manifest
 
 
-def submit(kube: Kube, manifest: Json) -> Json:
+def submit(kube: ClusterClient, manifest: Json) -> Json:
     name = manifest["metadata"]["name"]
     if kube.get_job(NAMESPACE, name) is not None:
         kube.delete_job(NAMESPACE, name)
@@ -59,7 +59,7 @@ def assert_trained_in_sync(name: str, workers: int) -> list[str]:
     ("manifest", "workers"),
     [("mnist-2-workers.yaml", 2), ("mnist-4-workers.yaml", 4), ("mnist-fit.yaml", 2)],
 )
-def test_sample_trains_to_success(kube: Kube, shared_dir: Path, manifest: str, workers: int) -> None:
+def test_sample_trains_to_success(kube: ClusterClient, shared_dir: Path, manifest: str, workers: int) -> None:
     job = submit(kube, sample(manifest))
     name = job["metadata"]["name"]
     status = kube.wait_phase(NAMESPACE, name, "Succeeded", timeout=TRAINING_TIMEOUT)
@@ -72,7 +72,9 @@ def test_sample_trains_to_success(kube: Kube, shared_dir: Path, manifest: str, w
     assert (job_dir / "checkpoints" / "checkpoint").exists() or (job_dir / "final").exists()
 
 
-def test_worker_killed_mid_training_restarts_the_gang_which_resumes(kube: Kube, shared_dir: Path) -> None:
+def test_worker_killed_mid_training_restarts_the_gang_which_resumes(
+    kube: ClusterClient, shared_dir: Path
+) -> None:
     manifest = copy.deepcopy(sample("mnist-2-workers.yaml"))
     manifest["metadata"]["name"] = "mnist-crash"
     container = manifest["spec"]["template"]["spec"]["containers"][0]
@@ -94,7 +96,7 @@ def test_worker_killed_mid_training_restarts_the_gang_which_resumes(kube: Kube, 
     assert "GangRestart" in kube.wait_events(NAMESPACE, "mnist-crash", {"GangRestart"})
 
 
-def test_job_whose_image_does_not_exist_fails_with_a_readable_reason(kube: Kube) -> None:
+def test_job_whose_image_does_not_exist_fails_with_a_readable_reason(kube: ClusterClient) -> None:
     manifest = copy.deepcopy(sample("mnist-2-workers.yaml"))
     manifest["metadata"]["name"] = "no-image"
     container = manifest["spec"]["template"]["spec"]["containers"][0]
@@ -108,7 +110,7 @@ def test_job_whose_image_does_not_exist_fails_with_a_readable_reason(kube: Kube)
     assert stalled["status"] == "True"
 
 
-def test_job_whose_claim_does_not_exist_is_stalled_then_fails(kube: Kube) -> None:
+def test_job_whose_claim_does_not_exist_is_stalled_then_fails(kube: ClusterClient) -> None:
     manifest = copy.deepcopy(sample("mnist-2-workers.yaml"))
     manifest["metadata"]["name"] = "no-claim"
     manifest["spec"]["sharedVolume"]["claimName"] = "no-such-claim"
@@ -132,7 +134,7 @@ def trainer_processes(uid: str) -> list[int]:
     return found
 
 
-def test_deleting_a_running_job_leaves_no_pod_service_or_process(kube: Kube) -> None:
+def test_deleting_a_running_job_leaves_no_pod_service_or_process(kube: ClusterClient) -> None:
     manifest = copy.deepcopy(sample("mnist-2-workers.yaml"))
     manifest["metadata"]["name"] = "doomed"
     manifest["spec"]["template"]["spec"]["containers"][0]["args"] = ["--epochs=1000"]

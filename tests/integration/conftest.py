@@ -10,14 +10,14 @@ from pathlib import Path
 
 import pytest
 from kopf.testing import KopfRunner
-from kube import REPO, Kube, SimulatedKubelet, kubectl, pause_deployed_operator
+from kube import REPO, ClusterClient, SimulatedKubelet, kubectl, pause_deployed_operator
 from operator_process import OperatorProcess
 
 NAMESPACE_PREFIX = "it"
 
 
 @pytest.fixture(scope="session")
-def kube() -> Kube:
+def kube() -> ClusterClient:
     """Bring the local control plane up (or reuse a running one) and install the CRD."""
     os.environ.setdefault("KUBECONFIG", str(REPO / ".cluster" / "kubeconfig"))
     os.environ["PATH"] = f"{REPO / 'hack' / 'bin'}:{os.environ['PATH']}"
@@ -25,13 +25,13 @@ def kube() -> Kube:
     kubectl("apply", "-f", str(REPO / "crds" / "tfmwjobs.tfmw.dev.yaml"))
     kubectl("wait", "--for=condition=established", "crd/tfmwjobs.tfmw.dev", "--timeout=60s")
     pause_deployed_operator()
-    kube = Kube()
+    kube = ClusterClient()
     SimulatedKubelet.register_node(kube)
     return kube
 
 
 @pytest.fixture(scope="session")
-def kubelet(kube: Kube) -> Iterator[SimulatedKubelet]:
+def kubelet(kube: ClusterClient) -> Iterator[SimulatedKubelet]:
     simulator = SimulatedKubelet(kube).start()
     yield simulator
     simulator.stop()
@@ -43,7 +43,7 @@ def shared_root(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 
 @pytest.fixture(scope="session")
-def operator(kube: Kube, kubelet: SimulatedKubelet, shared_root: Path) -> Iterator[KopfRunner]:
+def operator(kube: ClusterClient, kubelet: SimulatedKubelet, shared_root: Path) -> Iterator[KopfRunner]:
     """The operator in-process, watching the namespaces these tests create."""
     os.environ["TFMW_SHARED_ROOT"] = str(shared_root)
     os.environ["TFMW_METRICS_PORT"] = "0"
@@ -54,7 +54,7 @@ def operator(kube: Kube, kubelet: SimulatedKubelet, shared_root: Path) -> Iterat
 
 
 @pytest.fixture
-def namespace(kube: Kube, operator: KopfRunner) -> Iterator[str]:
+def namespace(kube: ClusterClient, operator: KopfRunner) -> Iterator[str]:
     name = kube.new_namespace(NAMESPACE_PREFIX)
     yield name
     kube.delete_namespace(name)
@@ -62,7 +62,7 @@ def namespace(kube: Kube, operator: KopfRunner) -> Iterator[str]:
 
 @pytest.fixture
 def operator_process(
-    kube: Kube, kubelet: SimulatedKubelet, shared_root: Path
+    kube: ClusterClient, kubelet: SimulatedKubelet, shared_root: Path
 ) -> Iterator[Callable[..., OperatorProcess]]:
     started: list[OperatorProcess] = []
 

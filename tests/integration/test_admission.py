@@ -9,7 +9,7 @@ from typing import Any
 
 import pytest
 import yaml
-from kube import REPO, Kube, kubectl
+from kube import REPO, ClusterClient, kubectl
 
 Json = dict[str, Any]
 BASE: Json = {
@@ -148,7 +148,7 @@ def apply(namespace: str, manifest: Json, *extra: str) -> Any:
 
 
 @pytest.fixture(scope="module")
-def admission_namespace(kube: Kube) -> Iterator[str]:
+def admission_namespace(kube: ClusterClient) -> Iterator[str]:
     namespace = kube.new_namespace("adm")
     yield namespace
     kube.delete_namespace(namespace)

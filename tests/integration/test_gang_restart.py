@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import threading
 
-from kube import Kube, SimulatedKubelet, simulated_job, wait_for
+from kube import ClusterClient, SimulatedKubelet, wait_for
+from wrappers import simulated_job
 
 
 def env_of(pod: dict) -> dict[str, str]:  # type: ignore[type-arg]
@@ -12,9 +13,9 @@ def env_of(pod: dict) -> dict[str, str]:  # type: ignore[type-arg]
 
 
 def test_exit_137_restarts_the_whole_gang_only_after_old_pods_are_gone(
-    kube: Kube, kubelet: SimulatedKubelet, namespace: str
+    kube: ClusterClient, kubelet: SimulatedKubelet, namespace: str
 ) -> None:
-    kubelet.start_job(namespace, simulated_job("oom", workers=3))
+    kubelet.start_job(namespace, simulated_job("oom", workers=3).manifest())
     first = kube.pods(namespace, "oom")
 
     # Watch every pod event: no attempt-1 pod may exist while an attempt-0 pod does.
@@ -48,9 +49,9 @@ def test_exit_137_restarts_the_whole_gang_only_after_old_pods_are_gone(
 
 
 def test_exit_1_under_exit_code_policy_fails_naming_worker_and_code(
-    kube: Kube, kubelet: SimulatedKubelet, namespace: str
+    kube: ClusterClient, kubelet: SimulatedKubelet, namespace: str
 ) -> None:
-    kubelet.start_job(namespace, simulated_job("bug"))
+    kubelet.start_job(namespace, simulated_job("bug").manifest())
     kubelet.exit(namespace, "bug-worker-0", 1, message="Traceback ...\nValueError: bad shape (3, 4)")
     status = kube.wait_phase(namespace, "bug", "Failed")
     assert status["reason"] == "WorkerFailed"
@@ -63,8 +64,10 @@ def test_exit_1_under_exit_code_policy_fails_naming_worker_and_code(
     )
 
 
-def test_backoff_limit_exhausted_fails(kube: Kube, kubelet: SimulatedKubelet, namespace: str) -> None:
-    kube.create_job(namespace, simulated_job("flaky", runPolicy={"backoffLimit": 1}))
+def test_backoff_limit_exhausted_fails(
+    kube: ClusterClient, kubelet: SimulatedKubelet, namespace: str
+) -> None:
+    kube.create_job(namespace, simulated_job("flaky").run_policy(backoffLimit=1).manifest())
     for attempt in (0, 1):
         kube.wait_pods(namespace, "flaky", 2, attempt=attempt)
         kubelet.run_all(namespace, "flaky")
@@ -74,8 +77,10 @@ def test_backoff_limit_exhausted_fails(kube: Kube, kubelet: SimulatedKubelet, na
     assert "backoffLimit 1" in status["message"]
 
 
-def test_a_deleted_pod_restarts_the_gang(kube: Kube, kubelet: SimulatedKubelet, namespace: str) -> None:
-    kubelet.start_job(namespace, simulated_job("gone"))
+def test_a_deleted_pod_restarts_the_gang(
+    kube: ClusterClient, kubelet: SimulatedKubelet, namespace: str
+) -> None:
+    kubelet.start_job(namespace, simulated_job("gone").manifest())
     kubelet.force_delete(namespace, "gone-worker-0")
     kube.wait_pods(namespace, "gone", 2, attempt=1)
     status = kube.status(namespace, "gone")
@@ -83,11 +88,11 @@ def test_a_deleted_pod_restarts_the_gang(kube: Kube, kubelet: SimulatedKubelet, 
 
 
 def test_restart_does_not_wait_on_logs_that_cannot_be_read(
-    kube: Kube, kubelet: SimulatedKubelet, namespace: str
+    kube: ClusterClient, kubelet: SimulatedKubelet, namespace: str
 ) -> None:
     # No kubelet serves logs for the simulated node; archiving them (seen in e2e) must
     # not hold the restart up.
-    kube.create_job(namespace, simulated_job("nologs"))
+    kube.create_job(namespace, simulated_job("nologs").manifest())
     kube.wait_pods(namespace, "nologs", 2)
     kubelet.run_all(namespace, "nologs")
     kubelet.exit(namespace, "nologs-worker-1", 143)

@@ -6,7 +6,8 @@ import json
 import time
 from pathlib import Path
 
-from kube import Kube, SimulatedKubelet, kubectl, simulated_job, wait_for
+from kube import ClusterClient, SimulatedKubelet, kubectl, wait_for
+from wrappers import simulated_job
 
 
 def write_marker(shared_root: Path, namespace: str, name: str, uid: str) -> float:
@@ -16,8 +17,8 @@ def write_marker(shared_root: Path, namespace: str, name: str, uid: str) -> floa
     return time.monotonic()
 
 
-def test_service_and_pods_exactly_as_the_contract_says(kube: Kube, namespace: str) -> None:
-    job = kube.create_job(namespace, simulated_job("mnist", workers=3, port=2345))
+def test_service_and_pods_exactly_as_the_contract_says(kube: ClusterClient, namespace: str) -> None:
+    job = kube.create_job(namespace, simulated_job("mnist", workers=3).port(2345).manifest())
     uid = job["metadata"]["uid"]
     pods = kube.wait_pods(namespace, "mnist", 3)
     service = kube.sanitize(kube.core.read_namespaced_service("mnist", namespace))
@@ -55,9 +56,9 @@ def test_service_and_pods_exactly_as_the_contract_says(kube: Kube, namespace: st
 
 
 def test_running_then_succeeded_on_marker_then_cleanup_and_events(
-    kube: Kube, kubelet: SimulatedKubelet, namespace: str, shared_root: Path
+    kube: ClusterClient, kubelet: SimulatedKubelet, namespace: str, shared_root: Path
 ) -> None:
-    job = kube.create_job(namespace, simulated_job("happy", completion={"chiefExitGraceSeconds": 0}))
+    job = kube.create_job(namespace, simulated_job("happy").completion(chiefExitGraceSeconds=0).manifest())
     kube.wait_pods(namespace, "happy", 2)
     assert kube.wait_phase(namespace, "happy", "Pending")["readyWorkers"] == "0/2"
     kubelet.run_all(namespace, "happy")
@@ -77,10 +78,10 @@ def test_running_then_succeeded_on_marker_then_cleanup_and_events(
 
 
 def test_clean_pod_policy_none_keeps_pods_and_all_removes_finished_ones(
-    kube: Kube, kubelet: SimulatedKubelet, namespace: str, shared_root: Path
+    kube: ClusterClient, kubelet: SimulatedKubelet, namespace: str, shared_root: Path
 ) -> None:
-    keep = kube.create_job(namespace, simulated_job("keep", runPolicy={"cleanPodPolicy": "None"}))
-    wipe = kube.create_job(namespace, simulated_job("wipe", runPolicy={"cleanPodPolicy": "All"}))
+    keep = kube.create_job(namespace, simulated_job("keep").run_policy(cleanPodPolicy="None").manifest())
+    wipe = kube.create_job(namespace, simulated_job("wipe").run_policy(cleanPodPolicy="All").manifest())
     for job in (keep, wipe):
         name = job["metadata"]["name"]
         kube.wait_pods(namespace, name, 2)
@@ -94,9 +95,9 @@ def test_clean_pod_policy_none_keeps_pods_and_all_removes_finished_ones(
 
 
 def test_printer_columns_show_real_values(
-    kube: Kube, kubelet: SimulatedKubelet, namespace: str, shared_root: Path
+    kube: ClusterClient, kubelet: SimulatedKubelet, namespace: str, shared_root: Path
 ) -> None:
-    job = kube.create_job(namespace, simulated_job("cols", workers=3))
+    job = kube.create_job(namespace, simulated_job("cols", workers=3).manifest())
     kube.wait_pods(namespace, "cols", 3)
     kubelet.run_all(namespace, "cols")
     kube.wait_phase(namespace, "cols", "Running")
@@ -112,9 +113,9 @@ def test_printer_columns_show_real_values(
 
 
 def test_deleting_the_job_removes_pods_and_service_through_the_garbage_collector(
-    kube: Kube, namespace: str
+    kube: ClusterClient, namespace: str
 ) -> None:
-    kube.create_job(namespace, simulated_job("gc", workers=2))
+    kube.create_job(namespace, simulated_job("gc", workers=2).manifest())
     kube.wait_pods(namespace, "gc", 2)
     kube.delete_job(namespace, "gc")
 

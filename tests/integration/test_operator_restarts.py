@@ -9,15 +9,16 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 
-from kube import Kube, SimulatedKubelet, simulated_job, wait_for
+from kube import ClusterClient, SimulatedKubelet, wait_for
 from operator_process import OperatorProcess
+from wrappers import simulated_job
 
 JOBS = 16
 WORKERS = 3
 
 
 def test_operator_killed_at_random_points_never_duplicates_or_orphans(
-    kube: Kube,
+    kube: ClusterClient,
     kubelet: SimulatedKubelet,
     shared_root: Path,
     operator_process: Callable[..., OperatorProcess],
@@ -58,7 +59,7 @@ def test_operator_killed_at_random_points_never_duplicates_or_orphans(
         for number in range(JOBS):
             name = f"job{number}"
             job = kube.create_job(
-                namespace, simulated_job(name, workers=WORKERS, runPolicy={"backoffLimit": 5})
+                namespace, simulated_job(name, workers=WORKERS).run_policy(backoffLimit=5).manifest()
             )
             kube.wait_pods(namespace, name, WORKERS, timeout=60)
             kubelet.run_all(namespace, name)

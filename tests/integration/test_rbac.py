@@ -10,15 +10,16 @@ from pathlib import Path
 
 import pytest
 import yaml
-from kube import REPO, Kube, SimulatedKubelet, kubectl, simulated_job
+from kube import REPO, ClusterClient, SimulatedKubelet, kubectl
 from operator_process import OperatorProcess
 from ports import free_ports
+from wrappers import simulated_job
 
 SERVICE_ACCOUNT = "system:serviceaccount:tfmw-system:tfmw-operator"
 
 
 @pytest.fixture(scope="module")
-def operator_kubeconfig(kube: Kube, tmp_path_factory: pytest.TempPathFactory) -> str:
+def operator_kubeconfig(kube: ClusterClient, tmp_path_factory: pytest.TempPathFactory) -> str:
     kubectl("apply", "-f", str(REPO / "deploy" / "namespace.yaml"), "-f", str(REPO / "deploy" / "rbac.yaml"))
     token = kubectl("create", "token", "tfmw-operator", "-n", "tfmw-system", "--duration=1h").stdout.strip()
     admin = yaml.safe_load(Path(os.environ["KUBECONFIG"]).read_text())
@@ -37,7 +38,7 @@ def operator_kubeconfig(kube: Kube, tmp_path_factory: pytest.TempPathFactory) ->
 
 
 def test_operator_with_its_service_account_reconciles_a_job(
-    kube: Kube,
+    kube: ClusterClient,
     kubelet: SimulatedKubelet,
     shared_root: Path,
     operator_kubeconfig: str,
@@ -46,7 +47,7 @@ def test_operator_with_its_service_account_reconciles_a_job(
     namespace = kube.new_namespace("rbac")
     metrics_port, liveness_port = free_ports(2)
     operator_process(namespace, operator_kubeconfig, (metrics_port, liveness_port))
-    job = kube.create_job(namespace, simulated_job("least", runPolicy={"cleanPodPolicy": "All"}))
+    job = kube.create_job(namespace, simulated_job("least").run_policy(cleanPodPolicy="All").manifest())
     kube.wait_pods(namespace, "least", 2, timeout=60)
     kubelet.run_all(namespace, "least")
     kube.wait_phase(namespace, "least", "Running", timeout=30)

@@ -5,13 +5,14 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from kube import Kube, SimulatedKubelet, simulated_job, wait_for
+from kube import ClusterClient, SimulatedKubelet, wait_for
+from wrappers import simulated_job
 
 
 def test_active_deadline_fails_and_deletes_pods(
-    kube: Kube, kubelet: SimulatedKubelet, namespace: str
+    kube: ClusterClient, kubelet: SimulatedKubelet, namespace: str
 ) -> None:
-    kube.create_job(namespace, simulated_job("slow", runPolicy={"activeDeadlineSeconds": 3}))
+    kube.create_job(namespace, simulated_job("slow").run_policy(activeDeadlineSeconds=3).manifest())
     kube.wait_pods(namespace, "slow", 2)
     kubelet.run_all(namespace, "slow")
     status = kube.wait_phase(namespace, "slow", "Failed", timeout=15)
@@ -20,9 +21,9 @@ def test_active_deadline_fails_and_deletes_pods(
 
 
 def test_unschedulable_pod_is_stalled_with_the_schedulers_reason_then_times_out(
-    kube: Kube, namespace: str
+    kube: ClusterClient, namespace: str
 ) -> None:
-    job = simulated_job("stuck", runPolicy={"pendingTimeoutSeconds": 4})
+    job = simulated_job("stuck").run_policy(pendingTimeoutSeconds=4).manifest()
     spec = job["spec"]["template"]["spec"]
     del spec["nodeName"]
     spec["nodeSelector"] = {"tfmw.dev/no-such-node": "true"}
@@ -40,9 +41,9 @@ def test_unschedulable_pod_is_stalled_with_the_schedulers_reason_then_times_out(
 
 
 def test_suspend_deletes_pods_and_resume_starts_a_fresh_attempt(
-    kube: Kube, kubelet: SimulatedKubelet, namespace: str
+    kube: ClusterClient, kubelet: SimulatedKubelet, namespace: str
 ) -> None:
-    kubelet.start_job(namespace, simulated_job("pause"))
+    kubelet.start_job(namespace, simulated_job("pause").manifest())
     kube.patch_job(namespace, "pause", {"spec": {"runPolicy": {"suspend": True}}})
     kube.wait_phase(namespace, "pause", "Suspended")
     wait_for("pods deleted", lambda: not kube.pods(namespace, "pause"), timeout=15)
@@ -53,9 +54,9 @@ def test_suspend_deletes_pods_and_resume_starts_a_fresh_attempt(
 
 
 def test_ttl_deletes_the_finished_job(
-    kube: Kube, kubelet: SimulatedKubelet, namespace: str, shared_root: Path
+    kube: ClusterClient, kubelet: SimulatedKubelet, namespace: str, shared_root: Path
 ) -> None:
-    job = kube.create_job(namespace, simulated_job("short", runPolicy={"ttlSecondsAfterFinished": 2}))
+    job = kube.create_job(namespace, simulated_job("short").run_policy(ttlSecondsAfterFinished=2).manifest())
     kube.wait_pods(namespace, "short", 2)
     (shared_root / namespace / "short" / "multiworker-complete.txt").write_text(
         json.dumps({"job_uid": job["metadata"]["uid"]})
@@ -65,20 +66,20 @@ def test_ttl_deletes_the_finished_job(
 
 
 def test_chief_exit_zero_without_marker_fails_marker_missing(
-    kube: Kube, kubelet: SimulatedKubelet, namespace: str
+    kube: ClusterClient, kubelet: SimulatedKubelet, namespace: str
 ) -> None:
-    kubelet.start_job(namespace, simulated_job("quiet", completion={"chiefExitGraceSeconds": 2}))
+    kubelet.start_job(namespace, simulated_job("quiet").completion(chiefExitGraceSeconds=2).manifest())
     kubelet.exit(namespace, "quiet-worker-0", 0)
     status = kube.wait_phase(namespace, "quiet", "Failed", timeout=15)
     assert status["reason"] == "MarkerMissing" and "chiefExitGraceSeconds=2" in status["message"]
 
 
 def test_stale_marker_of_an_earlier_job_with_the_same_name_is_ignored(
-    kube: Kube, kubelet: SimulatedKubelet, namespace: str, shared_root: Path
+    kube: ClusterClient, kubelet: SimulatedKubelet, namespace: str, shared_root: Path
 ) -> None:
     marker = shared_root / namespace / "again" / "multiworker-complete.txt"
     marker.parent.mkdir(parents=True)
     marker.write_text(json.dumps({"job_uid": "an-earlier-job"}))
-    kubelet.start_job(namespace, simulated_job("again"))
+    kubelet.start_job(namespace, simulated_job("again").manifest())
     assert kube.status(namespace, "again")["phase"] == "Running"
     assert not marker.exists(), "the stale marker is removed before the first pods"

@@ -1,13 +1,8 @@
 import json
-from typing import Any
 
 from tfmw_operator.api import parse_job
 from tfmw_operator.builders import build_pod, build_service, build_tf_config
-from wrappers import job
-
-
-def env_of(container: dict[str, Any]) -> dict[str, str]:
-    return {e["name"]: e.get("value") for e in container["env"]}
+from wrappers import container_env, job
 
 
 def test_tf_config_per_worker_matches_the_contract_exactly() -> None:
@@ -28,7 +23,9 @@ def test_tf_config_per_worker_matches_the_contract_exactly() -> None:
 def test_tf_config_cluster_is_identical_across_workers_and_attempts() -> None:
     spec = parse_job(job().workers(4).port(3333).obj())
     clusters = {
-        json.dumps(json.loads(env_of(build_pod(spec, i, a)["spec"]["containers"][0])["TF_CONFIG"])["cluster"])
+        json.dumps(
+            json.loads(container_env(build_pod(spec, i, a)["spec"]["containers"][0])["TF_CONFIG"])["cluster"]
+        )
         for i in range(4)
         for a in range(3)
     }
@@ -87,7 +84,7 @@ def test_env_injected_into_every_container_and_init_container() -> None:
     pod = build_pod(spec, 1, 0)
     containers = pod["spec"]["initContainers"] + pod["spec"]["containers"]
     for container in containers:
-        env = env_of(container)
+        env = container_env(container)
         assert env["TFMW_JOB_NAME"] == "mnist"
         assert env["TFMW_JOB_UID"] == "uid-mnist"
         assert env["TFMW_NAMESPACE"] == "ns1"
@@ -100,7 +97,7 @@ def test_env_injected_into_every_container_and_init_container() -> None:
         assert {"name": "tfmw-shared", "mountPath": "/shared", "subPath": "ns1/mnist"} in container[
             "volumeMounts"
         ]
-    assert env_of(pod["spec"]["containers"][0])["KEEP"] == "1"
+    assert container_env(pod["spec"]["containers"][0])["KEEP"] == "1"
     assert pod["metadata"]["labels"]["team"] == "ml"
     # The port goes on the container named tensorflow, not the first one.
     assert "ports" not in pod["spec"]["containers"][0]

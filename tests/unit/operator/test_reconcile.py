@@ -1,4 +1,4 @@
-"""The reconcile core, rule by rule of the contract's Lifecycle section: observed state -> decision."""
+"""The reconcile core, rule by rule of the lifecycle in the API contract: observed state -> decision."""
 
 from __future__ import annotations
 
@@ -7,8 +7,7 @@ from datetime import datetime
 from typing import Any
 
 import pytest
-from tfmw_operator.observed import MarkerState, observe_pod
-from tfmw_operator.reconcile import (
+from tfmw_operator.decision import (
     CreatePods,
     Decision,
     DeleteJob,
@@ -18,14 +17,14 @@ from tfmw_operator.reconcile import (
     Observed,
     PatchStatus,
     RemoveMarker,
-    reconcile,
 )
-from wrappers import at, job, pod
+from tfmw_operator.observed import MarkerState
+from tfmw_operator.reconcile import reconcile
+from tfmw_operator.status import Condition, ConditionType, WorkerCounts
+from wrappers import at, env_of, job, pod
 
 Json = dict[str, Any]
 MARKER = MarkerState(True, "uid-mnist", at(50))
-
-
 NO_MARKER = MarkerState()
 NOW = at(20)
 
@@ -33,8 +32,7 @@ NOW = at(20)
 def decide(
     job_obj: Json, pods: Sequence[Json] = (), marker: MarkerState = NO_MARKER, now: datetime = NOW
 ) -> Decision:
-    observed = [p for p in map(observe_pod, pods) if p is not None]
-    return reconcile(Observed(job_obj, observed, marker, now))
+    return reconcile(Observed.of(job_obj, pods, marker, now))
 
 
 def created(decision: Decision) -> list[tuple[int, int]]:
@@ -47,9 +45,10 @@ def created(decision: Decision) -> list[tuple[int, int]]:
     )
 
 
-def condition(decision: Decision, kind: str) -> Json | None:
-    status = decision.status or {}
-    return next((c for c in status.get("conditions", []) if c["type"] == kind), None)
+def condition(decision: Decision, kind: str) -> Condition:
+    found = decision.status.condition(ConditionType(kind))
+    assert found is not None, f"no {kind} condition in {decision.status.conditions}"
+    return found
 
 
 def kinds(decision: Decision) -> list[type]:
@@ -70,10 +69,10 @@ def test_new_job_creates_service_and_every_worker_then_records_the_launch() -> N
     assert decision.actions[0] == EnsureJobDirectory("default/mnist")
     status = decision.status
     assert status is not None
-    assert status["phase"] == "Pending"
-    assert status["launchedAttempt"] == 0 and status["attempt"] == 0 and status["restarts"] == 0
-    assert status["readyWorkers"] == "0/3"
-    assert condition(decision, "Created")["status"] == "True"  # type: ignore[index]
+    assert status.phase == "Pending"
+    assert status.launched_attempt == 0 and status.attempt == 0 and status.restarts == 0
+    assert status.ready_workers == "0/3"
+    assert condition(decision, "Created").true
     assert any(e.reason == "PodsCreated" for e in decision.events)
 
 
@@ -88,7 +87,7 @@ def test_marker_naming_another_job_is_removed_and_never_counts() -> None:
     j = job().launched(phase="Running").obj()
     decision = decide(j, running_pods(j), marker=MarkerState(True, "uid-other", at(5)))
     assert RemoveMarker("default/mnist/multiworker-complete.txt") in decision.actions
-    assert (decision.status or j["status"])["phase"] == "Running"
+    assert decision.status.phase == "Running"
 
 
 def test_operator_restart_mid_creation_creates_only_the_missing_pods() -> None:
@@ -101,7 +100,7 @@ def test_pods_all_exist_but_launch_unrecorded_records_it_without_creating() -> N
     j = job().obj()
     decision = decide(j, [pod(j, 0).obj(), pod(j, 1).obj()])
     assert created(decision) == []
-    assert decision.status is not None and decision.status["launchedAttempt"] == 0
+    assert decision.status is not None and decision.status.launched_attempt == 0
 
 
 def test_same_observation_gives_same_decision() -> None:
@@ -117,24 +116,24 @@ def test_running_when_all_workers_run() -> None:
     j = job().launched().obj()
     decision = decide(j, running_pods(j))
     assert decision.status is not None
-    assert decision.status["phase"] == "Running"
-    assert decision.status["readyWorkers"] == "2/2"
-    assert decision.status["workers"] == {"pending": 0, "running": 2, "succeeded": 0, "failed": 0}
-    assert condition(decision, "Running")["status"] == "True"  # type: ignore[index]
+    assert decision.status.phase == "Running"
+    assert decision.status.ready_workers == "2/2"
+    assert decision.status.workers == WorkerCounts(running=2)
+    assert condition(decision, "Running").true
     assert any(e.reason == "Running" for e in decision.events)
 
 
 def test_pending_while_some_worker_has_not_started() -> None:
     j = job().launched().obj()
     decision = decide(j, [pod(j, 0).running().obj(), pod(j, 1).obj()])
-    assert (decision.status or j["status"])["phase"] == "Pending"
+    assert decision.status.phase == "Pending"
     assert decision.pods_to_create == () and decision.pods_to_delete == ()
 
 
 def test_steady_running_state_changes_nothing() -> None:
     j = job().launched(phase="Running").obj()
     first = decide(j, running_pods(j))
-    j["status"] = first.status
+    j["status"] = first.status.to_json()
     second = decide(j, running_pods(j), now=at(30))
     assert second.actions == () and second.events == ()
 
@@ -146,17 +145,17 @@ def test_marker_makes_the_job_succeed_whatever_the_pods_do() -> None:
     j = job().launched(phase="Running").obj()
     decision = decide(j, running_pods(j), marker=MARKER, now=at(51))
     status = decision.status
-    assert status is not None and status["phase"] == "Succeeded"
-    assert status["marker"]["path"] == "default/mnist/multiworker-complete.txt"
-    assert status["completionTime"] == "2026-01-01T12:00:51Z"
-    assert condition(decision, "Succeeded")["status"] == "True"  # type: ignore[index]
+    assert status is not None and status.phase == "Succeeded"
+    assert status.marker is not None and status.marker.path == "default/mnist/multiworker-complete.txt"
+    assert status.completion_time == at(51)
+    assert condition(decision, "Succeeded").true
     assert any(e.reason == "Succeeded" for e in decision.events)
 
 
 def test_marker_without_job_uid_counts_once_pods_were_launched() -> None:
     j = job().launched(phase="Running").obj()
     decision = decide(j, running_pods(j), marker=MarkerState(True, None, at(40)))
-    assert decision.status is not None and decision.status["phase"] == "Succeeded"
+    assert decision.status is not None and decision.status.phase == "Succeeded"
 
 
 def test_succeeded_running_pods_get_grace_then_clean_pod_policy_running_deletes_them() -> None:
@@ -165,7 +164,7 @@ def test_succeeded_running_pods_get_grace_then_clean_pod_policy_running_deletes_
     first = decide(j, pods, marker=MARKER, now=at(51))
     assert first.pods_to_delete == ()
     assert first.requeue_after == pytest.approx(30)
-    j["status"] = first.status
+    j["status"] = first.status.to_json()
     later = decide(j, pods, marker=MARKER, now=at(82))
     assert later.pods_to_delete == ("mnist-worker-1",)
 
@@ -196,7 +195,7 @@ def test_chief_exit_zero_without_marker_waits_for_the_grace_period() -> None:
     j = job().completion(chiefExitGraceSeconds=30).launched(phase="Running").obj()
     pods = [pod(j, 0).exited(0, at_seconds=10).obj(), pod(j, 1).exited(0, at_seconds=10).obj()]
     decision = decide(j, pods, now=at(20))
-    assert (decision.status or j["status"])["phase"] != "Failed"
+    assert decision.status.phase != "Failed"
     assert decision.requeue_after == pytest.approx(20)
 
 
@@ -205,8 +204,8 @@ def test_chief_exit_zero_without_marker_fails_with_marker_missing() -> None:
     pods = [pod(j, 0).exited(0, at_seconds=10).obj(), pod(j, 1).running().obj()]
     decision = decide(j, pods, now=at(41))
     status = decision.status
-    assert status is not None and status["phase"] == "Failed" and status["reason"] == "MarkerMissing"
-    assert "worker 0" in status["message"] and "multiworker-complete.txt" in status["message"]
+    assert status is not None and status.phase == "Failed" and status.reason == "MarkerMissing"
+    assert "worker 0" in str(status.message) and "multiworker-complete.txt" in str(status.message)
     assert decision.pods_to_delete == ("mnist-worker-1",)
 
 
@@ -234,37 +233,37 @@ def test_restart_policy_decides_which_exit_codes_restart(policy: str, code: int,
     status = decision.status
     assert status is not None
     if restarts:
-        assert status["phase"] == "Restarting"
-        assert status["attempt"] == 1 and status["restarts"] == 1
+        assert status.phase == "Restarting"
+        assert status.attempt == 1 and status.restarts == 1
         assert sorted(decision.pods_to_delete) == ["mnist-worker-0", "mnist-worker-1"]
         assert kinds(decision) == [PatchStatus, DeletePods]
         assert any(e.reason == "GangRestart" for e in decision.events)
         assert decision.pods_to_create == ()
     else:
-        assert status["phase"] == "Failed" and status["reason"] == "WorkerFailed"
-        assert f"worker 1 (pod mnist-worker-1) exited with code {code}" in status["message"]
-        assert "OOM at step 7" in status["message"]
+        assert status.phase == "Failed" and status.reason == "WorkerFailed"
+        assert f"worker 1 (pod mnist-worker-1) exited with code {code}" in str(status.message)
+        assert "OOM at step 7" in str(status.message)
 
 
 def test_eviction_is_retryable_under_exit_code() -> None:
     j = job().launched(phase="Running").obj()
     decision = decide(j, [pod(j, 0).running().obj(), pod(j, 1).evicted().obj()])
-    assert decision.status is not None and decision.status["phase"] == "Restarting"
-    assert "Evicted" in decision.status["message"]
+    assert decision.status is not None and decision.status.phase == "Restarting"
+    assert "Evicted" in str(decision.status.message)
 
 
 def test_vanished_pod_counts_as_failure_and_restarts_the_gang() -> None:
     j = job().launched(phase="Running").obj()
     decision = decide(j, [pod(j, 0).running().obj()])
-    assert decision.status is not None and decision.status["phase"] == "Restarting"
-    assert "worker 1" in decision.status["message"] and "disappeared" in decision.status["message"]
+    assert decision.status is not None and decision.status.phase == "Restarting"
+    assert "worker 1" in str(decision.status.message) and "disappeared" in str(decision.status.message)
     assert decision.pods_to_delete == ("mnist-worker-0",)
 
 
 def test_pod_deleted_by_someone_else_while_running_counts_as_failure() -> None:
     j = job().launched(phase="Running").obj()
     decision = decide(j, [pod(j, 0).running().obj(), pod(j, 1).running().deleting().obj()])
-    assert decision.status is not None and decision.status["phase"] == "Restarting"
+    assert decision.status is not None and decision.status.phase == "Restarting"
     assert decision.pods_to_delete == ("mnist-worker-0",)
 
 
@@ -272,7 +271,7 @@ def test_the_worker_that_died_first_is_reported() -> None:
     j = job().run_policy(restartPolicy="Never").launched(phase="Running").obj()
     pods = [pod(j, 0).exited(1, at_seconds=15).obj(), pod(j, 1).exited(137, at_seconds=12).obj()]
     decision = decide(j, pods)
-    assert decision.status is not None and "worker 1" in decision.status["message"]
+    assert decision.status is not None and "worker 1" in str(decision.status.message)
 
 
 def test_backoff_limit_exhausted_fails() -> None:
@@ -280,15 +279,15 @@ def test_backoff_limit_exhausted_fails() -> None:
     pods = [pod(j, 0, attempt=2).running().obj(), pod(j, 1, attempt=2).exited(137).obj()]
     decision = decide(j, pods)
     status = decision.status
-    assert status is not None and status["phase"] == "Failed" and status["reason"] == "BackoffLimitExceeded"
-    assert "exited with code 137" in status["message"] and "backoffLimit 2" in status["message"]
+    assert status is not None and status.phase == "Failed" and status.reason == "BackoffLimitExceeded"
+    assert "exited with code 137" in str(status.message) and "backoffLimit 2" in str(status.message)
     assert decision.pods_to_delete == ("mnist-worker-0",)
 
 
 def test_backoff_limit_zero_fails_on_first_retryable_failure() -> None:
     j = job().run_policy(backoffLimit=0).launched(phase="Running").obj()
     decision = decide(j, [pod(j, 0).running().obj(), pod(j, 1).exited(137).obj()])
-    assert decision.status is not None and decision.status["reason"] == "BackoffLimitExceeded"
+    assert decision.status is not None and decision.status.reason == "BackoffLimitExceeded"
 
 
 def test_no_new_attempt_while_any_old_pod_exists() -> None:
@@ -306,27 +305,24 @@ def test_old_attempt_pods_not_yet_deleted_are_deleted() -> None:
     assert decision.pods_to_create == ()
 
 
-def env(pod_obj: Json) -> dict[str, str]:
-    return {e["name"]: e["value"] for e in pod_obj["spec"]["containers"][0]["env"]}
-
-
 def test_next_attempt_created_once_old_pods_are_gone_with_same_tf_config() -> None:
     j = job().launched(attempt=0, phase="Restarting").status(attempt=1, restarts=1).obj()
     decision = decide(j, [])
     assert created(decision) == [(0, 1), (1, 1)]
     first = decide(job().obj()).pods_to_create
     for old, new in zip(first, decision.pods_to_create, strict=True):
-        assert env(old)["TF_CONFIG"] == env(new)["TF_CONFIG"]
-        assert env(new)["TFMW_ATTEMPT"] == "1"
-    assert decision.status is not None and decision.status["launchedAttempt"] == 1
-    assert decision.status["phase"] == "Restarting"
+        assert env_of(old)["TF_CONFIG"] == env_of(new)["TF_CONFIG"]
+        assert env_of(new)["TFMW_ATTEMPT"] == "1"
+    assert decision.status is not None and decision.status.launched_attempt == 1
+    assert decision.status.phase == "Restarting"
 
 
 def test_restarting_becomes_running_when_the_new_gang_runs() -> None:
-    j = job().launched(attempt=1, phase="Restarting", restarts=1).obj()
+    j = job().launched(attempt=1, phase="Restarting", restarts=1).condition("Restarting").obj()
     decision = decide(j, running_pods(j, attempt=1))
-    assert decision.status is not None and decision.status["phase"] == "Running"
-    assert condition(decision, "Restarting") is None or condition(decision, "Restarting")["status"] == "False"  # type: ignore[index]
+    assert decision.status.phase == "Running"
+    assert not condition(decision, "Restarting").true
+    assert condition(decision, "Running").true
 
 
 # ---- time limits ----
@@ -337,7 +333,7 @@ def test_active_deadline_fails_and_deletes_every_pod() -> None:
     early = decide(j, running_pods(j), now=at(30))
     assert early.requeue_after == pytest.approx(30)
     late = decide(j, running_pods(j), now=at(61))
-    assert late.status is not None and late.status["reason"] == "DeadlineExceeded"
+    assert late.status is not None and late.status.reason == "DeadlineExceeded"
     assert sorted(late.pods_to_delete) == ["mnist-worker-0", "mnist-worker-1"]
 
 
@@ -346,10 +342,10 @@ def test_stalled_condition_carries_the_schedulers_reason() -> None:
     pods = [pod(j, 0).unschedulable("0/1 nodes are available: 1 Insufficient cpu.").obj(), pod(j, 1).obj()]
     decision = decide(j, pods)
     stalled = condition(decision, "Stalled")
-    assert stalled is not None and stalled["status"] == "True" and stalled["reason"] == "Unschedulable"
-    assert "Insufficient cpu" in stalled["message"]
+    assert stalled.true and stalled.reason == "Unschedulable"
+    assert "Insufficient cpu" in stalled.message
     assert any(e.reason == "Stalled" for e in decision.events)
-    assert (decision.status or {})["phase"] == "Pending"
+    assert decision.status.phase == "Pending"
 
 
 def test_pending_timeout_fails_with_the_kubelets_reason() -> None:
@@ -359,18 +355,18 @@ def test_pending_timeout_fails_with_the_kubelets_reason() -> None:
         pod(j, 1).created(0).waiting("ImagePullBackOff", "no such image").obj(),
     ]
     early = decide(j, pods, now=at(30))
-    assert (early.status or {})["phase"] == "Pending" and early.requeue_after == pytest.approx(30)
+    assert early.status.phase == "Pending" and early.requeue_after == pytest.approx(30)
     late = decide(j, pods, now=at(61))
     status = late.status
-    assert status is not None and status["phase"] == "Failed" and status["reason"] == "PendingTimeout"
-    assert "ImagePullBackOff" in status["message"] and "worker 1" in status["message"]
+    assert status is not None and status.phase == "Failed" and status.reason == "PendingTimeout"
+    assert "ImagePullBackOff" in str(status.message) and "worker 1" in str(status.message)
 
 
 def test_image_that_can_never_be_pulled_fails_at_once() -> None:
     j = job().launched().obj()
     pods = [pod(j, 0).waiting("ErrImageNeverPull", "image not present").obj(), pod(j, 1).obj()]
     decision = decide(j, pods)
-    assert decision.status is not None and decision.status["reason"] == "ErrImageNeverPull"
+    assert decision.status is not None and decision.status.reason == "ErrImageNeverPull"
 
 
 def test_ttl_deletes_the_job_after_it_finished() -> None:
@@ -390,20 +386,20 @@ def test_ttl_deletes_the_job_after_it_finished() -> None:
 def test_suspend_deletes_pods_and_resume_starts_a_fresh_attempt() -> None:
     j = job().run_policy(suspend=True).launched(phase="Running").obj()
     suspended = decide(j, running_pods(j))
-    assert suspended.status is not None and suspended.status["phase"] == "Suspended"
+    assert suspended.status is not None and suspended.status.phase == "Suspended"
     assert sorted(suspended.pods_to_delete) == ["mnist-worker-0", "mnist-worker-1"]
-    j["status"] = suspended.status
+    j["status"] = suspended.status.to_json()
     j["spec"]["runPolicy"]["suspend"] = False
     resumed = decide(j, [])
-    assert resumed.status is not None and resumed.status["attempt"] == 1
-    assert resumed.status["restarts"] == 0
+    assert resumed.status is not None and resumed.status.attempt == 1
+    assert resumed.status.restarts == 0
     assert created(resumed) == [(0, 1), (1, 1)]
 
 
 def test_job_created_suspended_creates_nothing() -> None:
     decision = decide(job().run_policy(suspend=True).obj())
     assert decision.pods_to_create == ()
-    assert decision.status is not None and decision.status["phase"] == "Suspended"
+    assert decision.status is not None and decision.status.phase == "Suspended"
 
 
 # ---- finished jobs and bad specs ----
@@ -423,5 +419,5 @@ def test_spec_the_operator_cannot_use_fails_with_the_field_named() -> None:
     j = job().obj()
     j["spec"]["template"]["spec"]["containers"] = []
     decision = decide(j)
-    assert decision.status is not None and decision.status["reason"] == "InvalidSpec"
-    assert "spec.template.spec.containers" in decision.status["message"]
+    assert decision.status is not None and decision.status.reason == "InvalidSpec"
+    assert "spec.template.spec.containers" in str(decision.status.message)

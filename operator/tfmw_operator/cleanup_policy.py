@@ -1,0 +1,59 @@
+"""A finished job: which pods `cleanPodPolicy` removes, and when `ttlSecondsAfterFinished`
+removes the job itself."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from datetime import datetime, timedelta
+
+from tfmw_operator.api import CleanPodPolicy, JobSpec
+from tfmw_operator.observed import ObservedPod
+
+
+def doomed_by_policy(job: JobSpec, pods: Sequence[ObservedPod]) -> list[ObservedPod]:
+    """Pods that `cleanPodPolicy` removes once the job has finished."""
+    policy = job.run_policy.clean_pod_policy
+    if policy is CleanPodPolicy.ALL:
+        return list(pods)
+    if policy is CleanPodPolicy.RUNNING:
+        return [p for p in pods if not p.terminated]
+    return []
+
+
+@dataclass(frozen=True)
+class Cleanup:
+    delete: list[ObservedPod]
+    delete_job: bool = False
+    wake_at: datetime | None = None
+
+
+def after_finish(
+    job: JobSpec,
+    succeeded: bool,
+    completed: datetime,
+    current: Sequence[ObservedPod],
+    stale: Sequence[ObservedPod],
+    now: datetime,
+) -> Cleanup:
+    """Pods of earlier attempts always go; the last attempt's go per `cleanPodPolicy`."""
+    doomed = [*stale, *doomed_by_policy(job, current)]
+    wakes: list[datetime] = []
+    if succeeded and job.run_policy.clean_pod_policy is CleanPodPolicy.RUNNING:
+        # Workers exit on their own right after the marker; deleting them at once would
+        # lose their logs, so running pods get the chief's grace period first.
+        grace_end = completed + timedelta(seconds=job.chief_exit_grace_seconds)
+        if now < grace_end:
+            doomed = list(stale)
+            if any(p.active for p in current):
+                wakes.append(grace_end)
+    expiry = ttl_expiry(job, completed)
+    expired = expiry is not None and now >= expiry
+    if expiry is not None and not expired:
+        wakes.append(expiry)
+    return Cleanup(doomed, expired, min(wakes, default=None))
+
+
+def ttl_expiry(job: JobSpec, completed: datetime) -> datetime | None:
+    ttl = job.run_policy.ttl_seconds_after_finished
+    return None if ttl is None else completed + timedelta(seconds=ttl)

@@ -1,0 +1,45 @@
+"""Completion: the chief's marker on the shared storage, never exit codes, ends a job well."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from datetime import datetime, timedelta
+from enum import Enum
+
+from tfmw_operator.api import JobSpec
+from tfmw_operator.failure_policy import Fail
+from tfmw_operator.observed import MarkerState, ObservedPod
+
+
+class MarkerVerdict(Enum):
+    ABSENT = "absent"
+    OURS = "ours"  # names this job, or names no job at all
+    FOREIGN = "foreign"  # written for another job of the same name: remove it, never count it
+
+
+def judge_marker(marker: MarkerState, job_uid: str) -> MarkerVerdict:
+    if not marker.exists:
+        return MarkerVerdict.ABSENT
+    if marker.job_uid in (None, job_uid):
+        return MarkerVerdict.OURS
+    return MarkerVerdict.FOREIGN
+
+
+def chief_exit(job: JobSpec, current: Sequence[ObservedPod], now: datetime) -> Fail | datetime | None:
+    """The chief exited 0 with no marker: wait `chiefExitGraceSeconds`, then fail.
+
+    Returns when to look again while the grace period runs, None if the chief has not exited 0.
+    """
+    chief = next((p for p in current if p.index == 0 and p.phase == "Succeeded"), None)
+    if chief is None:
+        return None
+    exited = chief.finished_at or now
+    deadline = exited + timedelta(seconds=job.chief_exit_grace_seconds)
+    if now < deadline:
+        return deadline
+    return Fail(
+        "MarkerMissing",
+        f"worker 0 (pod {chief.name}) exited 0 but wrote no marker at "
+        f"{job.marker_file} within chiefExitGraceSeconds={job.chief_exit_grace_seconds}; "
+        "make the chief write TFMW_MARKER_PATH after training",
+    )

@@ -1,0 +1,179 @@
+"""The contract between the reconcile core and the I/O shell.
+
+The shell gathers an `Observed` (the job with its spec parsed once, its pods, its
+marker, the clock), the core returns a `Decision`, and the shell carries out the
+decision's actions in the order given here and posts its events.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from dataclasses import dataclass
+from datetime import datetime
+from enum import StrEnum
+
+from tfmw_operator.api import JobSpec, Json, SpecError, parse_job
+from tfmw_operator.observed import MarkerState, ObservedPod, observe_pod, owned_by
+from tfmw_operator.status import JobStatus
+
+# ---- actions; the shell stops at the first that fails ----
+
+
+@dataclass(frozen=True)
+class RemoveMarker:
+    relpath: str
+
+
+@dataclass(frozen=True)
+class EnsureJobDirectory:
+    relpath: str
+
+
+@dataclass(frozen=True)
+class EnsureService:
+    service: Json
+
+
+@dataclass(frozen=True)
+class CreatePods:
+    pods: tuple[Json, ...]
+
+
+@dataclass(frozen=True)
+class PatchStatus:
+    status: JobStatus
+
+
+@dataclass(frozen=True)
+class DeletePods:
+    names: tuple[str, ...]
+
+
+@dataclass(frozen=True)
+class DeleteJob:
+    pass
+
+
+Action = RemoveMarker | EnsureJobDirectory | EnsureService | CreatePods | PatchStatus | DeletePods | DeleteJob
+
+# The one order of actions. A stale marker goes before any pod can see it; pods exist
+# before the status records their launch (a crash in between re-creates only what is
+# missing); the status records a restart or an ending before pods go (a crash in
+# between does not lose the decision); the job itself goes last.
+ACTION_ORDER: tuple[type, ...] = (
+    RemoveMarker,
+    EnsureJobDirectory,
+    EnsureService,
+    CreatePods,
+    PatchStatus,
+    DeletePods,
+    DeleteJob,
+)
+
+
+@dataclass(frozen=True)
+class Event:
+    type: str  # Normal | Warning
+    reason: str
+    message: str
+
+
+class Milestone(StrEnum):
+    """What happened to the job in this decision, for the operator's counters."""
+
+    LAUNCHED = "Launched"  # the first attempt's pods were created
+    RESTARTED = "Restarted"
+    SUCCEEDED = "Succeeded"
+    FAILED = "Failed"
+
+
+# ---- what the core decides from ----
+
+
+def parse_spec(job: Json) -> JobSpec | SpecError:
+    try:
+        return parse_job(job)
+    except SpecError as error:
+        return error
+
+
+@dataclass(frozen=True)
+class Observed:
+    job: Json
+    spec: JobSpec | SpecError
+    status: JobStatus
+    pods: tuple[ObservedPod, ...]
+    marker: MarkerState
+    now: datetime
+
+    @classmethod
+    def of(
+        cls,
+        job: Json,
+        raw_pods: Iterable[Json],
+        marker: MarkerState,
+        now: datetime,
+        spec: JobSpec | SpecError | None = None,
+    ) -> Observed:
+        """The job as found; only pods it owns count (a namesake's pods are not its workers)."""
+        uid = (job.get("metadata") or {}).get("uid")
+        pods = (observe_pod(p) for p in raw_pods if owned_by(p, uid))
+        return cls(
+            job=job,
+            spec=parse_spec(job) if spec is None else spec,
+            status=JobStatus.from_json(job.get("status")),
+            pods=tuple(p for p in pods if p is not None),
+            marker=marker,
+            now=now,
+        )
+
+    @property
+    def generation(self) -> int:
+        generation = (self.job.get("metadata") or {}).get("generation")
+        return generation if isinstance(generation, int) else 1
+
+
+# ---- what the core decides ----
+
+
+@dataclass(frozen=True)
+class Decision:
+    status: JobStatus  # the job's status after this decision (unchanged: no PatchStatus)
+    actions: tuple[Action, ...] = ()  # in ACTION_ORDER
+    events: tuple[Event, ...] = ()
+    requeue_after: float | None = None  # seconds until a time-based rule may fire
+    watch_marker: str | None = None  # the marker that may appear any moment, relative to the root
+    milestones: frozenset[Milestone] = frozenset()
+
+    @classmethod
+    def of(
+        cls,
+        old: JobStatus,
+        new: JobStatus,
+        actions: Iterable[Action],
+        events: Iterable[Event] = (),
+        requeue_after: float | None = None,
+        watch_marker: str | None = None,
+        milestones: Iterable[Milestone] = (),
+    ) -> Decision:
+        chosen = list(actions)
+        if new != old:
+            chosen.append(PatchStatus(new))
+        ordered = sorted(chosen, key=lambda action: ACTION_ORDER.index(type(action)))
+        return cls(new, tuple(ordered), tuple(events), requeue_after, watch_marker, frozenset(milestones))
+
+    @property
+    def finished(self) -> bool:
+        return self.status.finished
+
+    @property
+    def status_patch(self) -> JobStatus | None:
+        return next((a.status for a in self.actions if isinstance(a, PatchStatus)), None)
+
+    @property
+    def pods_to_create(self) -> tuple[Json, ...]:
+        return tuple(p for a in self.actions if isinstance(a, CreatePods) for p in a.pods)
+
+    @property
+    def pods_to_delete(self) -> tuple[str, ...]:
+        return tuple(n for a in self.actions if isinstance(a, DeletePods) for n in a.names)

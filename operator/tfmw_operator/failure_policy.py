@@ -1,0 +1,104 @@
+"""A worker failed: which one is the cause, and whether a gang restart can cure it.
+
+`runPolicy.restartPolicy` decides: `Never` fails the job, `OnFailure` restarts on any
+failure, `ExitCode` restarts only failures that are not the program's own fault.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from datetime import UTC, datetime
+
+from tfmw_operator.api import JobSpec, RestartPolicy
+from tfmw_operator.builders import pod_name
+from tfmw_operator.observed import ObservedPod
+
+# Exit codes from 128 up are deaths by signal (137 = SIGKILL, the OOM killer's too):
+# something happened to the worker, not a bug in the program.
+FIRST_SIGNAL_EXIT_CODE = 128
+MESSAGE_TAIL_LINES = 5
+
+
+@dataclass(frozen=True)
+class Fail:
+    """The job ends Failed: `reason` for machines, `message` for the person who reads it."""
+
+    reason: str
+    message: str
+
+
+@dataclass(frozen=True)
+class Restart:
+    """The gang restarts; `message` says why and how many restarts are left."""
+
+    message: str
+
+
+@dataclass(frozen=True)
+class WorkerFailure:
+    index: int
+    pod_name: str
+    exit_code: int | None
+    reason: str
+    termination_message: str = ""
+
+    def describe(self) -> str:
+        what = f"worker {self.index} (pod {self.pod_name})"
+        if self.exit_code is not None:
+            what += f" exited with code {self.exit_code}"
+        if self.reason:
+            what += f" ({self.reason})" if self.exit_code is not None else f": {self.reason}"
+        tail = "\n".join(self.termination_message.strip().splitlines()[-MESSAGE_TAIL_LINES:])
+        return f"{what}: {tail}" if tail else what
+
+
+def failure_of(pod: ObservedPod) -> WorkerFailure:
+    return WorkerFailure(pod.index, pod.name, pod.exit_code, pod.reason, pod.message)
+
+
+def vanished(index: int, name: str) -> WorkerFailure:
+    return WorkerFailure(index, name, None, "pod disappeared while the job was active")
+
+
+def is_retryable(failure: WorkerFailure, policy: RestartPolicy) -> bool:
+    if policy is RestartPolicy.NEVER:
+        return False
+    if policy is RestartPolicy.ON_FAILURE:
+        return True
+    # ExitCode: a program error (1..127) will fail again the same way.
+    code = failure.exit_code
+    return code is None or code == 0 or code >= FIRST_SIGNAL_EXIT_CODE
+
+
+def first_failure(job: JobSpec, current: Sequence[ObservedPod]) -> WorkerFailure | None:
+    """The worker that died first is the cause; the others usually fail because of it."""
+    by_index = {p.index: p for p in current}
+    failures: list[tuple[datetime, WorkerFailure]] = []
+    never = datetime.max.replace(tzinfo=UTC)
+    for index in range(job.workers):
+        pod = by_index.get(index)
+        if pod is None:
+            failures.append((never, vanished(index, pod_name(job.name, index))))
+        elif pod.phase == "Failed":
+            failures.append((pod.finished_at or never, failure_of(pod)))
+        elif pod.deleting and pod.phase != "Succeeded":
+            failures.append((never, vanished(index, pod.name)))
+    if not failures:
+        return None
+    return min(failures, key=lambda item: (item[0], item[1].index))[1]
+
+
+def judge_failures(job: JobSpec, current: Sequence[ObservedPod], restarts: int) -> Fail | Restart | None:
+    """For a launched attempt: None while no worker failed, else restart or fail."""
+    failure = first_failure(job, current)
+    if failure is None:
+        return None
+    policy = job.run_policy
+    if not is_retryable(failure, policy.restart_policy):
+        return Fail("WorkerFailed", failure.describe())
+    if restarts >= policy.backoff_limit:
+        return Fail(
+            "BackoffLimitExceeded", f"{failure.describe()}; backoffLimit {policy.backoff_limit} reached"
+        )
+    return Restart(f"gang restart {restarts + 1}/{policy.backoff_limit}: {failure.describe()}")

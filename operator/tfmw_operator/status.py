@@ -1,0 +1,191 @@
+"""The job's status, typed: read from the API object in one place, rendered in one place.
+
+Whatever is in `status` may have been written by an older operator or edited by hand,
+so reading never fails: a field of the wrong type counts as absent.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, replace
+from datetime import datetime
+from enum import StrEnum
+
+from tfmw_operator.api import Json, Phase, format_time, parse_time
+
+
+class ConditionType(StrEnum):
+    CREATED = "Created"
+    RUNNING = "Running"
+    RESTARTING = "Restarting"
+    SUSPENDED = "Suspended"
+    SUCCEEDED = "Succeeded"
+    FAILED = "Failed"
+    STALLED = "Stalled"
+
+
+@dataclass(frozen=True)
+class Condition:
+    type: str
+    true: bool
+    reason: str
+    message: str
+    last_transition_time: str
+
+    def to_json(self) -> Json:
+        return {
+            "type": self.type,
+            "status": "True" if self.true else "False",
+            "reason": self.reason,
+            "message": self.message,
+            "lastTransitionTime": self.last_transition_time,
+        }
+
+
+@dataclass(frozen=True)
+class WorkerCounts:
+    pending: int = 0
+    running: int = 0
+    succeeded: int = 0
+    failed: int = 0
+
+
+@dataclass(frozen=True)
+class MarkerRecord:
+    path: str
+    observed_time: datetime
+
+
+@dataclass(frozen=True)
+class JobStatus:
+    phase: Phase | None = None
+    attempt: int = 0
+    launched_attempt: int | None = None  # the attempt whose pods were all created
+    restarts: int = 0
+    workers: WorkerCounts | None = None
+    ready_workers: str | None = None
+    start_time: datetime | None = None
+    completion_time: datetime | None = None
+    marker: MarkerRecord | None = None
+    observed_generation: int | None = None
+    reason: str | None = None
+    message: str | None = None
+    conditions: tuple[Condition, ...] = ()
+
+    @property
+    def finished(self) -> bool:
+        return self.phase is not None and self.phase.finished
+
+    @property
+    def launched(self) -> bool:
+        """The current attempt's pods were all created."""
+        return self.launched_attempt == self.attempt
+
+    def condition(self, kind: ConditionType) -> Condition | None:
+        return next((c for c in self.conditions if c.type == kind), None)
+
+    def condition_is_true(self, kind: ConditionType) -> bool:
+        found = self.condition(kind)
+        return found is not None and found.true
+
+    def with_condition(
+        self, kind: ConditionType, true: bool, reason: str, message: str, now: datetime
+    ) -> JobStatus:
+        """`kind` set; lastTransitionTime moves only when the status flips.
+
+        A condition that was never true is left out rather than listed as False.
+        """
+        existing = self.condition(kind)
+        if existing is None and not true:
+            return self
+        if existing is not None and existing.true == true:
+            transition = existing.last_transition_time
+        else:
+            transition = format_time(now)
+        updated = Condition(kind.value, true, reason, message, transition)
+        others = tuple(c for c in self.conditions if c.type != kind)
+        return replace(self, conditions=(*others, updated))
+
+    @classmethod
+    def from_json(cls, raw: object) -> JobStatus:
+        status = raw if isinstance(raw, dict) else {}
+        marker = status.get("marker")
+        marker_time = parse_time(marker.get("observedTime")) if isinstance(marker, dict) else None
+        marker_path = marker.get("path") if isinstance(marker, dict) else None
+        return cls(
+            phase=_phase(status.get("phase")),
+            attempt=_int(status.get("attempt")) or 0,
+            launched_attempt=_int(status.get("launchedAttempt")),
+            restarts=_int(status.get("restarts")) or 0,
+            workers=_workers(status.get("workers")),
+            ready_workers=_str(status.get("readyWorkers")),
+            start_time=parse_time(status.get("startTime")),
+            completion_time=parse_time(status.get("completionTime")),
+            marker=MarkerRecord(marker_path, marker_time)
+            if isinstance(marker_path, str) and marker_time
+            else None,
+            observed_generation=_int(status.get("observedGeneration")),
+            reason=_str(status.get("reason")),
+            message=_str(status.get("message")),
+            conditions=tuple(_conditions(status.get("conditions"))),
+        )
+
+    def to_json(self) -> Json:
+        rendered: Json = {
+            "phase": self.phase.value if self.phase else None,
+            "attempt": self.attempt,
+            "launchedAttempt": self.launched_attempt,
+            "restarts": self.restarts,
+            "workers": vars(self.workers) if self.workers else None,
+            "readyWorkers": self.ready_workers,
+            "startTime": format_time(self.start_time) if self.start_time else None,
+            "completionTime": format_time(self.completion_time) if self.completion_time else None,
+            "marker": {"path": self.marker.path, "observedTime": format_time(self.marker.observed_time)}
+            if self.marker
+            else None,
+            "observedGeneration": self.observed_generation,
+            "reason": self.reason,
+            "message": self.message,
+            "conditions": [c.to_json() for c in self.conditions],
+        }
+        return {key: value for key, value in rendered.items() if value is not None}
+
+
+def merge_patch(old: Json, new: Json) -> Json:
+    """A JSON merge patch from `old` to `new`: keys that disappeared are set to null."""
+    patch = {key: value for key, value in new.items() if old.get(key) != value}
+    patch.update({key: None for key in old if key not in new})
+    return patch
+
+
+def _int(value: object) -> int | None:
+    return value if isinstance(value, int) and not isinstance(value, bool) else None
+
+
+def _str(value: object) -> str | None:
+    return value if isinstance(value, str) else None
+
+
+def _phase(value: object) -> Phase | None:
+    return Phase(value) if isinstance(value, str) and value in set(Phase) else None
+
+
+def _workers(value: object) -> WorkerCounts | None:
+    if not isinstance(value, dict):
+        return None
+    return WorkerCounts(**{k: _int(value.get(k)) or 0 for k in ("pending", "running", "succeeded", "failed")})
+
+
+def _conditions(value: object) -> list[Condition]:
+    if not isinstance(value, list):
+        return []
+    return [
+        Condition(
+            type=item["type"],
+            true=item.get("status") == "True",
+            reason=_str(item.get("reason")) or "",
+            message=_str(item.get("message")) or "",
+            last_transition_time=_str(item.get("lastTransitionTime")) or "",
+        )
+        for item in value
+        if isinstance(item, dict) and isinstance(item.get("type"), str)
+    ]

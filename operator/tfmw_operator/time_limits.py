@@ -1,0 +1,69 @@
+"""Limits on time: `activeDeadlineSeconds` for the whole job, `pendingTimeoutSeconds` and
+the `Stalled` condition for workers that do not start."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from datetime import datetime, timedelta
+
+from tfmw_operator.api import JobSpec
+from tfmw_operator.failure_policy import Fail
+from tfmw_operator.observed import PERMANENT_STALL_REASONS, ObservedPod
+
+
+def active_deadline(job: JobSpec, start_time: datetime | None, now: datetime) -> Fail | datetime | None:
+    """Fail once the deadline passed, else when to look again; None without a deadline."""
+    limit = job.run_policy.active_deadline_seconds
+    if limit is None or start_time is None:
+        return None
+    deadline = start_time + timedelta(seconds=limit)
+    if now < deadline:
+        return deadline
+    return Fail("DeadlineExceeded", f"the job ran longer than activeDeadlineSeconds={limit}")
+
+
+@dataclass(frozen=True)
+class Pending:
+    """What the attempt's Pending workers mean right now."""
+
+    stalled: ObservedPod | None = None  # the first worker stuck with a reason
+    fail: Fail | None = None
+    wake_at: datetime | None = None  # the next pending timeout
+
+    @property
+    def stall_message(self) -> str:
+        pod = self.stalled
+        if pod is None:
+            return ""
+        return (
+            f"worker {pod.index} (pod {pod.name}) is stuck Pending: {pod.stall_reason}: {pod.stall_message}"
+        )
+
+
+def judge_pending(job: JobSpec, current: Sequence[ObservedPod], now: datetime) -> Pending:
+    stalled = min((p for p in current if p.phase == "Pending" and p.stall_reason), default=None, key=_index)
+    if stalled is not None and stalled.stall_reason in PERMANENT_STALL_REASONS:
+        verdict = Pending(stalled)
+        return Pending(stalled, Fail(stalled.stall_reason, verdict.stall_message))
+    timeout = job.run_policy.pending_timeout_seconds
+    if timeout is None:
+        return Pending(stalled)
+    wake_at: datetime | None = None
+    for pod in sorted(current, key=_index):
+        if pod.phase != "Pending" or pod.created is None:
+            continue
+        limit = pod.created + timedelta(seconds=timeout)
+        if now >= limit:
+            reason = pod.stall_reason or "NotStarted"
+            message = (
+                f"worker {pod.index} (pod {pod.name}) was Pending longer than "
+                f"pendingTimeoutSeconds={timeout}: {reason}: {pod.stall_message}"
+            )
+            return Pending(stalled, Fail("PendingTimeout", message))
+        wake_at = limit if wake_at is None else min(wake_at, limit)
+    return Pending(stalled, None, wake_at)
+
+
+def _index(pod: ObservedPod) -> int:
+    return pod.index

@@ -1,0 +1,56 @@
+"""The operator's defaults are the CRD's: a job reads the same whether or not the API server defaulted it."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import yaml
+from kube import REPO
+from tfmw_operator import api
+from tfmw_operator.api import CleanPodPolicy, RestartPolicy, RunPolicy, parse_job
+from tfmw_trainer.cluster import DEFAULT_MARKER_FILE as TRAINER_MARKER_FILE
+from wrappers import job
+
+CRD = yaml.safe_load((REPO / "crds" / "tfmwjobs.tfmw.dev.yaml").read_text())
+
+
+def spec_schema() -> dict[str, Any]:
+    schema: dict[str, Any] = CRD["spec"]["versions"][0]["schema"]["openAPIV3Schema"]
+    return schema["properties"]["spec"]["properties"]  # type: ignore[no-any-return]
+
+
+def test_crd_defaults_equal_the_operators() -> None:
+    spec = spec_schema()
+    run = spec["runPolicy"]["properties"]
+    defaults = RunPolicy()
+    assert spec["port"]["default"] == api.DEFAULT_PORT
+    assert spec["sharedVolume"]["properties"]["mountPath"]["default"] == api.DEFAULT_MOUNT_PATH
+    completion = spec["completion"]["properties"]
+    assert completion["markerFile"]["default"] == api.DEFAULT_MARKER_FILE
+    assert completion["chiefExitGraceSeconds"]["default"] == api.DEFAULT_CHIEF_EXIT_GRACE_SECONDS
+    assert run["restartPolicy"]["default"] == defaults.restart_policy.value
+    assert run["backoffLimit"]["default"] == defaults.backoff_limit == api.DEFAULT_BACKOFF_LIMIT
+    assert run["cleanPodPolicy"]["default"] == defaults.clean_pod_policy.value
+    assert run["suspend"]["default"] is defaults.suspend
+    for unset in ("activeDeadlineSeconds", "pendingTimeoutSeconds", "ttlSecondsAfterFinished"):
+        assert "default" not in run[unset]
+
+
+def test_crd_enums_are_the_operators() -> None:
+    run = spec_schema()["runPolicy"]["properties"]
+    assert set(run["restartPolicy"]["enum"]) == {p.value for p in RestartPolicy}
+    assert set(run["cleanPodPolicy"]["enum"]) == {p.value for p in CleanPodPolicy}
+
+
+def test_the_trainer_writes_the_marker_the_operator_waits_for() -> None:
+    assert TRAINER_MARKER_FILE == api.DEFAULT_MARKER_FILE
+
+
+def test_an_undefaulted_job_parses_with_the_crd_defaults() -> None:
+    parsed = parse_job(job().obj())
+    assert (parsed.port, parsed.mount_path, parsed.marker_file) == (
+        2222,
+        "/shared",
+        "multiworker-complete.txt",
+    )
+    assert parsed.chief_exit_grace_seconds == 30 and parsed.run_policy == RunPolicy()

@@ -1,0 +1,81 @@
+"""The typed status: read from anything, rendered in one place, patched as a merge patch."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+from tfmw_operator.api import Phase
+from tfmw_operator.status import ConditionType, JobStatus, WorkerCounts, merge_patch
+from wrappers import at
+
+RUNNING: dict[str, Any] = {
+    "phase": "Running",
+    "attempt": 1,
+    "launchedAttempt": 1,
+    "restarts": 1,
+    "workers": {"pending": 0, "running": 2, "succeeded": 0, "failed": 0},
+    "readyWorkers": "2/2",
+    "startTime": "2026-01-01T12:00:00Z",
+    "observedGeneration": 3,
+    "conditions": [
+        {
+            "type": "Running",
+            "status": "True",
+            "reason": "AllWorkersRunning",
+            "message": "2 workers running",
+            "lastTransitionTime": "2026-01-01T12:00:05Z",
+        }
+    ],
+}
+
+
+def test_status_round_trips_through_json() -> None:
+    status = JobStatus.from_json(RUNNING)
+    assert status.phase is Phase.RUNNING and status.launched and status.restarts == 1
+    assert status.workers == WorkerCounts(running=2)
+    assert status.to_json() == RUNNING
+
+
+@pytest.mark.parametrize(
+    "raw",
+    [
+        None,
+        "Running",
+        [],
+        {"phase": "Exploded", "attempt": "1", "restarts": None, "conditions": "yes"},
+        {"attempt": True, "workers": [1, 2], "marker": {"path": 3}, "startTime": "yesterday"},
+        {"conditions": [None, {"status": "True"}, {"type": 7}]},
+    ],
+)
+def test_malformed_status_reads_as_absent_fields(raw: object) -> None:
+    status = JobStatus.from_json(raw)
+    assert status.phase is None and status.attempt == 0 and status.restarts == 0
+    assert status.conditions == () and status.start_time is None and status.marker is None
+
+
+def test_condition_transition_time_moves_only_when_its_status_flips() -> None:
+    status = JobStatus.from_json(RUNNING)
+    same = status.with_condition(ConditionType.RUNNING, True, "Other", "still running", at(99))
+    running = same.condition(ConditionType.RUNNING)
+    assert running is not None and running.reason == "Other"
+    assert running.last_transition_time == "2026-01-01T12:00:05Z"
+    flipped = status.with_condition(ConditionType.RUNNING, False, "WorkerFailed", "x", at(99))
+    condition = flipped.condition(ConditionType.RUNNING)
+    assert condition is not None and not condition.true
+    assert condition.last_transition_time == "2026-01-01T12:01:39Z"
+
+
+def test_a_condition_never_true_is_not_listed_as_false() -> None:
+    status = JobStatus().with_condition(ConditionType.STALLED, False, "WorkersStarted", "", at(0))
+    assert status.conditions == ()
+
+
+def test_merge_patch_sends_changes_and_nulls_for_removed_keys() -> None:
+    old = {"phase": "Running", "message": "gang restart 1/3", "restarts": 1}
+    new = {"phase": "Running", "restarts": 1, "readyWorkers": "2/2"}
+    assert merge_patch(old, new) == {"readyWorkers": "2/2", "message": None}
+
+
+def test_merge_patch_is_empty_when_nothing_changed() -> None:
+    assert merge_patch({"phase": "Pending"}, {"phase": "Pending"}) == {}
