@@ -2,12 +2,16 @@
 SHELL := /bin/bash
 export PATH := $(CURDIR)/hack/bin:$(PATH)
 CLUSTER_DIR ?= $(CURDIR)/.cluster
+SHARED_DIR ?= /var/lib/tfmw/shared
+# hack/ scripts and tests read these: overriding CLUSTER_DIR moves the whole cluster.
+export TFMW_CLUSTER_DIR := $(CLUSTER_DIR)
+export TFMW_SHARED_DIR := $(SHARED_DIR)
 export KUBECONFIG ?= $(CLUSTER_DIR)/kubeconfig
 PYTEST := python3 -m pytest -p no:cacheprovider
 STAMP := build/.installed
 
 .PHONY: install lint test test-unit test-integration test-e2e run images cluster-up cluster-down \
-	cluster-status deploy demo bench kind-up kind-deploy kind-e2e clean
+	cluster-status deploy demo bench mutate kind-up kind-deploy kind-e2e clean
 
 $(STAMP): pyproject.toml hack/versions.env hack/go.mod hack/install-deps.sh
 	hack/install-deps.sh
@@ -36,14 +40,12 @@ test-integration: install
 	$(PYTEST) tests/integration
 
 test-e2e: install
-	hack/cluster.sh up
-	hack/images.sh
-	hack/deploy.sh
+	hack/up.sh
 	$(PYTEST) tests/e2e
 
+# Out of cluster, beside the node: the same shared folder the node's pods write.
 run: install
-	mkdir -p $(CLUSTER_DIR)/shared
-	python3 -m tfmw_operator --shared-root $(CLUSTER_DIR)/shared --metrics-port 8080
+	python3 -m tfmw_operator --shared-root $(SHARED_DIR) --metrics-port 8080
 
 images: install
 	hack/images.sh
@@ -57,9 +59,8 @@ cluster-down:
 cluster-status:
 	hack/cluster.sh status
 
-deploy: install cluster-up
-	hack/images.sh
-	hack/deploy.sh
+deploy: install
+	hack/up.sh
 
 demo: install
 	hack/demo.sh

@@ -3,9 +3,9 @@
 # when versions.env changed. The Go build cache is kept, so a rebuild after a
 # version bump recompiles only what changed.
 set -euo pipefail
-cd "$(dirname "$0")"
+source "$(dirname "$0")/lib.sh"
+cd "$repo/hack"
 source versions.env
-bin=bin
 stamp="$bin/.versions"
 want="$(cat versions.env go.mod kubeall/main.go coredns/main.go coredns/go.mod 2>/dev/null | sha256sum | cut -d' ' -f1)"
 components=(kube-apiserver kube-controller-manager kube-scheduler kube-proxy kubelet kubectl etcd)
@@ -30,6 +30,6 @@ echo "building kubeall (Kubernetes ${KUBE_VERSION}, etcd ${ETCD_VERSION}) ..."
 CGO_ENABLED=0 go build -trimpath -ldflags "$ldflags" -o "$bin/kubeall" ./kubeall
 for c in "${components[@]}"; do ln -sf kubeall "$bin/$c"; done
 echo "building coredns ${COREDNS_VERSION} ..."
-(cd coredns && CGO_ENABLED=0 go build -trimpath -ldflags "-s -w" -o "../$bin/coredns" .)
+(cd coredns && CGO_ENABLED=0 go build -trimpath -ldflags "-s -w" -o "$bin/coredns" .)
 echo "$want" > "$stamp"
 echo "built in $(( $(date +%s) - start ))s"

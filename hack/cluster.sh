@@ -10,7 +10,6 @@
 # component), run/ (pid files), the kubeconfig, and etcd's and containerd's data.
 set -euo pipefail
 source "$(dirname "$0")/lib.sh"
-log_prefix=cluster
 
 write_kubeconfig() { # file identity
   local file=$1 identity=$2
@@ -38,8 +37,23 @@ node_address() {
   ip addr show dev lo | grep -q " $node_ip/" || ip addr add "$node_ip/32" dev lo
 }
 
+# The operator's own requests, to check its RBAC grants against what it really does.
+write_audit_policy() {
+  cat >"$dir/audit-policy.yaml" <<EOF
+apiVersion: audit.k8s.io/v1
+kind: Policy
+omitStages: [RequestReceived]
+rules:
+  - level: Metadata
+    users: ["system:serviceaccount:tfmw-system:tfmw-operator"]
+  - level: None
+EOF
+}
+
 control_plane_up() {
-  "$repo/hack/pki.sh" "$pki" "$node_ip" "$node_name"
+  mkdir -p "$dir"
+  write_audit_policy
+  "$repo/hack/pki.sh"
   for identity in admin controller-manager scheduler kube-proxy coredns kubelet; do
     write_kubeconfig "$dir/$identity.kubeconfig" "$identity"
   done
@@ -62,6 +76,8 @@ control_plane_up() {
     --kubelet-client-certificate "$pki/admin.crt" --kubelet-client-key "$pki/admin.key" \
     --kubelet-preferred-address-types InternalIP \
     --max-requests-inflight 1000 --max-mutating-requests-inflight 500 \
+    --audit-policy-file "$dir/audit-policy.yaml" --audit-log-path "$logs/audit.log" \
+    --audit-log-format json --audit-log-maxsize 50 --audit-log-maxbackup 1 \
     --profiling=false --v 1
   wait_for kube-apiserver 90 curl -fsS --cacert "$pki/ca.crt" --cert "$pki/admin.crt" \
     --key "$pki/admin.key" "https://127.0.0.1:${api_port}/readyz"

@@ -1,17 +1,12 @@
 #!/usr/bin/env bash
 # make demo: a real 2-worker TensorFlow job on the local cluster, from nothing to Succeeded.
 set -euo pipefail
-repo=$(cd "$(dirname "$0")/.." && pwd)
-export KUBECONFIG=${KUBECONFIG:-$repo/.cluster/kubeconfig}
-export PATH=$repo/hack/bin:$PATH
-shared=/var/lib/tfmw/shared
+source "$(dirname "$0")/lib.sh"
+shared=$shared_dir
 job=mnist
 start=$(date +%s)
-stage() { "$repo/hack/stage.sh" "$@"; }
 
-stage "cluster (control plane and node)" "$repo/hack/cluster.sh" up
-stage "images" "$repo/hack/images.sh"
-stage "operator (kubectl apply -k deploy/)" "$repo/hack/deploy.sh"
+"$repo/hack/up.sh"
 
 echo "=== kubectl apply -f deploy/samples/mnist-2-workers.yaml"
 kubectl delete tfmwjob "$job" --ignore-not-found --wait >/dev/null

@@ -3,7 +3,8 @@
 # staging modules at v0.0.0, so every one of them gets a replace line pointing at
 # the matching published v0.x release. The list comes from upstream's go.mod.
 set -euo pipefail
-cd "$(dirname "$0")"
+source "$(dirname "$0")/lib.sh"
+cd "$repo/hack"
 source versions.env
 minor=${KUBE_VERSION#v1.}
 staging_version=v0.${minor}

@@ -6,15 +6,10 @@
 #   tfmw-operator:dev, tfmw-trainer:dev   the Dockerfile's targets
 # Each image is rebuilt only when its inputs changed.
 set -euo pipefail
-repo=$(cd "$(dirname "$0")/.." && pwd)
+source "$(dirname "$0")/lib.sh"
 out=$repo/.images
-# Built images are a machine-wide cache, like Go's build cache: every clone reuses them.
-store=${TFMW_IMAGE_STORE:-/var/lib/tfmw/buildah}
-cluster=${TFMW_CLUSTER_DIR:-$repo/.cluster}
-sock=$cluster/containerd/containerd.sock
+sock=$dir/containerd/containerd.sock
 mkdir -p "$out"
-buildah() { command buildah --root "$store/storage" --runroot "$store/run" --storage-driver overlay "$@"; }
-log() { printf '[images %s] %s\n' "$(date +%H:%M:%S)" "$*"; }
 has_image() { buildah inspect --type image "$1" >/dev/null 2>&1; }
 
 # The image is imported only when containerd runs (hack/node.sh starts it first).
@@ -65,7 +60,7 @@ if ! has_image "tfmw-pause:$pause_hash"; then
 fi
 
 # Wheels are fetched once on the host and offered to pip inside the build.
-wheels=$store/wheels
+wheels=$image_store/wheels
 mkdir -p "$wheels"
 if [[ ! -f $wheels/.complete || $repo/pyproject.toml -nt $wheels/.complete ]]; then
   log "downloading wheels for the images ..."

@@ -2,7 +2,7 @@
 # Installs what the project needs on a fresh Debian 12 machine: Debian packages for the
 # local node and image builds, the Python packages, and the cluster binaries (hack/build.sh).
 set -euo pipefail
-repo=$(cd "$(dirname "$0")/.." && pwd)
+source "$(dirname "$0")/lib.sh"
 packages=(containerd runc buildah debootstrap containernetworking-plugins iptables conntrack
   iproute2 socat curl openssl util-linux procps)
 missing=()

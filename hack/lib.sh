@@ -1,8 +1,12 @@
-# Shared by hack/cluster.sh and hack/node.sh: where the local cluster lives, its fixed
-# addresses, and how its processes are started, checked and stopped.
+# Sourced by every hack/ script: where the local cluster, the shared folder and the image
+# store live, the cluster's fixed addresses, and how its processes are started and stopped.
 # shellcheck shell=bash
 repo=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 dir=${TFMW_CLUSTER_DIR:-$repo/.cluster}
+# The node's shared storage: deploy/storage.yaml's hostPath volumes point here.
+shared_dir=${TFMW_SHARED_DIR:-/var/lib/tfmw/shared}
+# Built images are a machine-wide cache, like Go's build cache: every clone reuses them.
+image_store=${TFMW_IMAGE_STORE:-/var/lib/tfmw/buildah}
 bin=$repo/hack/bin
 pki=$dir/pki
 logs=$dir/logs
@@ -16,9 +20,14 @@ bridge=tfmw-br0
 api_port=6443
 cluster_domain=cluster.local
 
+log_prefix=${log_prefix:-$(basename "$0" .sh)}
+
 log() { printf '[%s %s] %s\n' "$log_prefix" "$(date +%H:%M:%S)" "$*"; }
 
+# hack/ manages the local cluster: its own kubeconfig, whatever $KUBECONFIG says.
 kubectl() { "$bin/kubectl" --kubeconfig "$kubeconfig" "$@"; }
+
+buildah() { command buildah --root "$image_store/storage" --runroot "$image_store/run" --storage-driver overlay "$@"; }
 
 alive() { [[ -f "$run/$1.pid" ]] && kill -0 "$(cat "$run/$1.pid")" 2>/dev/null; }
 

@@ -23,12 +23,10 @@
 #   bridge must pass kube-proxy's iptables rules.
 set -euo pipefail
 source "$(dirname "$0")/lib.sh"
-log_prefix=node
 containerd_dir=$dir/containerd
 sock=$containerd_dir/containerd.sock
 kubelet_dir=$dir/kubelet
 cni_dir=$dir/cni
-shared_dir=/var/lib/tfmw/shared
 
 # Files are rewritten only when their content changes (kube-proxy exits when its file is
 # touched at all); a component whose file changed is restarted by node_up.

@@ -3,11 +3,9 @@
 # certificate, and one client certificate per identity (each with the name the
 # built-in RBAC bindings expect), plus the service-account signing key.
 set -euo pipefail
-dir=$1
-node_ip=$2
-node_name=$3
-mkdir -p "$dir"
-cd "$dir"
+source "$(dirname "$0")/lib.sh"
+mkdir -p "$pki"
+cd "$pki"
 [[ -f ca.crt ]] || openssl req -x509 -newkey rsa:2048 -nodes -keyout ca.key -out ca.crt \
   -days 3650 -subj "/CN=tfmw-local-ca" 2>/dev/null
 [[ -f sa.key ]] || { openssl genrsa -out sa.key 2048 2>/dev/null; openssl rsa -in sa.key -pubout -out sa.pub 2>/dev/null; }

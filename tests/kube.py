@@ -3,22 +3,28 @@
 from __future__ import annotations
 
 import contextlib
+import json
 import os
 import subprocess
 import threading
 import time
 import uuid
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any, TypeVar
 
+import yaml
 from kubernetes import client, config, watch
 from kubernetes.client.exceptions import ApiException
 from tfmw_operator.api import GROUP, LABEL_JOB_NAME, PLURAL, VERSION, format_time
 from wrappers import SIM_NODE
 
 REPO = Path(__file__).resolve().parent.parent
+# The local cluster and the node's shared folder, where the Makefile and hack/lib.sh put them.
+CLUSTER_DIR = Path(os.environ.get("TFMW_CLUSTER_DIR") or REPO / ".cluster")
+SHARED_DIR = Path(os.environ.get("TFMW_SHARED_DIR") or "/var/lib/tfmw/shared")
+LOCAL_KUBECONFIG = str(CLUSTER_DIR / "kubeconfig")
 Json = dict[str, Any]
 T = TypeVar("T")
 
@@ -32,16 +38,48 @@ def kubectl(*args: str, check: bool = True, input: str | None = None) -> subproc
     return result
 
 
-def pause_deployed_operator() -> None:
-    """Tests that run an operator of their own must not share jobs with a deployed one."""
-    if kubectl("-n", "tfmw-system", "get", "deployment", "tfmw-operator", check=False).returncode == 0:
-        selector = "app.kubernetes.io/name=tfmw-operator"
-        kubectl("-n", "tfmw-system", "scale", "deployment", "tfmw-operator", "--replicas=0")
-        gone = kubectl(
-            "-n", "tfmw-system", "wait", "--for=delete", "pod", "-l", selector, "--timeout=30s", check=False
-        )
-        if gone.returncode != 0:  # its node is down (a control-plane-only run): no kubelet will confirm
-            kubectl("-n", "tfmw-system", "delete", "pod", "-l", selector, "--force", "--grace-period=0")
+def pause_deployed_operator() -> Callable[[], None]:
+    """Tests that run an operator of their own must not share jobs with a deployed one.
+
+    Returns what puts the deployed operator back as it was.
+    """
+    found = kubectl("-n", "tfmw-system", "get", "deployment", "tfmw-operator", "-o", "json", check=False)
+    if found.returncode != 0:
+        return lambda: None
+    replicas = int(json.loads(found.stdout)["spec"].get("replicas", 1))
+    selector = "app.kubernetes.io/name=tfmw-operator"
+    kubectl("-n", "tfmw-system", "scale", "deployment", "tfmw-operator", "--replicas=0")
+    gone = kubectl(
+        "-n", "tfmw-system", "wait", "--for=delete", "pod", "-l", selector, "--timeout=30s", check=False
+    )
+    if gone.returncode != 0:  # its node is down (a control-plane-only run): no kubelet will confirm
+        kubectl("-n", "tfmw-system", "delete", "pod", "-l", selector, "--force", "--grace-period=0")
+
+    def resume() -> None:
+        kubectl("-n", "tfmw-system", "scale", "deployment", "tfmw-operator", f"--replicas={replicas}")
+
+    return resume
+
+
+@contextlib.contextmanager
+def applied(*paths: Path) -> Iterator[None]:
+    """Apply manifests for the tests; afterwards put back each object as it was, or remove it."""
+    before: list[tuple[Path, str | None]] = []
+    for path in paths:
+        found = kubectl("get", "-f", str(path), "-o", "yaml", check=False)
+        before.append((path, found.stdout if found.returncode == 0 else None))
+        kubectl("apply", "-f", str(path))
+    try:
+        yield
+    finally:
+        for path, saved in reversed(before):
+            if saved is None:
+                kubectl("delete", "-f", str(path), "--ignore-not-found", "--wait=false", check=False)
+            else:
+                restored = yaml.safe_load(saved)
+                for item in restored.get("items", [restored]):
+                    item["metadata"].pop("resourceVersion", None)
+                kubectl("apply", "-f", "-", input=yaml.safe_dump(restored), check=False)
 
 
 def wait_for(what: str, probe: Callable[[], T | None], timeout: float = 30, interval: float = 0.1) -> T:
@@ -69,12 +107,15 @@ class ClusterClient:
         self.core = client.CoreV1Api(api_client)
         self.custom = client.CustomObjectsApi(api_client)
         self.sanitize = api_client.sanitize_for_serialization
+        self.created_namespaces: list[str] = []
 
     # ---- namespaces ----
 
     def new_namespace(self, prefix: str) -> str:
+        """A namespace of the test's own; the session deletes it at the end in any case."""
         name = f"{prefix}-{uuid.uuid4().hex[:8]}"
         self.core.create_namespace({"metadata": {"name": name}})
+        self.created_namespaces.append(name)
         wait_for("default service account", lambda: self._has_default_sa(name), timeout=30)
         return name
 
@@ -166,13 +207,21 @@ class SimulatedKubelet:
     """Plays the kubelet of a node that has none: sets pod phases, finishes deletions.
 
     Pods are bound to SIM_NODE (a Node object without a kubelet) through the job
-    template, so neither a real kubelet nor the scheduler touches them.
+    template, so neither a real kubelet nor the scheduler touches them. Like a real
+    kubelet it takes its time to confirm a graceful deletion (the pod's grace period,
+    capped at GRACE_CAP_SECONDS so tests stay quick), and it fills a container's
+    termination message only as the real one would: from the log's tail, on an error,
+    when the container asks for `FallbackToLogsOnError`.
     """
+
+    GRACE_CAP_SECONDS = 1.0
 
     def __init__(self, kube: ClusterClient) -> None:
         self.kube = kube
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._finish_deletions, daemon=True)
+        self._confirming: set[str] = set()
+        self._lock = threading.Lock()
 
     @staticmethod
     def register_node(kube: ClusterClient) -> None:
@@ -181,6 +230,17 @@ class SimulatedKubelet:
         except ApiException as error:
             if error.status != 409:
                 raise
+
+    @staticmethod
+    def remove_node(kube: ClusterClient) -> None:
+        """The node and every pod still bound to it: nothing of the simulation stays behind."""
+        for pod in kube.core.list_pod_for_all_namespaces(field_selector=f"spec.nodeName={SIM_NODE}").items:
+            with contextlib.suppress(ApiException):
+                kube.core.delete_namespaced_pod(
+                    pod.metadata.name, pod.metadata.namespace, body={"gracePeriodSeconds": 0}
+                )
+        with contextlib.suppress(ApiException):
+            kube.core.delete_node(SIM_NODE)
 
     def start(self) -> SimulatedKubelet:
         self._thread.start()
@@ -203,9 +263,20 @@ class SimulatedKubelet:
                     if self._stop.is_set():
                         return
                     if pod.metadata.deletion_timestamp and event["type"] != "DELETED":
-                        self.force_delete(pod.metadata.namespace, pod.metadata.name, pod.metadata.uid)
+                        self._confirm_later(pod)
             except Exception:  # a dropped watch is restarted, as a kubelet would
                 time.sleep(0.2)
+
+    def _confirm_later(self, pod: Any) -> None:
+        uid = pod.metadata.uid
+        with self._lock:
+            if uid in self._confirming:
+                return
+            self._confirming.add(uid)
+        grace = min(float(pod.metadata.deletion_grace_period_seconds or 0), self.GRACE_CAP_SECONDS)
+        timer = threading.Timer(grace, self.force_delete, (pod.metadata.namespace, pod.metadata.name, uid))
+        timer.daemon = True
+        timer.start()
 
     def force_delete(self, namespace: str, name: str, uid: str | None = None) -> None:
         """Like a kubelet, finish the deletion of that very pod, never a newer namesake."""
@@ -216,20 +287,30 @@ class SimulatedKubelet:
             if error.status not in (404, 409):
                 raise
 
-    def _container_status(self, state: Json) -> list[Json]:
+    def _statuses(self, pod: Json, changes: dict[str, Json]) -> list[Json]:
+        """Container statuses for every container: `changes`, else as they were, else running."""
+        started = now()
+        current = {c["name"]: c["state"] for c in (pod.get("status") or {}).get("containerStatuses") or []}
+        states = {**current, **changes}
         return [
             {
-                "name": "tensorflow",
-                "image": "tfmw-trainer:dev",
+                "name": container["name"],
+                "image": container.get("image", ""),
                 "imageID": "",
-                "ready": "running" in state,
+                "ready": "running" in states.get(container["name"], {"running": {}}),
                 "restartCount": 0,
-                "state": state,
+                "state": states.get(container["name"], {"running": {"startedAt": started}}),
             }
+            for container in pod["spec"]["containers"]
         ]
+
+    def _read(self, namespace: str, name: str) -> Json:
+        pod: Json = self.kube.sanitize(self.kube.core.read_namespaced_pod(name, namespace))
+        return pod
 
     def run(self, namespace: str, name: str) -> None:
         started = now()
+        pod = self._read(namespace, name)
         self.kube.core.patch_namespaced_pod_status(
             name,
             namespace,
@@ -238,29 +319,48 @@ class SimulatedKubelet:
                     "phase": "Running",
                     "startTime": started,
                     "conditions": [{"type": "Ready", "status": "True"}],
-                    "containerStatuses": self._container_status({"running": {"startedAt": started}}),
+                    "containerStatuses": self._statuses(
+                        pod,
+                        {c["name"]: {"running": {"startedAt": started}} for c in pod["spec"]["containers"]},
+                    ),
                 }
             },
         )
 
-    def exit(self, namespace: str, name: str, code: int, message: str = "", reason: str = "") -> None:
+    def exit(
+        self,
+        namespace: str,
+        name: str,
+        code: int,
+        log_tail: str = "",
+        reason: str = "",
+        container: str | None = None,
+        phase: str | None = None,
+        pod_reason: str = "",
+        pod_message: str = "",
+    ) -> None:
+        """`container` (the first by default) exits with `code`; the others go on running.
+
+        The pod's phase is what a kubelet would say once every container has stopped:
+        Succeeded if all exited 0, else Failed. Pass `phase` when other containers run on.
+        """
+        pod = self._read(namespace, name)
+        spec = next(c for c in pod["spec"]["containers"] if container is None or c["name"] == container)
         terminated = {
             "exitCode": code,
             "reason": reason or ("Completed" if code == 0 else "Error"),
-            "message": message,
             "startedAt": now(),
             "finishedAt": now(),
         }
-        self.kube.core.patch_namespaced_pod_status(
-            name,
-            namespace,
-            {
-                "status": {
-                    "phase": "Succeeded" if code == 0 else "Failed",
-                    "containerStatuses": self._container_status({"terminated": terminated}),
-                }
-            },
-        )
+        if code != 0 and log_tail and spec.get("terminationMessagePolicy") == "FallbackToLogsOnError":
+            terminated["message"] = log_tail
+        status: Json = {
+            "phase": phase or ("Succeeded" if code == 0 else "Failed"),
+            "containerStatuses": self._statuses(pod, {spec["name"]: {"terminated": terminated}}),
+        }
+        if pod_reason:
+            status.update(reason=pod_reason, message=pod_message)
+        self.kube.core.patch_namespaced_pod_status(name, namespace, {"status": status})
 
     def start_job(self, namespace: str, job: Json) -> Json:
         """Create a job and play the kubelet until all its workers run; the created job."""

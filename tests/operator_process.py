@@ -49,6 +49,9 @@ class OperatorProcess:
     def _logged_starts(self) -> int:
         return self.log.read_text(errors="replace").count("tfmw operator started")
 
+    def log_lines(self) -> list[str]:
+        return self.log.read_text(errors="replace").splitlines() if self.log.exists() else []
+
     def kill(self) -> None:
         if self.process is not None:
             self.process.send_signal(signal.SIGKILL)

@@ -113,6 +113,9 @@ def _with_injections(container: Json, env: list[Json], mount: Json) -> Json:
     container["env"] = [e for e in container.get("env") or [] if e.get("name") not in injected] + env
     mounts = [m for m in container.get("volumeMounts") or [] if m.get("name") != SHARED_VOLUME_NAME]
     container["volumeMounts"] = [*mounts, mount]
+    # Without a termination-log file of its own, a failed container's message is the tail of
+    # its log: the traceback that status.message then shows.
+    container.setdefault("terminationMessagePolicy", "FallbackToLogsOnError")
     return container
 
 

@@ -42,6 +42,7 @@ class WorkerFailure:
     exit_code: int | None
     reason: str
     termination_message: str = ""
+    disrupted: bool = False  # taken away (eviction, preemption, node loss), not the program's fault
 
     def describe(self) -> str:
         what = f"worker {self.index} (pod {self.pod_name})"
@@ -54,19 +55,20 @@ class WorkerFailure:
 
 
 def failure_of(pod: ObservedPod) -> WorkerFailure:
-    return WorkerFailure(pod.index, pod.name, pod.exit_code, pod.reason, pod.message)
+    return WorkerFailure(pod.index, pod.name, pod.exit_code, pod.reason, pod.message, pod.disrupted)
 
 
 def vanished(index: int, name: str) -> WorkerFailure:
-    return WorkerFailure(index, name, None, "pod disappeared while the job was active")
+    return WorkerFailure(index, name, None, "pod disappeared while the job was active", disrupted=True)
 
 
 def is_retryable(failure: WorkerFailure, policy: RestartPolicy) -> bool:
     if policy is RestartPolicy.NEVER:
         return False
-    if policy is RestartPolicy.ON_FAILURE:
+    if policy is RestartPolicy.ON_FAILURE or failure.disrupted:
         return True
-    # ExitCode: a program error (1..127) will fail again the same way.
+    # ExitCode: a program error (1..127) will fail again the same way; a trainer that
+    # exited 1 on the SIGTERM of an eviction was disrupted, not wrong (checked above).
     code = failure.exit_code
     return code is None or code == 0 or code >= FIRST_SIGNAL_EXIT_CODE
 

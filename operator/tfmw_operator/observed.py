@@ -28,7 +28,7 @@ class ObservedPod:
     name: str
     index: int
     attempt: int
-    phase: str
+    phase: str  # as the job sees it: Failed once the main container failed, sidecars or not
     uid: str = ""
     deleting: bool = False
     created: datetime | None = None
@@ -38,6 +38,7 @@ class ObservedPod:
     finished_at: datetime | None = None
     stall_reason: str = ""
     stall_message: str = ""
+    disrupted: bool = False  # evicted, preempted, or its node went away: not the program's fault
 
     @property
     def terminated(self) -> bool:
@@ -57,12 +58,44 @@ class MarkerState:
     modified: datetime | None = None
 
 
-def _terminated_state(statuses: list[Json]) -> Json | None:
-    """The termination that explains the pod: the first non-zero exit, else any."""
-    finished = [s["state"]["terminated"] for s in statuses if (s.get("state") or {}).get("terminated")]
-    failed = [t for t in finished if t.get("exitCode", 0) != 0]
-    chosen: Json | None = (failed or finished or [None])[0]
-    return chosen
+MAIN_CONTAINER = "tensorflow"
+# Pod reasons and conditions that say the pod was taken away, whatever its containers did.
+DISRUPTION_REASONS = frozenset({"Evicted", "Preempting", "Terminated", "NodeLost", "Shutdown"})
+
+
+def main_container_name(pod_spec: Json) -> str:
+    """The trainer: the container named `tensorflow`, else the first one."""
+    names = [c.get("name", "") for c in pod_spec.get("containers") or [] if isinstance(c, dict)]
+    return MAIN_CONTAINER if MAIN_CONTAINER in names else (names[0] if names else "")
+
+
+def _terminated(status: Json) -> Json | None:
+    terminated = (status.get("state") or {}).get("terminated")
+    return terminated if isinstance(terminated, dict) else None
+
+
+def _explaining_termination(pod: Json) -> Json | None:
+    """The termination that explains the pod: the main container's, else a failed init
+    container's (the main one never ran), else none: a sidecar's exit explains nothing."""
+    status = pod.get("status") or {}
+    main = main_container_name(pod.get("spec") or {})
+    for container in status.get("containerStatuses") or []:
+        if container.get("name") == main and (terminated := _terminated(container)):
+            return terminated
+    for container in status.get("initContainerStatuses") or []:
+        terminated = _terminated(container)
+        if terminated and terminated.get("exitCode", 0) != 0:
+            return terminated
+    return None
+
+
+def _disrupted(status: Json) -> bool:
+    if status.get("reason") in DISRUPTION_REASONS:
+        return True
+    return any(
+        c.get("type") == "DisruptionTarget" and c.get("status") == "True"
+        for c in status.get("conditions") or []
+    )
 
 
 def _stall(pod_status: Json, statuses: list[Json]) -> tuple[str, str]:
@@ -83,12 +116,16 @@ def observe_pod(pod: Json) -> ObservedPod | None:
     try:
         index = int(labels[LABEL_REPLICA_INDEX])
         attempt = int(labels[LABEL_ATTEMPT])
-    except (KeyError, ValueError):
+    except (KeyError, ValueError, TypeError):
         return None
     status = pod.get("status") or {}
     statuses = [*(status.get("initContainerStatuses") or []), *(status.get("containerStatuses") or [])]
-    terminated = _terminated_state(statuses)
+    terminated = _explaining_termination(pod)
     phase = status.get("phase") or "Pending"
+    exit_code = terminated.get("exitCode") if terminated else None
+    if phase == "Running" and isinstance(exit_code, int):
+        # The trainer ended while a sidecar runs on: the pod is done as far as the job goes.
+        phase = "Succeeded" if exit_code == 0 else "Failed"
     stall_reason, stall_message = _stall(status, statuses) if phase == "Pending" else ("", "")
     reason = status.get("reason") or ""
     message = status.get("message") or ""
@@ -103,12 +140,13 @@ def observe_pod(pod: Json) -> ObservedPod | None:
         uid=meta.get("uid", ""),
         deleting=bool(meta.get("deletionTimestamp")),
         created=parse_time(meta.get("creationTimestamp")),
-        exit_code=terminated.get("exitCode") if terminated else None,
+        exit_code=exit_code if isinstance(exit_code, int) else None,
         reason=reason,
         message=message,
         finished_at=parse_time(terminated.get("finishedAt")) if terminated else None,
         stall_reason=stall_reason,
         stall_message=stall_message,
+        disrupted=_disrupted(status),
     )
 
 

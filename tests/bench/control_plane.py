@@ -27,7 +27,15 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
-from kube import REPO, ClusterClient, SimulatedKubelet, kubectl, pause_deployed_operator, wait_for
+from kube import (
+    LOCAL_KUBECONFIG,
+    REPO,
+    ClusterClient,
+    SimulatedKubelet,
+    kubectl,
+    pause_deployed_operator,
+    wait_for,
+)
 from kubernetes import watch
 from operator_process import OperatorProcess
 from wrappers import simulated_job
@@ -151,7 +159,7 @@ def bare_client_rate(kube: ClusterClient, namespace: str, count: int, offset: in
 
 
 def main() -> None:
-    os.environ.setdefault("KUBECONFIG", str(REPO / ".cluster" / "kubeconfig"))
+    os.environ.setdefault("KUBECONFIG", LOCAL_KUBECONFIG)
     os.environ["PATH"] = f"{REPO / 'hack' / 'bin'}:{os.environ['PATH']}"
     kubectl("apply", "-f", str(REPO / "crds" / "tfmwjobs.tfmw.dev.yaml"))
     pause_deployed_operator()

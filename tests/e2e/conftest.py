@@ -13,7 +13,7 @@ import subprocess
 from pathlib import Path
 
 import pytest
-from kube import REPO, ClusterClient, kubectl
+from kube import LOCAL_KUBECONFIG, REPO, SHARED_DIR, ClusterClient, kubectl
 
 
 @pytest.fixture(scope="session")
@@ -23,13 +23,12 @@ def kube() -> ClusterClient:
     if external:
         os.environ["KUBECONFIG"] = external
     else:
-        os.environ["KUBECONFIG"] = str(REPO / ".cluster" / "kubeconfig")
-        for step in (["cluster.sh", "up"], ["images.sh"], ["deploy.sh"]):
-            subprocess.run([str(REPO / "hack" / step[0]), *step[1:]], check=True)
+        os.environ["KUBECONFIG"] = LOCAL_KUBECONFIG
+        subprocess.run([str(REPO / "hack" / "up.sh")], check=True)
     kubectl("-n", "tfmw-system", "rollout", "status", "deployment/tfmw-operator", "--timeout=180s")
     return ClusterClient()
 
 
 @pytest.fixture(scope="session")
 def shared_dir() -> Path:
-    return Path(os.environ.get("TFMW_E2E_SHARED_DIR", "/var/lib/tfmw/shared"))
+    return Path(os.environ.get("TFMW_E2E_SHARED_DIR") or SHARED_DIR)

@@ -1,4 +1,9 @@
-"""Integration fixtures: the local control plane, the CRD, and the operator running in-process."""
+"""Integration fixtures: the local control plane, the CRD, and the operator running in-process.
+
+The session leaves the cluster as it found it: the CRD and RBAC put back as they were,
+the simulated node and its pods removed, a deployed operator scaled back up, and every
+namespace it made deleted, whether its tests passed or not.
+"""
 
 from __future__ import annotations
 
@@ -10,24 +15,40 @@ from pathlib import Path
 
 import pytest
 from kopf.testing import KopfRunner
-from kube import REPO, ClusterClient, SimulatedKubelet, kubectl, pause_deployed_operator
+from kube import (
+    LOCAL_KUBECONFIG,
+    REPO,
+    ClusterClient,
+    SimulatedKubelet,
+    applied,
+    kubectl,
+    pause_deployed_operator,
+)
 from operator_process import OperatorProcess
 
 NAMESPACE_PREFIX = "it"
+CRD = REPO / "crds" / "tfmwjobs.tfmw.dev.yaml"
+RBAC = (REPO / "deploy" / "namespace.yaml", REPO / "deploy" / "rbac.yaml")
 
 
 @pytest.fixture(scope="session")
-def kube() -> ClusterClient:
+def kube() -> Iterator[ClusterClient]:
     """Bring the local control plane up (or reuse a running one) and install the CRD."""
-    os.environ.setdefault("KUBECONFIG", str(REPO / ".cluster" / "kubeconfig"))
+    os.environ.setdefault("KUBECONFIG", LOCAL_KUBECONFIG)
     os.environ["PATH"] = f"{REPO / 'hack' / 'bin'}:{os.environ['PATH']}"
     subprocess.run([str(REPO / "hack" / "cluster.sh"), "up", "--no-node"], check=True)
-    kubectl("apply", "-f", str(REPO / "crds" / "tfmwjobs.tfmw.dev.yaml"))
-    kubectl("wait", "--for=condition=established", "crd/tfmwjobs.tfmw.dev", "--timeout=60s")
-    pause_deployed_operator()
-    kube = ClusterClient()
-    SimulatedKubelet.register_node(kube)
-    return kube
+    with applied(CRD, *RBAC):
+        kubectl("wait", "--for=condition=established", "crd/tfmwjobs.tfmw.dev", "--timeout=60s")
+        resume_deployed_operator = pause_deployed_operator()
+        kube = ClusterClient()
+        SimulatedKubelet.register_node(kube)
+        try:
+            yield kube
+        finally:
+            for namespace in kube.created_namespaces:
+                kube.delete_namespace(namespace)
+            SimulatedKubelet.remove_node(kube)
+            resume_deployed_operator()
 
 
 @pytest.fixture(scope="session")
@@ -42,8 +63,30 @@ def shared_root(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return tmp_path_factory.mktemp("shared-root")
 
 
+class _ReconcileErrors(logging.Handler):
+    """Collects what the operator logs at ERROR: a reconcile that raised is a bug to see."""
+
+    def __init__(self) -> None:
+        super().__init__(logging.ERROR)
+        self.records: list[logging.LogRecord] = []
+
+    def emit(self, record: logging.LogRecord) -> None:
+        self.records.append(record)
+
+
 @pytest.fixture(scope="session")
-def operator(kube: ClusterClient, kubelet: SimulatedKubelet, shared_root: Path) -> Iterator[KopfRunner]:
+def operator_errors() -> Iterator[_ReconcileErrors]:
+    handler = _ReconcileErrors()
+    logger = logging.getLogger("tfmw_operator")
+    logger.addHandler(handler)
+    yield handler
+    logger.removeHandler(handler)
+
+
+@pytest.fixture(scope="session")
+def operator(
+    kube: ClusterClient, kubelet: SimulatedKubelet, shared_root: Path, operator_errors: _ReconcileErrors
+) -> Iterator[KopfRunner]:
     """The operator in-process, watching the namespaces these tests create."""
     os.environ["TFMW_SHARED_ROOT"] = str(shared_root)
     os.environ["TFMW_METRICS_PORT"] = "0"
@@ -54,16 +97,24 @@ def operator(kube: ClusterClient, kubelet: SimulatedKubelet, shared_root: Path) 
 
 
 @pytest.fixture
-def namespace(kube: ClusterClient, operator: KopfRunner) -> Iterator[str]:
+def namespace(kube: ClusterClient, operator: KopfRunner, operator_errors: _ReconcileErrors) -> Iterator[str]:
     name = kube.new_namespace(NAMESPACE_PREFIX)
+    operator_errors.records.clear()
     yield name
     kube.delete_namespace(name)
+    errors = [handler_format(r) for r in operator_errors.records]
+    assert not errors, "the operator logged errors:\n" + "\n".join(errors)
+
+
+def handler_format(record: logging.LogRecord) -> str:
+    return logging.Formatter("%(name)s: %(message)s").format(record)
 
 
 @pytest.fixture
 def operator_process(
     kube: ClusterClient, kubelet: SimulatedKubelet, shared_root: Path
 ) -> Iterator[Callable[..., OperatorProcess]]:
+    """Operators as processes of their own; each must end its life without a failed reconcile."""
     started: list[OperatorProcess] = []
 
     def start(
@@ -77,3 +128,6 @@ def operator_process(
     yield start
     for process in started:
         process.kill()
+    for process in started:
+        failures = [line for line in process.log_lines() if "reconcile of" in line and "failed" in line]
+        assert not failures, f"operator for {process.namespace} logged failed reconciles: {failures[:3]}"

@@ -10,22 +10,13 @@ from typing import Any
 import pytest
 import yaml
 from kube import REPO, ClusterClient, kubectl
+from wrappers import job
 
 Json = dict[str, Any]
-BASE: Json = {
-    "apiVersion": "tfmw.dev/v1alpha1",
-    "kind": "TFMultiWorkerJob",
-    "metadata": {"name": "adm"},
-    "spec": {
-        "workers": 2,
-        "sharedVolume": {"claimName": "tfmw-shared"},
-        "template": {"spec": {"containers": [{"name": "tensorflow", "image": "tfmw-trainer:dev"}]}},
-    },
-}
 
 
 def mutate(change: Callable[[Json], None]) -> Json:
-    manifest = copy.deepcopy(BASE)
+    manifest = job("adm").manifest()
     change(manifest)
     return manifest
 
@@ -121,7 +112,7 @@ INVALID: list[tuple[str, Callable[[Json], None], str]] = [
     ("name with a dot", name("my.job"), "metadata.name"),
     ("typo outside the template", spec(backofLimit=3), 'unknown field "spec.backofLimit"'),
     ("typo in runPolicy", run_policy(backofLimit=3), 'unknown field "spec.runPolicy.backofLimit"'),
-    ("spec missing", delete("spec"), "spec"),
+    ("spec missing", delete("spec"), "spec: Required value"),
 ]
 
 IMMUTABLE: list[tuple[str, Callable[[Json], None], str]] = [
@@ -188,7 +179,3 @@ def test_run_policy_may_change(admission_namespace: str) -> None:
 def test_every_sample_is_accepted(admission_namespace: str, sample: Path) -> None:
     result = apply(admission_namespace, yaml.safe_load(sample.read_text()), "--dry-run=server")
     assert result.returncode == 0, result.stderr
-
-
-def test_the_corpus_is_big_enough() -> None:
-    assert len(INVALID) + len(IMMUTABLE) >= 30

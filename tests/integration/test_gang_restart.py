@@ -5,11 +5,7 @@ from __future__ import annotations
 import threading
 
 from kube import ClusterClient, SimulatedKubelet, wait_for
-from wrappers import simulated_job
-
-
-def env_of(pod: dict) -> dict[str, str]:  # type: ignore[type-arg]
-    return {e["name"]: e["value"] for e in pod["spec"]["containers"][0]["env"]}
+from wrappers import env_of, simulated_job
 
 
 def test_exit_137_restarts_the_whole_gang_only_after_old_pods_are_gone(
@@ -30,7 +26,7 @@ def test_exit_137_restarts_the_whole_gang_only_after_old_pods_are_gone(
 
     watcher = threading.Thread(target=monitor, daemon=True)
     watcher.start()
-    kubelet.exit(namespace, "oom-worker-1", 137, reason="OOMKilled", message="killed at step 40")
+    kubelet.exit(namespace, "oom-worker-1", 137, reason="OOMKilled", log_tail="killed at step 40")
     second = kube.wait_pods(namespace, "oom", 3, attempt=1, timeout=30)
     stop.set()
     watcher.join()
@@ -52,7 +48,7 @@ def test_exit_1_under_exit_code_policy_fails_naming_worker_and_code(
     kube: ClusterClient, kubelet: SimulatedKubelet, namespace: str
 ) -> None:
     kubelet.start_job(namespace, simulated_job("bug").manifest())
-    kubelet.exit(namespace, "bug-worker-0", 1, message="Traceback ...\nValueError: bad shape (3, 4)")
+    kubelet.exit(namespace, "bug-worker-0", 1, log_tail="Traceback ...\nValueError: bad shape (3, 4)")
     status = kube.wait_phase(namespace, "bug", "Failed")
     assert status["reason"] == "WorkerFailed"
     assert "worker 0 (pod bug-worker-0) exited with code 1" in status["message"]
@@ -98,3 +94,44 @@ def test_restart_does_not_wait_on_logs_that_cannot_be_read(
     kubelet.exit(namespace, "nologs-worker-1", 143)
     kube.wait_pods(namespace, "nologs", 2, attempt=1, timeout=20)
     assert kube.status(namespace, "nologs")["restarts"] == 1
+
+
+def test_two_workers_failing_in_the_same_second_restart_the_gang_once(
+    kube: ClusterClient, kubelet: SimulatedKubelet, namespace: str
+) -> None:
+    kubelet.start_job(namespace, simulated_job("pair", workers=3).manifest())
+    kubelet.exit(namespace, "pair-worker-2", 137)
+    kubelet.exit(namespace, "pair-worker-1", 143)
+    kube.wait_pods(namespace, "pair", 3, attempt=1, timeout=30)
+    kubelet.run_all(namespace, "pair")
+    status = kube.wait_phase(namespace, "pair", "Running")
+    assert status["restarts"] == 1 and status["attempt"] == 1
+    # Both died within one second: the lower index is named, whatever order the events came in.
+    assert len([e for e in kube.events(namespace, "pair") if e["reason"] == "GangRestart"]) == 1
+
+
+def test_a_sidecar_still_running_does_not_hide_a_dead_trainer(
+    kube: ClusterClient, kubelet: SimulatedKubelet, namespace: str
+) -> None:
+    manifest = simulated_job("side").manifest()
+    manifest["spec"]["template"]["spec"]["containers"].append({"name": "logger", "image": "busybox"})
+    kubelet.start_job(namespace, manifest)
+    kubelet.exit(
+        namespace, "side-worker-1", 1, container="tensorflow", log_tail="ValueError: bad", phase="Running"
+    )
+    status = kube.wait_phase(namespace, "side", "Failed", timeout=15)
+    assert status["reason"] == "WorkerFailed"
+    assert "worker 1 (pod side-worker-1) exited with code 1" in status["message"]
+    assert "ValueError: bad" in status["message"]
+
+
+def test_a_sidecar_killed_by_a_signal_does_not_make_a_program_error_retryable(
+    kube: ClusterClient, kubelet: SimulatedKubelet, namespace: str
+) -> None:
+    manifest = simulated_job("sig").manifest()
+    manifest["spec"]["template"]["spec"]["containers"].insert(0, {"name": "logger", "image": "busybox"})
+    kubelet.start_job(namespace, manifest)
+    kubelet.exit(namespace, "sig-worker-0", 143, container="logger", phase="Running")
+    kubelet.exit(namespace, "sig-worker-0", 1, container="tensorflow", log_tail="KeyError: 'x'")
+    status = kube.wait_phase(namespace, "sig", "Failed", timeout=15)
+    assert status["reason"] == "WorkerFailed" and "exited with code 1" in status["message"]

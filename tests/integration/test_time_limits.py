@@ -2,11 +2,11 @@
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 
+import pytest
 from kube import ClusterClient, SimulatedKubelet, wait_for
-from wrappers import simulated_job
+from wrappers import simulated_job, write_marker
 
 
 def test_active_deadline_fails_and_deletes_pods(
@@ -58,9 +58,7 @@ def test_ttl_deletes_the_finished_job(
 ) -> None:
     job = kube.create_job(namespace, simulated_job("short").run_policy(ttlSecondsAfterFinished=2).manifest())
     kube.wait_pods(namespace, "short", 2)
-    (shared_root / namespace / "short" / "multiworker-complete.txt").write_text(
-        json.dumps({"job_uid": job["metadata"]["uid"]})
-    )
+    write_marker(shared_root / namespace / "short", job["metadata"]["uid"])
     kube.wait_phase(namespace, "short", "Succeeded")
     wait_for("job deleted by its TTL", lambda: kube.get_job(namespace, "short") is None, timeout=15)
 
@@ -74,12 +72,12 @@ def test_chief_exit_zero_without_marker_fails_marker_missing(
     assert status["reason"] == "MarkerMissing" and "chiefExitGraceSeconds=2" in status["message"]
 
 
+@pytest.mark.parametrize("earlier_uid", ["an-earlier-job", None], ids=["json-marker", "plain-text-marker"])
 def test_stale_marker_of_an_earlier_job_with_the_same_name_is_ignored(
-    kube: ClusterClient, kubelet: SimulatedKubelet, namespace: str, shared_root: Path
+    kube: ClusterClient, kubelet: SimulatedKubelet, namespace: str, shared_root: Path, earlier_uid: str | None
 ) -> None:
-    marker = shared_root / namespace / "again" / "multiworker-complete.txt"
-    marker.parent.mkdir(parents=True)
-    marker.write_text(json.dumps({"job_uid": "an-earlier-job"}))
+    marker = write_marker(shared_root / namespace / "again", earlier_uid)
     kubelet.start_job(namespace, simulated_job("again").manifest())
-    assert kube.status(namespace, "again")["phase"] == "Running"
     assert not marker.exists(), "the stale marker is removed before the first pods"
+    status = kube.status(namespace, "again")
+    assert status["phase"] == "Running" and "marker" not in status

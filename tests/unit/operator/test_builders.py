@@ -121,3 +121,20 @@ def test_builders_do_not_modify_the_job_template() -> None:
     before = json.dumps(obj, sort_keys=True)
     build_pod(parse_job(obj), 0, 0)
     assert json.dumps(obj, sort_keys=True) == before
+
+
+def test_every_container_reports_its_log_tail_on_failure_unless_it_says_otherwise() -> None:
+    template = {
+        "spec": {
+            "initContainers": [{"name": "init", "image": "x"}],
+            "containers": [
+                {"name": "tensorflow", "image": "t"},
+                {"name": "side", "image": "s", "terminationMessagePolicy": "File"},
+            ],
+        }
+    }
+    pod = build_pod(parse_job(job().template(template).obj()), 0, 0)
+    policies = [
+        c.get("terminationMessagePolicy") for c in pod["spec"]["initContainers"] + pod["spec"]["containers"]
+    ]
+    assert policies == ["FallbackToLogsOnError", "FallbackToLogsOnError", "File"]

@@ -24,3 +24,65 @@ def test_pending_pod_carries_the_scheduler_or_kubelet_reason() -> None:
 
 def test_pods_without_our_labels_are_ignored() -> None:
     assert observe_pod({"metadata": {"name": "x", "labels": {}}}) is None
+
+
+def test_the_main_container_decides_and_a_sidecar_exit_explains_nothing() -> None:
+    j = (
+        job()
+        .template(
+            {"spec": {"containers": [{"name": "logger", "image": "b"}, {"name": "tensorflow", "image": "t"}]}}
+        )
+        .obj()
+    )
+    sidecar_killed = {"name": "logger", "state": {"terminated": {"exitCode": 143}}}
+    trainer_failed = {"name": "tensorflow", "state": {"terminated": {"exitCode": 1, "message": "KeyError"}}}
+    trainer_running = {"name": "tensorflow", "state": {"running": {}}}
+    both = observe_pod(pod(j, 0).container_statuses("Failed", sidecar_killed, trainer_failed).obj())
+    assert both is not None and (both.exit_code, both.message) == (1, "KeyError")
+    alone = observe_pod(pod(j, 0).container_statuses("Running", sidecar_killed, trainer_running).obj())
+    assert alone is not None and alone.phase == "Running" and alone.exit_code is None
+
+
+def test_a_dead_trainer_beside_a_running_sidecar_is_a_failed_worker() -> None:
+    j = (
+        job()
+        .template(
+            {"spec": {"containers": [{"name": "tensorflow", "image": "t"}, {"name": "logger", "image": "b"}]}}
+        )
+        .obj()
+    )
+    observed = observe_pod(
+        pod(j, 1)
+        .container_statuses(
+            "Running",
+            {"name": "tensorflow", "state": {"terminated": {"exitCode": 2}}},
+            {"name": "logger", "state": {"running": {}}},
+        )
+        .obj()
+    )
+    assert observed is not None and observed.phase == "Failed" and observed.exit_code == 2
+
+
+def test_an_evicted_pod_is_disrupted_whatever_its_trainer_exited_with() -> None:
+    j = job().obj()
+    raw = pod(j, 0).exited(1).obj()
+    raw["status"].update(reason="Evicted", message="The node was low on resource: memory.")
+    observed = observe_pod(raw)
+    assert observed is not None and observed.disrupted and observed.exit_code == 1
+    raw = pod(j, 0).exited(1).obj()
+    raw["status"]["conditions"] = [
+        {"type": "DisruptionTarget", "status": "True", "reason": "PreemptionByScheduler"}
+    ]
+    preempted = observe_pod(raw)
+    assert preempted is not None and preempted.disrupted
+
+
+def test_labels_that_are_not_numbers_make_a_pod_not_ours() -> None:
+    assert (
+        observe_pod({"metadata": {"labels": {"tfmw.dev/replica-index": "x", "tfmw.dev/attempt": "0"}}})
+        is None
+    )
+    assert (
+        observe_pod({"metadata": {"labels": {"tfmw.dev/replica-index": None, "tfmw.dev/attempt": "0"}}})
+        is None
+    )

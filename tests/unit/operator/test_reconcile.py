@@ -252,6 +252,21 @@ def test_eviction_is_retryable_under_exit_code() -> None:
     assert "Evicted" in str(decision.status.message)
 
 
+@pytest.mark.parametrize("policy", ["ExitCode", "OnFailure"])
+def test_evicted_worker_whose_trainer_exited_1_on_sigterm_is_retryable(policy: str) -> None:
+    j = job().run_policy(restartPolicy=policy).launched(phase="Running").obj()
+    evicted = pod(j, 1).exited(1).obj()
+    evicted["status"].update(reason="Evicted", message="The node was low on resource: memory.")
+    decision = decide(j, [pod(j, 0).running().obj(), evicted])
+    assert decision.status.phase == "Restarting"
+
+
+def test_evicted_worker_under_never_fails_the_job() -> None:
+    j = job().run_policy(restartPolicy="Never").launched(phase="Running").obj()
+    decision = decide(j, [pod(j, 0).running().obj(), pod(j, 1).evicted().obj()])
+    assert decision.status.phase == "Failed" and "Evicted" in str(decision.status.message)
+
+
 def test_vanished_pod_counts_as_failure_and_restarts_the_gang() -> None:
     j = job().launched(phase="Running").obj()
     decision = decide(j, [pod(j, 0).running().obj()])
