@@ -145,9 +145,10 @@ class PodWrapper:
         self._pod["metadata"]["creationTimestamp"] = format_time(at(seconds))
         return self
 
-    def running(self) -> PodWrapper:
+    def running(self, ready: bool = True) -> PodWrapper:
         self._pod["status"] = {
             "phase": "Running",
+            "conditions": [{"type": "Ready", "status": "True" if ready else "False"}],
             "containerStatuses": [{"name": "tensorflow", "state": {"running": {}}}],
         }
         return self

@@ -28,6 +28,7 @@ DEFAULT_MOUNT_PATH = "/shared"
 DEFAULT_MARKER_FILE = "multiworker-complete.txt"
 DEFAULT_CHIEF_EXIT_GRACE_SECONDS = 30
 DEFAULT_BACKOFF_LIMIT = 3
+DEFAULT_RESTART_GRACE_SECONDS = 5
 SHARED_VOLUME_NAME = "tfmw-shared"
 
 Json = dict[str, Any]
@@ -83,6 +84,8 @@ class RunPolicy:
     ttl_seconds_after_finished: int | None = None
     clean_pod_policy: CleanPodPolicy = CleanPodPolicy.RUNNING
     suspend: bool = False
+    # How long a gang being restarted gets to exit; at most the template's own grace period.
+    restart_grace_seconds: int = DEFAULT_RESTART_GRACE_SECONDS
 
 
 @dataclass(frozen=True)
@@ -155,6 +158,7 @@ def parse_job(job: Json) -> JobSpec:
             ttl_seconds_after_finished=run.get("ttlSecondsAfterFinished"),
             clean_pod_policy=clean_pod_policy,
             suspend=bool(run.get("suspend", False)),
+            restart_grace_seconds=int(run.get("restartGracePeriodSeconds", DEFAULT_RESTART_GRACE_SECONDS)),
         ),
         template=template,
     )

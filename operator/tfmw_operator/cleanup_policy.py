@@ -51,6 +51,10 @@ def after_finish(
     expired = expiry is not None and now >= expiry
     if expiry is not None and not expired:
         wakes.append(expiry)
+    if expired:
+        # The operator deletes the pods itself (saving their logs) before the job, whose
+        # garbage collection would take them without.
+        doomed = [*stale, *current]
     return Cleanup(doomed, expired, min(wakes, default=None))
 
 

@@ -33,7 +33,8 @@ def chief_exit(job: JobSpec, current: Sequence[ObservedPod], now: datetime) -> F
     chief = next((p for p in current if p.index == 0 and p.phase == "Succeeded"), None)
     if chief is None:
         return None
-    exited = chief.finished_at or now
+    # No finishedAt (a kubelet that lost it): the pod's latest change, else its creation.
+    exited = chief.finished_at or chief.changed_at or chief.created or now
     deadline = exited + timedelta(seconds=job.chief_exit_grace_seconds)
     if now < deadline:
         return deadline

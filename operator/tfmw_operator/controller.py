@@ -3,17 +3,24 @@
 from __future__ import annotations
 
 import asyncio
+import concurrent.futures
+import functools
 import logging
 import time
 import uuid
-from collections.abc import Sequence
+from collections.abc import Awaitable, Callable, Sequence
 from datetime import UTC, datetime
 from pathlib import Path
+from typing import TypeVar
+
+from kubernetes.client.exceptions import ApiException
 
 from tfmw_operator import metrics
 from tfmw_operator.api import JobSpec, Json
 from tfmw_operator.builders import build_event
 from tfmw_operator.decision import (
+    CreateError,
+    CreateErrorKind,
     CreatePods,
     Decision,
     DeleteJob,
@@ -26,11 +33,12 @@ from tfmw_operator.decision import (
     RemoveMarker,
     parse_spec,
 )
-from tfmw_operator.kube import Kube
+from tfmw_operator.kube import CreateRefused, Kube
 from tfmw_operator.observed import MarkerState, ObservedPod
 from tfmw_operator.reconcile import reconcile
 from tfmw_operator.status import merge_patch
 from tfmw_operator.storage import (
+    StorageError,
     archive_log,
     ensure_job_directory,
     marker_exists,
@@ -40,9 +48,14 @@ from tfmw_operator.storage import (
 from tfmw_operator.workqueue import Key, WorkQueue
 
 logger = logging.getLogger(__name__)
+T = TypeVar("T")
 
 MARKER_POLL_SECONDS = 0.2
 LOG_ARCHIVE_BYTES = 4 * 1024 * 1024
+# A hung network filesystem must not hang reconciles: storage calls get their own threads
+# and a deadline (a thread stuck in the kernel stays stuck, but the job goes on).
+STORAGE_TIMEOUT_SECONDS = 10.0
+STORAGE_THREADS = 16
 
 
 class JobController:
@@ -53,6 +66,18 @@ class JobController:
         # Jobs whose marker may appear any moment: their marker's relative path.
         self.awaiting_marker: dict[Key, str] = {}
         self.active: set[Key] = set()
+        # What the last pod creations of a job ran into; forgotten once creations succeed.
+        self.create_errors: dict[Key, CreateError] = {}
+        self.storage_pool = concurrent.futures.ThreadPoolExecutor(STORAGE_THREADS, "tfmw-storage")
+
+    async def storage(self, relpath: str, call: Callable[..., T], *args: object) -> T:
+        """Run a storage function in the storage threads, within STORAGE_TIMEOUT_SECONDS."""
+        loop = asyncio.get_running_loop()
+        work = loop.run_in_executor(self.storage_pool, functools.partial(call, self.shared_root, *args))
+        try:
+            return await asyncio.wait_for(work, STORAGE_TIMEOUT_SECONDS)
+        except TimeoutError:
+            raise StorageError(relpath, f"no answer within {STORAGE_TIMEOUT_SECONDS:.0f}s") from None
 
     async def reconcile(self, key: Key) -> float | None:
         namespace, name = key
@@ -61,54 +86,143 @@ class JobController:
         if job is None:
             self._forget(key)
             return None
-        raw_pods = await self.kube.list_pods(namespace, name)
+        raw_pods, service = await asyncio.gather(
+            self.kube.list_pods(namespace, name), self.kube.get_service(namespace, name)
+        )
         spec = parse_spec(job)
-        marker = MarkerState()
+        marker, storage_error = MarkerState(), None
         if isinstance(spec, JobSpec):
-            marker = await asyncio.to_thread(read_marker, self.shared_root, spec.marker_relpath)
-        observed = Observed.of(job, raw_pods, marker, datetime.now(UTC), spec)
+            try:
+                marker = await self.storage(spec.marker_relpath, read_marker, spec.marker_relpath)
+            except StorageError as error:
+                storage_error = str(error)
+        observed = Observed.of(
+            job,
+            raw_pods,
+            marker,
+            datetime.now(UTC),
+            spec,
+            service=service,
+            storage_error=storage_error,
+            create_error=self.create_errors.get(key),
+        )
         decision = reconcile(observed)
-        await self._apply(job, observed.pods, decision)
-        self._track(key, decision, marker.modified)
+        completed = await self._apply(key, job, observed.pods, decision)
+        if completed:
+            self._track(key, decision, marker.modified)
         metrics.RECONCILE_SECONDS.observe(time.perf_counter() - started)
-        return decision.requeue_after
+        # Cut short (a refused creation, a conflicting write): decide again from what is there now.
+        return decision.requeue_after if completed else 0.0
 
-    async def _apply(self, job: Json, pods: Sequence[ObservedPod], decision: Decision) -> None:
+    async def _apply(self, key: Key, job: Json, pods: Sequence[ObservedPod], decision: Decision) -> bool:
+        """Carry out the actions in order; False when one of them means deciding again."""
         meta = job["metadata"]
         namespace, name = meta["namespace"], meta["name"]
         by_name = {p.name: p for p in pods}
+        warnings: list[tuple[str, str]] = []
+        completed = True
         for action in decision.actions:
             if isinstance(action, RemoveMarker):
-                await asyncio.to_thread(remove_marker, self.shared_root, action.relpath)
+                await self._best_effort(warnings, self.storage(action.relpath, remove_marker, action.relpath))
             elif isinstance(action, EnsureJobDirectory):
-                await asyncio.to_thread(ensure_job_directory, self.shared_root, action.relpath)
+                call = self.storage(action.relpath, ensure_job_directory, action.relpath, action.job_uid)
+                await self._best_effort(warnings, call)
             elif isinstance(action, EnsureService):
                 await self.kube.create_service(namespace, action.service)
             elif isinstance(action, CreatePods):
-                await asyncio.gather(*(self.kube.create_pod(namespace, pod) for pod in action.pods))
+                if not await self._create_pods(key, namespace, action.pods):
+                    completed = False
+                    break
             elif isinstance(action, PatchStatus):
                 patch = merge_patch(job.get("status") or {}, action.status.to_json())
-                if patch:
-                    await self.kube.patch_job_status(namespace, name, patch)
+                if patch and not await self._patch_status(namespace, name, patch, meta["resourceVersion"]):
+                    completed = False
+                    break
             elif isinstance(action, DeletePods):
                 doomed = [by_name[n] for n in action.names if n in by_name]
-                await asyncio.gather(*(self._archive_and_delete(namespace, name, p) for p in doomed))
+                deletions = (self._archive_and_delete(namespace, name, p, action, warnings) for p in doomed)
+                await asyncio.gather(*deletions)
             elif isinstance(action, DeleteJob):
                 await self.kube.delete_job(namespace, name)
+        events = [(e.type, e.reason, e.message) for e in decision.events] if completed else []
+        events += [("Warning", reason, message) for reason, message in warnings]
         now = datetime.now(UTC)
-        events = (
-            build_event(job, e.type, e.reason, e.message, now, uuid.uuid4().hex[:12]) for e in decision.events
-        )
-        await asyncio.gather(*(self.kube.post_event(namespace, event) for event in events))
+        bodies = (build_event(job, *event, now, uuid.uuid4().hex[:12]) for event in events)
+        await asyncio.gather(*(self.kube.post_event(namespace, body) for body in bodies))
+        return completed
 
-    async def _archive_and_delete(self, namespace: str, job_name: str, pod: ObservedPod) -> None:
-        """Keep a worker's log on the shared storage before its pod, and the log, go away."""
-        if pod.phase != "Pending":
-            text = await self.kube.pod_log(namespace, pod.name, LOG_ARCHIVE_BYTES)
-            if text:
-                relpath = f"{namespace}/{job_name}"
-                await asyncio.to_thread(archive_log, self.shared_root, relpath, pod.attempt, pod.index, text)
-        await self.kube.delete_pod(namespace, pod.name, pod.uid)
+    @staticmethod
+    async def _best_effort(warnings: list[tuple[str, str]], call: Awaitable[object]) -> None:
+        """Storage trouble while acting is reported and the job goes on being reconciled."""
+        try:
+            await call
+        except StorageError as error:
+            logger.warning("shared storage: %s", error)
+            warnings.append(("StorageError", f"shared storage: {error}"))
+
+    async def _create_pods(self, key: Key, namespace: str, pods: Sequence[Json]) -> bool:
+        """Create in slow-start batches (1, 2, 4, ...): a doomed template costs one request."""
+        remaining, batch = list(pods), 1
+        try:
+            while remaining:
+                now, remaining = remaining[:batch], remaining[batch:]
+                await asyncio.gather(*(self.kube.create_pod(namespace, pod) for pod in now))
+                batch *= 2
+        except CreateRefused as refused:
+            previous = self.create_errors.get(key)
+            kind = CreateErrorKind.INVALID if refused.invalid else CreateErrorKind.FORBIDDEN
+            failures = previous.failures + 1 if previous and previous.kind is kind else 1
+            self.create_errors[key] = CreateError(kind, refused.message, failures, datetime.now(UTC))
+            logger.warning("creating pods of %s/%s refused: %s", *key, refused.message)
+            return False
+        self.create_errors.pop(key, None)
+        return True
+
+    async def _patch_status(self, namespace: str, name: str, patch: Json, resource_version: str) -> bool:
+        try:
+            await self.kube.patch_job_status(namespace, name, patch, resource_version)
+        except ApiException as error:
+            if error.status == 409:  # changed since it was read: decide again from the new one
+                return False
+            if error.status == 404:
+                return False
+            raise
+        return True
+
+    async def _archive_and_delete(
+        self,
+        namespace: str,
+        job_name: str,
+        pod: ObservedPod,
+        action: DeletePods,
+        warnings: list[tuple[str, str]],
+    ) -> None:
+        """Delete a worker and keep its log on the shared storage, read to its last line.
+
+        A running worker's log is followed while it stops; saving the log is best effort
+        and never holds the deletion up.
+        """
+        if action.force or pod.phase == "Pending":
+            await self.kube.delete_pod(namespace, pod.name, pod.uid, action.grace_seconds)
+            return
+        follow = pod.active
+        reads = [
+            asyncio.ensure_future(self.kube.container_log(namespace, pod.name, c, LOG_ARCHIVE_BYTES, follow))
+            for c in pod.containers
+        ]
+        if follow:
+            await asyncio.sleep(0)  # let the log requests go out before the stop
+        await self.kube.delete_pod(namespace, pod.name, pod.uid, action.grace_seconds)
+        texts = await asyncio.gather(*reads)
+        job_relpath = f"{namespace}/{job_name}"
+        for position, (container, text) in enumerate(zip(pod.containers, texts, strict=True)):
+            if not text:
+                continue
+            suffix = "" if position == 0 else f".{container}"
+            call = self.storage(
+                job_relpath, archive_log, job_relpath, pod.attempt, f"{pod.index}{suffix}", text
+            )
+            await self._best_effort(warnings, call)
 
     def _track(self, key: Key, decision: Decision, marker_time: datetime | None) -> None:
         milestones = decision.milestones
@@ -136,11 +250,13 @@ class JobController:
     def _forget(self, key: Key) -> None:
         self.active.discard(key)
         self.awaiting_marker.pop(key, None)
+        self.create_errors.pop(key, None)
         self.queue.forget(key)
         metrics.ACTIVE_JOBS.set(len(self.active))
 
-    def _markers_present(self, watched: list[tuple[Key, str]]) -> list[Key]:
-        return [key for key, relpath in watched if marker_exists(self.shared_root, relpath)]
+    @staticmethod
+    def _markers_present(shared_root: Path, watched: list[tuple[Key, str]]) -> list[Key]:
+        return [key for key, relpath in watched if marker_exists(shared_root, relpath)]
 
     async def watch_markers(self) -> None:
         """Poll the markers of running jobs; a new one triggers that job's reconcile at once.
@@ -153,8 +269,8 @@ class JobController:
             if not watched:
                 continue
             try:
-                found = await asyncio.to_thread(self._markers_present, watched)
-            except OSError:  # storage trouble must not end marker detection for good
+                found = await self.storage(".", self._markers_present, watched)
+            except (OSError, StorageError):  # storage trouble must not end marker detection for good
                 logger.exception("cannot look for markers under %s", self.shared_root)
                 continue
             for key in found:

@@ -27,6 +27,7 @@ class RemoveMarker:
 @dataclass(frozen=True)
 class EnsureJobDirectory:
     relpath: str
+    job_uid: str
 
 
 @dataclass(frozen=True)
@@ -47,6 +48,8 @@ class PatchStatus:
 @dataclass(frozen=True)
 class DeletePods:
     names: tuple[str, ...]
+    grace_seconds: int | None = None  # None: each pod's own terminationGracePeriodSeconds
+    force: bool = False  # grace 0 for pods whose kubelet will never confirm (node gone)
 
 
 @dataclass(frozen=True)
@@ -90,6 +93,21 @@ class Milestone(StrEnum):
 # ---- what the core decides from ----
 
 
+class CreateErrorKind(StrEnum):
+    INVALID = "Invalid"  # the API server refused the pod as written (400/422): it never will take it
+    FORBIDDEN = "Forbidden"  # quota, Pod Security, a webhook (403): may pass once someone acts
+
+
+@dataclass(frozen=True)
+class CreateError:
+    """What the last pod creations of this job ran into, remembered by the shell."""
+
+    kind: CreateErrorKind
+    message: str
+    failures: int  # in a row
+    at: datetime
+
+
 def parse_spec(job: Json) -> JobSpec | SpecError:
     try:
         return parse_job(job)
@@ -105,6 +123,12 @@ class Observed:
     pods: tuple[ObservedPod, ...]
     marker: MarkerState
     now: datetime
+    # Objects with this job's names that belong to something else (an earlier job of the
+    # same name being garbage-collected, or someone's own): "pod x-worker-0", "Service x".
+    namesakes: tuple[str, ...] = ()
+    service_missing: bool = False
+    storage_error: str | None = None  # reading the marker failed: path, errno
+    create_error: CreateError | None = None
 
     @classmethod
     def of(
@@ -114,10 +138,20 @@ class Observed:
         marker: MarkerState,
         now: datetime,
         spec: JobSpec | SpecError | None = None,
+        service: Json | None = None,
+        storage_error: str | None = None,
+        create_error: CreateError | None = None,
     ) -> Observed:
-        """The job as found; only pods it owns count (a namesake's pods are not its workers)."""
+        """The job as found; only pods it owns count (a namesake's pods are not its workers).
+
+        `service` is the Service named like the job, None when there is none.
+        """
         uid = (job.get("metadata") or {}).get("uid")
-        pods = (observe_pod(p) for p in raw_pods if owned_by(p, uid))
+        raw = list(raw_pods)
+        pods = (observe_pod(p) for p in raw if owned_by(p, uid))
+        namesakes = [f"pod {(p.get('metadata') or {}).get('name')}" for p in raw if not owned_by(p, uid)]
+        if service is not None and not owned_by(service, uid):
+            namesakes.append(f"Service {(service.get('metadata') or {}).get('name')}")
         return cls(
             job=job,
             spec=parse_spec(job) if spec is None else spec,
@@ -125,6 +159,10 @@ class Observed:
             pods=tuple(p for p in pods if p is not None),
             marker=marker,
             now=now,
+            namesakes=tuple(namesakes),
+            service_missing=service is None,
+            storage_error=storage_error,
+            create_error=create_error,
         )
 
     @property

@@ -39,6 +39,11 @@ class ObservedPod:
     stall_reason: str = ""
     stall_message: str = ""
     disrupted: bool = False  # evicted, preempted, or its node went away: not the program's fault
+    ready: bool = False  # the Ready condition: all containers up and passing their probes
+    deleting_since: datetime | None = None
+    grace_seconds: int = 30  # how long a deletion may take before the kubelet confirms it
+    changed_at: datetime | None = None  # the pod's latest condition transition
+    containers: tuple[str, ...] = ()  # names, the main container first
 
     @property
     def terminated(self) -> bool:
@@ -56,6 +61,7 @@ class MarkerState:
     exists: bool = False
     job_uid: str | None = None  # from the trainer's JSON; None when the content says nothing
     modified: datetime | None = None
+    attempt: int | None = None  # the attempt that wrote it, from the trainer's JSON
 
 
 MAIN_CONTAINER = "tensorflow"
@@ -147,7 +153,30 @@ def observe_pod(pod: Json) -> ObservedPod | None:
         stall_reason=stall_reason,
         stall_message=stall_message,
         disrupted=_disrupted(status),
+        ready=any(
+            c.get("type") == "Ready" and c.get("status") == "True" for c in status.get("conditions") or []
+        ),
+        deleting_since=parse_time(meta.get("deletionTimestamp")),
+        grace_seconds=_grace(meta, pod.get("spec") or {}),
+        containers=_container_names(pod.get("spec") or {}),
+        changed_at=max(
+            (t for c in status.get("conditions") or [] if (t := parse_time(c.get("lastTransitionTime")))),
+            default=None,
+        ),
     )
+
+
+def _container_names(spec: Json) -> tuple[str, ...]:
+    main = main_container_name(spec)
+    others = [c.get("name", "") for c in spec.get("containers") or [] if isinstance(c, dict)]
+    return (main, *(n for n in others if n and n != main)) if main else ()
+
+
+def _grace(meta: Json, spec: Json) -> int:
+    for value in (meta.get("deletionGracePeriodSeconds"), spec.get("terminationGracePeriodSeconds")):
+        if isinstance(value, int) and value >= 0:
+            return value
+    return 30
 
 
 def owned_by(pod: Json, uid: str | None) -> bool:

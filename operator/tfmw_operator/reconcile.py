@@ -13,14 +13,15 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
-from datetime import datetime
+from datetime import datetime, timedelta
 
-from tfmw_operator.api import JobSpec, Phase, SpecError
+from tfmw_operator.api import JobSpec, Phase, SpecError, parse_time
 from tfmw_operator.builders import build_pod, build_service
 from tfmw_operator.cleanup_policy import after_finish, doomed_by_policy
 from tfmw_operator.completion_policy import MarkerVerdict, chief_exit, judge_marker
 from tfmw_operator.decision import (
     Action,
+    CreateErrorKind,
     CreatePods,
     Decision,
     DeleteJob,
@@ -36,6 +37,13 @@ from tfmw_operator.failure_policy import Fail, Restart, judge_failures
 from tfmw_operator.observed import ObservedPod
 from tfmw_operator.status import ConditionType, JobStatus, MarkerRecord, WorkerCounts
 from tfmw_operator.time_limits import active_deadline, judge_pending
+
+NAMESAKE_RECHECK_SECONDS = 2.0
+MAX_CREATE_BACKOFF_SECONDS = 300.0
+RESTART_BACKOFF_SECONDS = 10.0
+MAX_RESTART_BACKOFF = 300.0
+# Beyond a pod's grace period: how long a kubelet may take to confirm a deletion.
+STUCK_TERMINATING_SECONDS = 60
 
 
 @dataclass
@@ -66,10 +74,25 @@ class _Step:
         if when is not None:
             self.due.append(when)
 
-    def delete(self, pods: Sequence[ObservedPod]) -> None:
+    def delete(self, pods: Sequence[ObservedPod], grace_seconds: int | None = None) -> None:
         names = tuple(p.name for p in pods if not p.deleting)
         if names:
-            self.actions.append(DeletePods(names))
+            self.actions.append(DeletePods(names, grace_seconds))
+        # A pod whose kubelet never confirms its deletion (the node is gone) would block
+        # the next attempt for ever: past its grace period and a margin, it is forced.
+        stuck = []
+        for pod in pods:
+            if pod.deleting and pod.deleting_since is not None:
+                limit = pod.deleting_since + timedelta(seconds=pod.grace_seconds + STUCK_TERMINATING_SECONDS)
+                if self.now >= limit:
+                    stuck.append(pod.name)
+                else:
+                    self.wake_at(limit)
+        if stuck:
+            self.actions.append(DeletePods(tuple(stuck), 0, force=True))
+            self.event(
+                "Warning", "ForcedDeletion", f"pods stuck terminating (node gone?): {', '.join(stuck)}"
+            )
 
 
 def reconcile(obs: Observed) -> Decision:
@@ -91,6 +114,7 @@ def _by_attempt(pods: Sequence[ObservedPod], attempt: int) -> tuple[list[Observe
 
 
 def _decide(step: _Step, job: JobSpec) -> None:
+    _storage(step)
     if step.status.finished:
         _clean_up(step, job)
         return
@@ -119,20 +143,28 @@ def _decide(step: _Step, job: JobSpec) -> None:
     if stale:
         # A new pod beside a terminating one registers the same task twice and TF
         # refuses it; the next attempt starts only once the old pods are gone.
-        step.delete(stale)
+        step.delete(stale, grace_seconds=_restart_grace(job))
         step.update(phase=step.status.phase or Phase.PENDING)
         return
 
     if not step.status.launched:
+        if _blocked_by_namesakes(step) or _waiting_to_retry(step, job):
+            return
         _launch(step, job, current, leftover_marker=marker is MarkerVerdict.OURS)
         return
+
+    if step.obs.service_missing:
+        # Deleted by someone, or by the garbage collector along with a namesake's: without
+        # it no worker can resolve its peers.
+        step.actions.append(EnsureService(build_service(job)))
+        step.event("Warning", "ServiceRecreated", f"Service {job.name} was missing; created it again")
 
     verdict = judge_failures(job, current, step.status.restarts)
     if isinstance(verdict, Fail):
         _fail(step, job, verdict, delete=doomed_by_policy(job, current))
         return
     if isinstance(verdict, Restart):
-        _restart(step, verdict, current)
+        _restart(step, job, verdict, current)
         return
 
     chief = chief_exit(job, current, step.now)
@@ -154,7 +186,87 @@ def _count_workers(step: _Step, job: JobSpec, current: Sequence[ObservedPod]) ->
         succeeded=phases.count("Succeeded"),
         failed=phases.count("Failed"),
     )
-    step.update(workers=counts, ready_workers=f"{counts.running}/{job.workers}")
+    ready = sum(1 for p in current if p.ready and p.phase == "Running")
+    step.update(workers=counts, ready_workers=f"{ready}/{job.workers}")
+
+
+def _storage(step: _Step) -> None:
+    """The StorageError condition follows what the last read of the shared storage met."""
+    error = step.obs.storage_error
+    if error is None:
+        step.condition(
+            ConditionType.STORAGE_ERROR, False, "StorageReadable", "the shared storage is readable"
+        )
+        return
+    message = f"cannot read the job's folder on the shared storage: {error}"
+    if not step.status.condition_is_true(ConditionType.STORAGE_ERROR):
+        step.event("Warning", "StorageError", message)
+    step.condition(ConditionType.STORAGE_ERROR, True, "StorageError", message)
+
+
+def _blocked_by_namesakes(step: _Step) -> bool:
+    """Objects with this job's names still belong to another: launching now would record
+    pods that are not ours, and the garbage collector would take the Service away."""
+    if not step.obs.namesakes:
+        return False
+    shown = ", ".join(step.obs.namesakes[:4]) + (" ..." if len(step.obs.namesakes) > 4 else "")
+    message = (
+        f"waiting for {shown} to go: they have this job's names but belong to another object "
+        "(an earlier job of the same name is still being deleted, or they are someone else's)"
+    )
+    if not step.status.condition_is_true(ConditionType.STALLED):
+        step.event("Warning", "NameInUse", message)
+    step.condition(ConditionType.STALLED, True, "NameInUse", message)
+    step.update(phase=step.status.phase or Phase.PENDING)
+    step.wake_at(step.now + timedelta(seconds=NAMESAKE_RECHECK_SECONDS))
+    return True
+
+
+def _waiting_to_retry(step: _Step, job: JobSpec) -> bool:
+    """Pod creation was refused: fail on a template the API server will never take, back
+    off on one it may take once quota or policy change."""
+    error = step.obs.create_error
+    if error is None:
+        return _restart_backoff(step)
+    if error.kind is CreateErrorKind.INVALID:
+        message = f"the API server refused the worker pods: {error.message}; fix spec.template"
+        _fail(step, job, Fail("InvalidTemplate", message), delete=step.obs.pods)
+        return True
+    retry_at = error.at + timedelta(seconds=min(2.0**error.failures, MAX_CREATE_BACKOFF_SECONDS))
+    message = f"creating worker pods was refused ({error.failures} times): {error.message}"
+    if not step.status.condition_is_true(ConditionType.STALLED):
+        step.event("Warning", "PodCreationRefused", message)
+    step.condition(ConditionType.STALLED, True, "PodCreationRefused", message)
+    step.update(phase=step.status.phase or Phase.PENDING)
+    if step.now < retry_at:
+        step.wake_at(retry_at)
+        return True
+    return False
+
+
+def _restart_backoff(step: _Step) -> bool:
+    """The first gang restart starts at once; later ones wait longer and longer, so a
+    job that keeps crashing does not churn the cluster."""
+    restarts = step.status.restarts
+    restarting = step.status.condition(ConditionType.RESTARTING)
+    if restarts < 2 or restarting is None or not restarting.true:
+        return False
+    since = parse_time(restarting.last_transition_time)
+    if since is None:
+        return False
+    ready_at = since + timedelta(
+        seconds=min(RESTART_BACKOFF_SECONDS * 2 ** (restarts - 2), MAX_RESTART_BACKOFF)
+    )
+    if step.now >= ready_at:
+        return False
+    step.wake_at(ready_at)
+    return True
+
+
+def _restart_grace(job: JobSpec) -> int:
+    own = job.template.get("spec", {}).get("terminationGracePeriodSeconds")
+    setting = job.run_policy.restart_grace_seconds
+    return min(setting, own) if isinstance(own, int) and own >= 0 else setting
 
 
 def _launch(step: _Step, job: JobSpec, current: Sequence[ObservedPod], leftover_marker: bool) -> None:
@@ -165,7 +277,7 @@ def _launch(step: _Step, job: JobSpec, current: Sequence[ObservedPod], leftover_
         step.actions.append(RemoveMarker(job.marker_relpath))
     present = {p.index for p in current}
     missing = tuple(build_pod(job, i, attempt) for i in range(job.workers) if i not in present)
-    step.actions.append(EnsureJobDirectory(job.directory))
+    step.actions.append(EnsureJobDirectory(job.directory, job.uid))
     step.actions.append(EnsureService(build_service(job)))
     if missing:
         step.actions.append(CreatePods(missing))
@@ -184,7 +296,7 @@ def _launch(step: _Step, job: JobSpec, current: Sequence[ObservedPod], leftover_
     step.event("Normal", "PodsCreated", f"created {len(missing)} worker pods for attempt {attempt}")
 
 
-def _restart(step: _Step, verdict: Restart, current: Sequence[ObservedPod]) -> None:
+def _restart(step: _Step, job: JobSpec, verdict: Restart, current: Sequence[ObservedPod]) -> None:
     step.update(
         attempt=step.status.attempt + 1,
         restarts=step.status.restarts + 1,
@@ -195,7 +307,7 @@ def _restart(step: _Step, verdict: Restart, current: Sequence[ObservedPod]) -> N
     step.condition(ConditionType.RUNNING, False, "WorkerFailed", verdict.message)
     step.event("Warning", "GangRestart", verdict.message)
     step.milestones.add(Milestone.RESTARTED)
-    step.delete(current)
+    step.delete(current, grace_seconds=_restart_grace(job))
 
 
 def _stalled(step: _Step, job: JobSpec, current: Sequence[ObservedPod]) -> bool:
@@ -216,7 +328,8 @@ def _stalled(step: _Step, job: JobSpec, current: Sequence[ObservedPod]) -> bool:
 
 
 def _set_progress_phase(step: _Step, job: JobSpec, current: Sequence[ObservedPod]) -> None:
-    started = [p for p in current if p.phase in ("Running", "Succeeded")]
+    # Unknown: the kubelet has not reported lately; the worker may well run on.
+    started = [p for p in current if p.phase in ("Running", "Succeeded", "Unknown")]
     if len(started) == job.workers:
         step.update(phase=Phase.RUNNING, message=None)
         step.condition(ConditionType.RUNNING, True, "AllWorkersRunning", f"{job.workers} workers running")
@@ -243,6 +356,14 @@ def _resume(step: _Step) -> None:
 
 def _succeed(step: _Step, job: JobSpec) -> None:
     message = f"worker 0 wrote {job.marker_file}"
+    written_by = step.obs.marker.attempt
+    status = step.status
+    if written_by is not None and written_by < status.attempt and not status.launched:
+        # The chief of an attempt already given up finished training before its gang was
+        # stopped: the run is complete, and the restart that never ran is not counted.
+        unrun = status.attempt - written_by
+        step.update(attempt=written_by, launched_attempt=written_by, restarts=max(0, status.restarts - unrun))
+        message += f" in attempt {written_by}, before that gang was stopped; the restart did not run"
     step.update(
         phase=Phase.SUCCEEDED,
         completion_time=step.now,

@@ -21,6 +21,7 @@ class ConditionType(StrEnum):
     SUCCEEDED = "Succeeded"
     FAILED = "Failed"
     STALLED = "Stalled"
+    STORAGE_ERROR = "StorageError"
 
 
 @dataclass(frozen=True)

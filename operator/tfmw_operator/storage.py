@@ -1,9 +1,23 @@
-"""The shared storage as the operator sees it under --shared-root: job folders, markers, logs."""
+"""The shared storage as the operator sees it under --shared-root: job folders, markers, logs.
+
+Workers write whatever they like in their job's folder, so every path is walked one
+component at a time from the shared root with O_NOFOLLOW: a symlink anywhere is refused,
+never followed, and nothing outside `<shared-root>/<namespace>/<job>/` is ever read,
+written or removed. Files are opened non-blocking and must be regular files (a FIFO
+cannot hang the operator) and are read up to a bound. Every failure is a StorageError
+that names the path and the errno.
+"""
 
 from __future__ import annotations
 
+import contextlib
+import errno
 import json
 import logging
+import os
+import stat
+import uuid
+from collections.abc import Iterator
 from datetime import UTC, datetime
 from pathlib import Path
 
@@ -12,56 +26,196 @@ from tfmw_operator.observed import MarkerState
 logger = logging.getLogger(__name__)
 
 MAX_MARKER_BYTES = 64 * 1024
-
-
 # Workers may run as any user; the folder is the job's scratch space, writable by all of them.
 JOB_DIRECTORY_MODE = 0o777
+# Written by the operator into each job folder: which job it belongs to.
+OWNER_FILE = ".tfmw-job-uid"
+
+_DIR_FLAGS = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC
+_READ_FLAGS = os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC
+_CREATE_FLAGS = os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC
 
 
-def ensure_job_directory(shared_root: Path, relpath: str) -> None:
-    """Create the job's folder before its pods, so the kubelet does not make it root-owned."""
-    path = shared_root / relpath
-    path.mkdir(parents=True, exist_ok=True)
+class StorageError(Exception):
+    """Shared storage refused something; the message names the path, errno and a fix."""
+
+    def __init__(self, relpath: str, error: OSError | str) -> None:
+        if isinstance(error, OSError):
+            code = errno.errorcode.get(error.errno or 0, str(error.errno))
+            detail = f"{code}: {error.strerror or error}"
+            if error.errno == errno.ELOOP:
+                detail += " (a symlink; the operator never follows them)"
+        else:
+            detail = error
+        super().__init__(f"{relpath}: {detail}")
+        self.relpath = relpath
+
+
+def _parts(relpath: str) -> list[str]:
+    parts = relpath.split("/")
+    if not relpath or any(p in ("", ".", "..") for p in parts):
+        raise StorageError(relpath, "not a plain relative path (empty, '.' or '..' segments)")
+    return parts
+
+
+@contextlib.contextmanager
+def _directory(shared_root: Path, relpath: str, create: bool = False) -> Iterator[int]:
+    """A descriptor of the folder `relpath` under the root ("" for the root itself),
+    reached without following links."""
+    parts = _parts(relpath) if relpath else []
     try:
-        path.chmod(JOB_DIRECTORY_MODE)
-    except PermissionError:
-        # Made earlier by someone else (a kubelet, an admin): theirs to keep as it is.
-        logger.warning("cannot make %s writable by every worker; leaving its mode as it is", path)
+        fd = os.open(shared_root, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
+    except OSError as error:
+        raise StorageError(str(shared_root), error) from error
+    try:
+        for depth, part in enumerate(parts):
+            try:
+                child = os.open(part, _DIR_FLAGS, dir_fd=fd)
+            except FileNotFoundError:
+                if not create:
+                    raise
+                with contextlib.suppress(FileExistsError):
+                    os.mkdir(part, JOB_DIRECTORY_MODE, dir_fd=fd)
+                child = os.open(part, _DIR_FLAGS, dir_fd=fd)
+            except OSError as error:
+                raise StorageError("/".join(parts[: depth + 1]), error) from error
+            os.close(fd)
+            fd = child
+        yield fd
+    finally:
+        os.close(fd)
 
 
-def archive_log(shared_root: Path, job_relpath: str, attempt: int, index: int, text: str) -> Path:
-    """Keep a worker's log at `<job>/logs/attempt-<a>/worker-<i>.log`; the path written."""
-    path = shared_root / job_relpath / "logs" / f"attempt-{attempt}" / f"worker-{index}.log"
-    path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text(text)
-    return path
+def _split(relpath: str) -> tuple[str, str]:
+    parts = _parts(relpath)
+    return "/".join(parts[:-1]), parts[-1]
 
 
-def marker_path(shared_root: Path, relpath: str) -> Path:
-    return shared_root / relpath
+def _read_regular(dir_fd: int, name: str, relpath: str, limit: int) -> tuple[bytes, os.stat_result]:
+    try:
+        fd = os.open(name, _READ_FLAGS, dir_fd=dir_fd)
+    except OSError as error:
+        if error.errno == errno.ENOENT:
+            raise
+        raise StorageError(relpath, error) from error
+    try:
+        info = os.fstat(fd)
+        if not stat.S_ISREG(info.st_mode):
+            raise StorageError(relpath, "not a regular file (a directory, FIFO, socket or device)")
+        return os.read(fd, limit), info
+    except OSError as error:
+        raise StorageError(relpath, error) from error
+    finally:
+        os.close(fd)
 
 
 def read_marker(shared_root: Path, relpath: str) -> MarkerState:
-    path = marker_path(shared_root, relpath)
+    """The marker at `relpath`; absent when it or a folder on its way does not exist."""
+    folder, name = _split(relpath)
     try:
-        stat = path.stat()
-        with path.open("rb") as handle:
-            content = handle.read(MAX_MARKER_BYTES)
+        with _directory(shared_root, folder) as dir_fd:
+            content, info = _read_regular(dir_fd, name, relpath, MAX_MARKER_BYTES)
     except (FileNotFoundError, NotADirectoryError):
         return MarkerState()
-    job_uid = None
+    job_uid = attempt = None
     try:
         parsed = json.loads(content)
-        if isinstance(parsed, dict) and isinstance(parsed.get("job_uid"), str):
-            job_uid = parsed["job_uid"]
     except ValueError:
-        pass  # any content counts as a marker; only the trainer's JSON names its job
-    return MarkerState(True, job_uid, datetime.fromtimestamp(stat.st_mtime, UTC))
+        parsed = None  # any content counts as a marker; only the trainer's JSON names its job
+    if isinstance(parsed, dict):
+        job_uid = parsed.get("job_uid") if isinstance(parsed.get("job_uid"), str) else None
+        attempt = parsed.get("attempt") if type(parsed.get("attempt")) is int else None
+    return MarkerState(True, job_uid, datetime.fromtimestamp(info.st_mtime, UTC), attempt)
 
 
 def marker_exists(shared_root: Path, relpath: str) -> bool:
-    return marker_path(shared_root, relpath).exists()
+    """A cheap look for the marker poll: anything at that name, without following links."""
+    folder, name = _split(relpath)
+    try:
+        with _directory(shared_root, folder) as dir_fd:
+            os.stat(name, dir_fd=dir_fd, follow_symlinks=False)
+    except (OSError, StorageError):
+        return False
+    return True
 
 
 def remove_marker(shared_root: Path, relpath: str) -> None:
-    marker_path(shared_root, relpath).unlink(missing_ok=True)
+    folder, name = _split(relpath)
+    try:
+        with _directory(shared_root, folder) as dir_fd:
+            os.unlink(name, dir_fd=dir_fd)  # removes a symlink itself, never its target
+    except FileNotFoundError:
+        return
+    except OSError as error:
+        raise StorageError(relpath, error) from error
+
+
+def ensure_job_directory(shared_root: Path, relpath: str, job_uid: str) -> None:
+    """Create the job's folder before its pods, so the kubelet does not make it root-owned.
+
+    A folder left by an earlier job of the same name is moved aside to `<job>.<its uid>.<n>`
+    (no job can have a dot in its name), so the new job starts clean and nothing is lost.
+    """
+    parent, name = _split(relpath)
+    with _directory(shared_root, parent, create=True) as parent_fd:
+        owner = _folder_owner(parent_fd, name, relpath)
+        if owner not in (None, job_uid):
+            aside = f"{name}.{owner[:36]}.{uuid.uuid4().hex[:6]}"
+            try:
+                os.rename(name, aside, src_dir_fd=parent_fd, dst_dir_fd=parent_fd)
+            except OSError as error:
+                raise StorageError(relpath, error) from error
+            logger.info("moved %s of an earlier job aside to %s/%s", relpath, parent, aside)
+    with _directory(shared_root, relpath, create=True) as job_fd:
+        try:
+            os.fchmod(job_fd, JOB_DIRECTORY_MODE)
+        except PermissionError:
+            # Made earlier by someone else (a kubelet, an admin): theirs to keep as it is.
+            logger.warning("cannot make %s writable by every worker; leaving its mode as it is", relpath)
+        _write_atomically(job_fd, OWNER_FILE, job_uid.encode(), f"{relpath}/{OWNER_FILE}")
+
+
+def _folder_owner(parent_fd: int, name: str, relpath: str) -> str | None:
+    """The uid recorded in an existing job folder; "" for a folder of unknown origin."""
+    try:
+        job_fd = os.open(name, _DIR_FLAGS, dir_fd=parent_fd)
+    except FileNotFoundError:
+        return None
+    except OSError as error:
+        raise StorageError(relpath, error) from error
+    try:
+        content, _ = _read_regular(job_fd, OWNER_FILE, f"{relpath}/{OWNER_FILE}", 256)
+    except FileNotFoundError:
+        return None  # made by a kubelet or an older operator: adopt it
+    except StorageError:
+        return "unknown"
+    finally:
+        os.close(job_fd)
+    return content.decode("ascii", "replace").strip() or "unknown"
+
+
+def _write_atomically(dir_fd: int, name: str, content: bytes, relpath: str) -> None:
+    """Write a new file and rename it over `name`: a planted link at `name` is replaced, not followed."""
+    temporary = f".{name}.{uuid.uuid4().hex[:8]}.tmp"
+    try:
+        fd = os.open(temporary, _CREATE_FLAGS, 0o644, dir_fd=dir_fd)
+        try:
+            view = memoryview(content)
+            while view:
+                view = view[os.write(fd, view) :]
+        finally:
+            os.close(fd)
+        os.rename(temporary, name, src_dir_fd=dir_fd, dst_dir_fd=dir_fd)
+    except OSError as error:
+        with contextlib.suppress(OSError):
+            os.unlink(temporary, dir_fd=dir_fd)
+        raise StorageError(relpath, error) from error
+
+
+def archive_log(shared_root: Path, job_relpath: str, attempt: int, index: int | str, text: str) -> str:
+    """Keep a worker's log at `<job>/logs/attempt-<a>/worker-<i>.log`; the path written."""
+    folder = f"{job_relpath}/logs/attempt-{attempt}"
+    name = f"worker-{index}.log"
+    with _directory(shared_root, folder, create=True) as dir_fd:
+        _write_atomically(dir_fd, name, text.encode("utf-8", "replace"), f"{folder}/{name}")
+    return f"{folder}/{name}"

@@ -4,7 +4,12 @@ from __future__ import annotations
 
 import argparse
 import os
+import signal
 import sys
+import threading
+import traceback
+from collections.abc import Callable
+from types import FrameType
 
 from tfmw_trainer.cluster import ConfigError, placement
 
@@ -25,7 +30,64 @@ def parse(argv: list[str]) -> argparse.Namespace:
     return parser.parse_args(argv)
 
 
+SIGTERM_EXIT_CODE = 128 + signal.SIGTERM
+SIGTERM_PATIENCE_SECONDS = 1.0
+
+
+def run_as_child(work: Callable[[], None]) -> None:
+    """Run `work` in a child process and exit as it exits; SIGTERM ends it at once.
+
+    In a container the trainer is PID 1, and the kernel drops signals PID 1 has no handler
+    for, so SIGTERM would be ignored for the whole grace period. A Python handler is no
+    cure either: it runs only between bytecodes, and TensorFlow may sit for minutes in C++
+    waiting for a dead peer. So training runs in a child with SIGTERM's default action
+    (immediate death) and this parent forwards the signal. The last checkpoint is the one
+    a restarted gang resumes from.
+    """
+    child = os.fork()
+    if child == 0:
+        signal.signal(signal.SIGTERM, signal.SIG_DFL)
+        try:
+            work()
+        except SystemExit as exit_:
+            code = exit_.code
+            if isinstance(code, str):
+                print(code, file=sys.stderr)
+            sys.stdout.flush()
+            sys.stderr.flush()
+            os._exit(code if isinstance(code, int) else (1 if code else 0))
+        except BaseException:
+            traceback.print_exc()
+            sys.stderr.flush()
+            os._exit(1)
+        sys.stdout.flush()
+        sys.stderr.flush()
+        os._exit(0)
+
+    terminated = False
+
+    def forward(signum: int, frame: FrameType | None) -> None:
+        nonlocal terminated
+        terminated = True
+        print(f"tfmw-trainer: SIGTERM, exiting with {128 + signum}", flush=True)
+        os.kill(child, signum)
+        # TensorFlow's own signal handlers may swallow it; then the child is killed.
+        killer = threading.Timer(SIGTERM_PATIENCE_SECONDS, os.kill, (child, signal.SIGKILL))
+        killer.daemon = True
+        killer.start()
+
+    signal.signal(signal.SIGTERM, forward)
+    _, status = os.waitpid(child, 0)
+    if os.WIFEXITED(status):
+        sys.exit(os.WEXITSTATUS(status))
+    sys.exit(SIGTERM_EXIT_CODE if terminated else 128 + os.WTERMSIG(status))
+
+
 def main(argv: list[str] | None = None) -> None:
+    run_as_child(lambda: _main(argv))
+
+
+def _main(argv: list[str] | None) -> None:
     args = parse(sys.argv[1:] if argv is None else argv)
     # Before TensorFlow is imported: Keras 3 cannot run fit under MultiWorkerMirroredStrategy.
     os.environ.setdefault("TF_USE_LEGACY_KERAS", "1")

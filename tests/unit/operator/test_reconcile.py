@@ -7,7 +7,11 @@ from datetime import datetime
 from typing import Any
 
 import pytest
+from tfmw_operator.api import JobSpec, parse_job
+from tfmw_operator.builders import build_service
 from tfmw_operator.decision import (
+    CreateError,
+    CreateErrorKind,
     CreatePods,
     Decision,
     DeleteJob,
@@ -17,6 +21,7 @@ from tfmw_operator.decision import (
     Observed,
     PatchStatus,
     RemoveMarker,
+    parse_spec,
 )
 from tfmw_operator.observed import MarkerState
 from tfmw_operator.reconcile import reconcile
@@ -30,9 +35,16 @@ NOW = at(20)
 
 
 def decide(
-    job_obj: Json, pods: Sequence[Json] = (), marker: MarkerState = NO_MARKER, now: datetime = NOW
+    job_obj: Json,
+    pods: Sequence[Json] = (),
+    marker: MarkerState = NO_MARKER,
+    now: datetime = NOW,
+    **observed: Any,
 ) -> Decision:
-    return reconcile(Observed.of(job_obj, pods, marker, now))
+    """The decision for a job whose Service exists, unless `service=` says otherwise."""
+    spec = parse_spec(job_obj)
+    observed.setdefault("service", build_service(spec) if isinstance(spec, JobSpec) else None)
+    return reconcile(Observed.of(job_obj, pods, marker, now, **observed))
 
 
 def created(decision: Decision) -> list[tuple[int, int]]:
@@ -66,7 +78,7 @@ def test_new_job_creates_service_and_every_worker_then_records_the_launch() -> N
     decision = decide(job().workers(3).obj())
     assert created(decision) == [(0, 0), (1, 0), (2, 0)]
     assert kinds(decision) == [EnsureJobDirectory, EnsureService, CreatePods, PatchStatus]
-    assert decision.actions[0] == EnsureJobDirectory("default/mnist")
+    assert decision.actions[0] == EnsureJobDirectory("default/mnist", "uid-mnist")
     status = decision.status
     assert status is not None
     assert status.phase == "Pending"
@@ -436,3 +448,150 @@ def test_spec_the_operator_cannot_use_fails_with_the_field_named() -> None:
     decision = decide(j)
     assert decision.status is not None and decision.status.reason == "InvalidSpec"
     assert "spec.template.spec.containers" in str(decision.status.message)
+
+
+# ---- faults: storage, names, refused creations, node trouble ----
+
+
+def test_storage_error_is_a_condition_and_a_warning_and_the_job_goes_on() -> None:
+    j = job().run_policy(activeDeadlineSeconds=10).launched(phase="Running").obj()
+    decision = decide(j, running_pods(j), storage_error="ns/job/done: ELOOP", now=at(5))
+    stalled = condition(decision, "StorageError")
+    assert stalled.true and "ELOOP" in stalled.message
+    assert [e.reason for e in decision.events] == ["StorageError"]
+    late = decide(j, running_pods(j), storage_error="ns/job/done: ELOOP", now=at(11))
+    assert late.status.phase == "Failed" and late.status.reason == "DeadlineExceeded"
+
+
+def test_storage_error_clears_once_the_storage_reads_again() -> None:
+    j = job().launched(phase="Running").condition("StorageError").obj()
+    decision = decide(j, running_pods(j))
+    assert not condition(decision, "StorageError").true
+
+
+def test_no_launch_while_a_namesakes_objects_remain() -> None:
+    j = job().obj()
+    earlier = job().obj()
+    earlier["metadata"]["uid"] = "uid-earlier"
+    decision = decide(j, [pod(earlier, 0).running().deleting().obj()])
+    assert decision.pods_to_create == () and decision.status.launched_attempt is None
+    stalled = condition(decision, "Stalled")
+    assert stalled.true and stalled.reason == "NameInUse" and "mnist-worker-0" in stalled.message
+    assert decision.requeue_after is not None and decision.requeue_after <= 2
+
+
+def test_a_namesakes_pods_and_service_do_not_count_as_the_jobs_own() -> None:
+    j = job().obj()
+    earlier = job().obj()
+    earlier["metadata"]["uid"] = "uid-earlier"
+    service = build_service(parse_job(earlier))
+    observed = Observed.of(j, [pod(earlier, 0).running().obj()], NO_MARKER, NOW, service=service)
+    assert observed.pods == () and observed.namesakes == ("pod mnist-worker-0", "Service mnist")
+
+
+def test_a_missing_service_of_a_running_job_is_created_again() -> None:
+    j = job().launched(phase="Running").obj()
+    decision = decide(j, running_pods(j), service=None)
+    assert any(isinstance(a, EnsureService) for a in decision.actions)
+    assert any(e.reason == "ServiceRecreated" for e in decision.events)
+
+
+def test_a_template_the_api_server_refuses_fails_the_job_with_its_message() -> None:
+    error = CreateError(
+        CreateErrorKind.INVALID, 'unknown field "spec.containers[0].imagePullPolicyy"', 1, at(19)
+    )
+    decision = decide(job().obj(), create_error=error)
+    assert decision.status.phase == "Failed" and decision.status.reason == "InvalidTemplate"
+    assert "imagePullPolicyy" in str(decision.status.message) and decision.pods_to_create == ()
+
+
+def test_forbidden_pod_creation_is_stalled_and_retried_with_growing_backoff() -> None:
+    error = CreateError(CreateErrorKind.FORBIDDEN, "exceeded quota: pods=2", 3, at(10))
+    waiting = decide(job().obj(), create_error=error, now=at(12))
+    assert waiting.pods_to_create == () and waiting.status.phase == "Pending"
+    assert condition(waiting, "Stalled").reason == "PodCreationRefused"
+    assert waiting.requeue_after == pytest.approx(6)  # 2**3 s after the last refusal
+    retry = decide(job().obj(), create_error=error, now=at(18))
+    assert created(retry) == [(0, 0), (1, 0)]
+
+
+def test_a_pod_stuck_terminating_past_its_grace_is_forced() -> None:
+    j = job().launched(attempt=0, phase="Restarting").status(attempt=1, restarts=1).obj()
+    stuck = pod(j, 0, 0).running().deleting().obj()  # deleting since T0, grace 30
+    early = decide(j, [stuck], now=at(60))
+    assert early.pods_to_delete == () and early.requeue_after == pytest.approx(30)
+    late = decide(j, [stuck], now=at(91))
+    forced = [a for a in late.actions if isinstance(a, DeletePods)]
+    assert forced == [DeletePods(("mnist-worker-0",), 0, force=True)]
+    assert any(e.reason == "ForcedDeletion" for e in late.events)
+
+
+def test_a_worker_in_phase_unknown_keeps_a_running_job_running() -> None:
+    j = job().launched(phase="Running").obj()
+    unknown = pod(j, 1).running().obj()
+    unknown["status"]["phase"] = "Unknown"
+    decision = decide(j, [pod(j, 0).running().obj(), unknown])
+    assert decision.status.phase == "Running"
+
+
+def test_ready_counts_ready_workers_not_running_ones() -> None:
+    j = job().launched(phase="Running").obj()
+    decision = decide(j, [pod(j, 0).running().obj(), pod(j, 1).running(ready=False).obj()])
+    assert decision.status.ready_workers == "1/2" and decision.status.phase == "Running"
+
+
+def test_gang_restarts_delete_with_the_short_restart_grace() -> None:
+    j = job().run_policy(restartGracePeriodSeconds=7).launched(phase="Running").obj()
+    decision = decide(j, [pod(j, 0).running().obj(), pod(j, 1).exited(137).obj()])
+    (deletion,) = [a for a in decision.actions if isinstance(a, DeletePods)]
+    assert deletion.grace_seconds == 7
+
+
+def test_later_gang_restarts_back_off() -> None:
+    base = job().launched(attempt=2, phase="Restarting", restarts=3).status(attempt=3)
+    j = base.condition("Restarting").obj()  # the restart happened at T0
+    waiting = decide(j, now=at(5))
+    assert waiting.pods_to_create == () and waiting.requeue_after == pytest.approx(15)  # 10 * 2**(3-2)
+    assert created(decide(j, now=at(21))) == [(0, 3), (1, 3)]
+    first = (
+        job().launched(attempt=0, phase="Restarting", restarts=1).status(attempt=1).condition("Restarting")
+    )
+    assert created(decide(first.obj(), now=at(1))) == [(0, 1), (1, 1)]
+
+
+def test_ttl_deletes_the_pods_before_the_job_so_their_logs_are_kept() -> None:
+    j = (
+        job()
+        .run_policy(ttlSecondsAfterFinished=0, cleanPodPolicy="None")
+        .status(phase="Succeeded", completionTime="2026-01-01T12:00:10Z", attempt=0, launchedAttempt=0)
+        .obj()
+    )
+    decision = decide(j, [pod(j, 0).exited(0).obj(), pod(j, 1).exited(0).obj()])
+    assert kinds(decision)[-2:] == [DeletePods, DeleteJob]
+    assert sorted(decision.pods_to_delete) == ["mnist-worker-0", "mnist-worker-1"]
+
+
+def test_a_marker_from_an_abandoned_attempt_succeeds_without_counting_the_restart() -> None:
+    j = job().launched(attempt=0, phase="Restarting").status(attempt=1, restarts=1).obj()
+    marker = MarkerState(True, "uid-mnist", at(15), attempt=0)
+    decision = decide(j, [pod(j, 0, 0).running().deleting().obj()], marker=marker)
+    status = decision.status
+    assert status.phase == "Succeeded" and status.restarts == 0 and status.attempt == 0
+    assert any("restart did not run" in e.message for e in decision.events)
+
+
+def test_a_chief_without_finished_at_still_ends_its_grace_period() -> None:
+    j = job().completion(chiefExitGraceSeconds=30).launched(phase="Running").obj()
+    chief = pod(j, 0).exited(0).obj()
+    del chief["status"]["containerStatuses"][0]["state"]["terminated"]["finishedAt"]
+    decision = decide(j, [chief, pod(j, 1).running().obj()], now=at(31))
+    assert decision.status.reason == "MarkerMissing"
+
+
+def test_an_invalid_spec_fails_once_and_stays_failed() -> None:
+    j = job().obj()
+    j["spec"]["template"]["spec"]["containers"] = []
+    first = decide(j)
+    j["status"] = first.status.to_json()
+    again = decide(j, now=at(99))
+    assert again.actions == () and again.events == ()

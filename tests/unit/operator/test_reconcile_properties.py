@@ -2,15 +2,21 @@
 
 from __future__ import annotations
 
+import os
+from datetime import timedelta
 from typing import Any
 
 from hypothesis import given, settings
 from hypothesis import strategies as st
-from tfmw_operator.api import Phase
-from tfmw_operator.decision import Observed
+from tfmw_operator.api import Phase, parse_job
+from tfmw_operator.builders import build_service
+from tfmw_operator.decision import DeletePods, Observed
 from tfmw_operator.observed import MarkerState
 from tfmw_operator.reconcile import reconcile
 from wrappers import at, job, pod
+
+# Mutation testing runs these once per mutant; it sets a smaller number.
+EXAMPLES = int(os.environ.get("TFMW_HYPOTHESIS_EXAMPLES", "1000"))
 
 PHASES = ["Pending", "Running", "Restarting", "Suspended", "Succeeded", "Failed", None]
 
@@ -62,10 +68,10 @@ def observed_states(draw: st.DrawFn) -> Observed:
     marker = draw(
         st.sampled_from([MarkerState(), MarkerState(True, "uid-mnist", at(1)), MarkerState(True, None)])
     )
-    return Observed.of(j, pods, marker, at(draw(st.integers(0, 200))))
+    return Observed.of(j, pods, marker, at(draw(st.integers(0, 200))), service=build_service(parse_job(j)))
 
 
-@settings(max_examples=3000, deadline=None)
+@settings(max_examples=3 * EXAMPLES, deadline=None)
 @given(observed_states())
 def test_never_two_pods_with_one_index_nor_a_new_attempt_beside_an_old_pod(obs: Observed) -> None:
     decision = reconcile(obs)
@@ -83,7 +89,7 @@ def test_never_two_pods_with_one_index_nor_a_new_attempt_beside_an_old_pod(obs: 
     assert all(p.attempt == attempt for p in obs.pods), "new attempt while an older pod exists"
 
 
-@settings(max_examples=1000, deadline=None)
+@settings(max_examples=EXAMPLES, deadline=None)
 @given(observed_states())
 def test_decisions_are_deterministic_and_status_is_complete(obs: Observed) -> None:
     first, second = reconcile(obs), reconcile(obs)
@@ -119,12 +125,15 @@ def restarts_in_progress(draw: st.DrawFn) -> Observed:
         if draw(st.booleans()):
             wrapper.deleting()
         pods.append(wrapper.obj())
-    for index in draw(st.sets(st.integers(0, workers - 1), max_size=workers)):
-        pods.append(pod(j, index, attempt).obj())  # some of the new attempt exist already
-    return Observed.of(j, pods, MarkerState(), at(draw(st.integers(0, 200))))
+    old = {int(p["metadata"]["labels"]["tfmw.dev/replica-index"]) for p in pods}
+    for index in draw(st.sets(st.integers(0, workers - 1), max_size=workers)) - old:
+        pods.append(pod(j, index, attempt).obj())  # names are unique: only where no old pod is
+    return Observed.of(
+        j, pods, MarkerState(), at(draw(st.integers(0, 200))), service=build_service(parse_job(j))
+    )
 
 
-@settings(max_examples=500, deadline=None)
+@settings(max_examples=EXAMPLES // 2, deadline=None)
 @given(restarts_in_progress())
 def test_no_new_pod_while_an_old_one_remains_and_each_old_one_is_deleted_once(obs: Observed) -> None:
     decision = reconcile(obs)
@@ -132,7 +141,16 @@ def test_no_new_pod_while_an_old_one_remains_and_each_old_one_is_deleted_once(ob
     old = {p.name for p in obs.pods if p.attempt != obs.status.attempt and not p.deleting}
     assert set(decision.pods_to_delete) >= old
     assert len(decision.pods_to_delete) == len(set(decision.pods_to_delete))
-    assert not any(p.deleting and p.name in decision.pods_to_delete for p in obs.pods if p.deleting)
+    forced = {n for a in decision.actions if isinstance(a, DeletePods) and a.force for n in a.names}
+    gentle = set(decision.pods_to_delete) - forced
+    assert not any(p.deleting and p.name in gentle for p in obs.pods), "a pod already going deleted again"
+    for p in obs.pods:
+        overdue = p.deleting_since is not None and obs.now >= p.deleting_since + timedelta(
+            seconds=p.grace_seconds + 60
+        )
+        assert (p.name in forced) == (p.deleting and overdue), (
+            f"{p.name}: forced deletion is for stuck pods only"
+        )
 
 
 @st.composite
@@ -161,10 +179,10 @@ def launched_with_a_failure(draw: st.DrawFn) -> Observed:
         else:
             wrapper.running()
         pods.append(wrapper.obj())
-    return Observed.of(j, pods, MarkerState(), at(20))
+    return Observed.of(j, pods, MarkerState(), at(20), service=build_service(parse_job(j)))
 
 
-@settings(max_examples=500, deadline=None)
+@settings(max_examples=EXAMPLES // 2, deadline=None)
 @given(launched_with_a_failure())
 def test_a_failed_worker_ends_in_a_gang_restart_or_a_failure_that_names_it(obs: Observed) -> None:
     decision = reconcile(obs)

@@ -1,30 +1,162 @@
+"""The shared storage layer against what a hostile or broken worker leaves in its folder."""
+
+from __future__ import annotations
+
 import json
+import os
+import threading
 from pathlib import Path
 
-from tfmw_operator.storage import ensure_job_directory, read_marker, remove_marker
+import pytest
+from tfmw_operator.storage import (
+    MAX_MARKER_BYTES,
+    OWNER_FILE,
+    StorageError,
+    archive_log,
+    ensure_job_directory,
+    marker_exists,
+    read_marker,
+    remove_marker,
+)
+
+MARKER = "ns/job/multiworker-complete.txt"
 
 
-def test_marker_names_its_job_when_the_trainer_wrote_it(tmp_path: Path) -> None:
+@pytest.fixture
+def root(tmp_path: Path) -> Path:
     (tmp_path / "ns" / "job").mkdir(parents=True)
-    (tmp_path / "ns/job/done.txt").write_text(json.dumps({"job_uid": "u1", "attempt": 2}))
-    marker = read_marker(tmp_path, "ns/job/done.txt")
-    assert marker.exists and marker.job_uid == "u1" and marker.modified is not None
+    (tmp_path / "ns" / "other").mkdir(parents=True)
+    return tmp_path
 
 
-def test_any_content_counts_as_a_marker(tmp_path: Path) -> None:
-    (tmp_path / "done.txt").write_text("chief finished\n")
-    marker = read_marker(tmp_path, "done.txt")
-    assert marker.exists and marker.job_uid is None
+def test_marker_names_its_job_and_attempt_when_the_trainer_wrote_it(root: Path) -> None:
+    (root / MARKER).write_text(json.dumps({"job_uid": "u1", "attempt": 2}))
+    marker = read_marker(root, MARKER)
+    assert marker.exists and marker.job_uid == "u1" and marker.attempt == 2 and marker.modified is not None
 
 
-def test_missing_marker_and_removal(tmp_path: Path) -> None:
-    assert not read_marker(tmp_path, "ns/job/done.txt").exists
-    (tmp_path / "done.txt").write_text("x")
-    remove_marker(tmp_path, "done.txt")
-    remove_marker(tmp_path, "done.txt")  # twice is harmless
-    assert not (tmp_path / "done.txt").exists()
+@pytest.mark.parametrize(
+    "content", [b"chief finished\n", b"", b"\xff\xfe\x00garbage", b'{"job_uid": 7}', b"[1, 2]"]
+)
+def test_any_content_counts_as_a_marker_naming_no_job(root: Path, content: bytes) -> None:
+    (root / MARKER).write_bytes(content)
+    marker = read_marker(root, MARKER)
+    assert marker.exists and marker.job_uid is None and marker.attempt is None
 
 
-def test_job_directory_is_writable_by_any_worker_user(tmp_path: Path) -> None:
-    ensure_job_directory(tmp_path, "ns/job")
+def test_a_huge_marker_is_read_only_up_to_the_bound(root: Path) -> None:
+    with (root / MARKER).open("wb") as handle:
+        handle.truncate(MAX_MARKER_BYTES * 1000)  # sparse: 64 MB that costs no disk
+    assert read_marker(root, MARKER).exists
+
+
+def test_missing_marker_and_removal(root: Path) -> None:
+    assert not read_marker(root, MARKER).exists
+    assert not read_marker(root, "ns/nojob/multiworker-complete.txt").exists
+    (root / MARKER).write_text("x")
+    assert marker_exists(root, MARKER)
+    remove_marker(root, MARKER)
+    remove_marker(root, MARKER)  # twice is harmless
+    assert not (root / MARKER).exists() and not marker_exists(root, MARKER)
+
+
+def test_a_symlinked_marker_is_refused_and_its_target_untouched(root: Path) -> None:
+    target = root / "ns" / "other" / "multiworker-complete.txt"
+    target.write_text(json.dumps({"job_uid": "other"}))
+    (root / MARKER).symlink_to("../other/multiworker-complete.txt")
+    with pytest.raises(StorageError, match="ELOOP"):
+        read_marker(root, MARKER)
+    remove_marker(root, MARKER)  # removes the link, never what it points at
+    assert target.exists() and not (root / MARKER).is_symlink()
+
+
+def test_a_symlinked_folder_on_the_way_is_refused(root: Path) -> None:
+    (root / "ns" / "other" / "done").write_text("x")
+    (root / "ns" / "job" / "sub").symlink_to("../other")
+    with pytest.raises(StorageError, match="ns/job/sub"):
+        read_marker(root, "ns/job/sub/done")
+    with pytest.raises(StorageError):
+        remove_marker(root, "ns/job/sub/done")
+    assert (root / "ns" / "other" / "done").exists()
+
+
+def test_a_symlink_loop_is_refused(root: Path) -> None:
+    (root / MARKER).symlink_to("multiworker-complete.txt")
+    with pytest.raises(StorageError):
+        read_marker(root, MARKER)
+
+
+@pytest.mark.parametrize("kind", ["directory", "fifo"])
+def test_a_marker_that_is_not_a_regular_file_is_refused_without_blocking(root: Path, kind: str) -> None:
+    if kind == "directory":
+        (root / MARKER).mkdir()
+    else:
+        os.mkfifo(root / MARKER)
+    result: list[BaseException | None] = []
+
+    def read() -> None:
+        try:
+            read_marker(root, MARKER)
+            result.append(None)
+        except BaseException as error:
+            result.append(error)
+
+    reader = threading.Thread(target=read, daemon=True)
+    reader.start()
+    reader.join(timeout=5)
+    assert result, "reading the marker blocked"
+    assert isinstance(result[0], StorageError) and "not a regular file" in str(result[0])
+
+
+@pytest.mark.parametrize("path", ["", ".", "ns/./job", "ns/../etc/passwd", "ns//job", "/etc/passwd"])
+def test_paths_that_are_not_plain_are_refused(root: Path, path: str) -> None:
+    with pytest.raises(StorageError):
+        read_marker(root, path)
+
+
+def test_job_directory_is_writable_by_any_worker_user_and_names_its_job(tmp_path: Path) -> None:
+    ensure_job_directory(tmp_path, "ns/job", "uid-1")
     assert (tmp_path / "ns/job").stat().st_mode & 0o777 == 0o777
+    assert (tmp_path / "ns/job" / OWNER_FILE).read_text() == "uid-1"
+    ensure_job_directory(tmp_path, "ns/job", "uid-1")  # again: harmless
+    assert [p.name for p in (tmp_path / "ns").iterdir()] == ["job"]
+
+
+def test_the_folder_of_an_earlier_namesake_is_moved_aside_not_inherited(tmp_path: Path) -> None:
+    ensure_job_directory(tmp_path, "ns/job", "uid-old")
+    (tmp_path / "ns/job/checkpoint").write_text("old")
+    ensure_job_directory(tmp_path, "ns/job", "uid-new")
+    assert not (tmp_path / "ns/job/checkpoint").exists()
+    (aside,) = [p for p in (tmp_path / "ns").iterdir() if p.name != "job"]
+    assert aside.name.startswith("job.uid-old.") and (aside / "checkpoint").read_text() == "old"
+
+
+def test_a_job_folder_that_is_a_symlink_is_refused(tmp_path: Path) -> None:
+    (tmp_path / "ns").mkdir()
+    (tmp_path / "elsewhere").mkdir()
+    (tmp_path / "ns" / "job").symlink_to(tmp_path / "elsewhere")
+    with pytest.raises(StorageError):
+        ensure_job_directory(tmp_path, "ns/job", "uid-1")
+    assert not (tmp_path / "elsewhere" / OWNER_FILE).exists()
+
+
+def test_log_archive_replaces_a_planted_symlink_instead_of_writing_through_it(root: Path) -> None:
+    victim = root / "ns" / "other" / "multiworker-complete.txt"
+    logs = root / "ns" / "job" / "logs" / "attempt-0"
+    logs.mkdir(parents=True)
+    (logs / "worker-0.log").symlink_to(victim)
+    written = archive_log(root, "ns/job", 0, 0, "epoch=1 loss=0.5\n")
+    assert written == "ns/job/logs/attempt-0/worker-0.log"
+    assert not victim.exists(), "the operator wrote another job's marker through a planted link"
+    assert (logs / "worker-0.log").read_text() == "epoch=1 loss=0.5\n"
+
+
+def test_log_archive_refuses_a_logs_folder_that_is_a_file_or_link(root: Path) -> None:
+    (root / "ns" / "job" / "logs").write_text("not a folder")
+    with pytest.raises(StorageError):
+        archive_log(root, "ns/job", 0, 0, "x")
+    (root / "ns" / "job" / "logs").unlink()
+    (root / "ns" / "job" / "logs").symlink_to(root / "ns" / "other")
+    with pytest.raises(StorageError):
+        archive_log(root, "ns/job", 0, 0, "x")
+    assert list((root / "ns" / "other").iterdir()) == []

@@ -5,8 +5,10 @@ from __future__ import annotations
 import json
 import os
 import re
+import signal
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -97,3 +99,30 @@ def test_checkpoints_of_an_earlier_job_with_the_same_name_are_not_resumed(tmp_pa
     for output in outputs:
         assert "resumed_from_epoch=0" in output
         assert [line.split()[0] for line in epoch_lines(output)] == ["epoch=1", "epoch=2", "epoch=3"]
+
+
+def test_a_worker_exits_promptly_on_sigterm_even_while_its_peer_is_gone(tmp_path: Path) -> None:
+    # Only worker 0 of two is started: it blocks waiting for its peer, deep in TF, as a
+    # gang member does when another worker died. SIGTERM must still end it at once.
+    address = f"localhost:{free_ports(2)[0]}"
+    env = {
+        **os.environ,
+        "TF_CONFIG": json.dumps(
+            {"cluster": {"worker": [address, "localhost:1"]}, "task": {"type": "worker", "index": 0}}
+        ),
+        "TFMW_SHARED_DIR": str(tmp_path),
+        "TFMW_MARKER_PATH": str(tmp_path / "multiworker-complete.txt"),
+    }
+    process = subprocess.Popen(
+        [sys.executable, "-m", "tfmw_trainer", "--epochs", "100"],
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+    )
+    time.sleep(8)  # long enough to be inside TensorFlow's start-up handshake
+    assert process.poll() is None, "the lone worker should be waiting for its peer"
+    process.send_signal(signal.SIGTERM)
+    out, _ = process.communicate(timeout=30)
+    assert process.returncode == 143, out
+    assert "SIGTERM, exiting with 143" in out
