@@ -8,8 +8,11 @@ import os
 import sys
 
 import kopf
+from prometheus_client import start_http_server
 
-from tfmw_operator.handlers import METRICS_PORT_ENV, SHARED_ROOT_ENV
+from tfmw_operator import leader
+from tfmw_operator.handlers import SHARED_ROOT_ENV
+from tfmw_operator.kube import load_api_client
 
 
 def main(argv: list[str] | None = None) -> None:
@@ -19,19 +22,34 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--metrics-port", type=int, default=8080, help="Prometheus /metrics; 0 turns it off")
     parser.add_argument("--liveness", default="http://0.0.0.0:8081/healthz", help="liveness endpoint URL")
     parser.add_argument("--verbose", action="store_true")
+    parser.add_argument(
+        "--leader-elect", action="store_true", help="run only while holding the Lease (for several replicas)"
+    )
+    parser.add_argument("--leader-election-namespace", default=os.environ.get("POD_NAMESPACE", "tfmw-system"))
+    parser.add_argument("--leader-election-lease", default="tfmw-operator")
     args = parser.parse_args(argv)
     os.environ[SHARED_ROOT_ENV] = args.shared_root
-    os.environ[METRICS_PORT_ENV] = str(args.metrics_port)
+    if args.metrics_port:
+        # Served from the start, also by a standby replica waiting for the lease: the
+        # Deployment's liveness probe asks here.
+        start_http_server(args.metrics_port)
     kopf.configure(verbose=args.verbose)
     if not args.verbose:
         # kopf logs every handler call; at thousands of pods that is most of the CPU.
         logging.getLogger("kopf").setLevel(logging.WARNING)
+    me = leader.identity()
+    if args.leader_elect:
+        logging.basicConfig(level=logging.INFO)
+        load_api_client()  # the elector uses the client's default configuration
+        leader.lead(args.leader_election_namespace, args.leader_election_lease, me)
     kopf.run(
         standalone=True,
         clusterwide=not args.namespace,
         namespaces=args.namespace,
         liveness_endpoint=args.liveness or None,
     )
+    if args.leader_elect:
+        leader.release(args.leader_election_namespace, args.leader_election_lease, me)
 
 
 if __name__ == "__main__":

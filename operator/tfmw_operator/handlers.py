@@ -15,14 +15,12 @@ from pathlib import Path
 from typing import Any
 
 import kopf
-from prometheus_client import start_http_server
 
 from tfmw_operator.api import GROUP, LABEL_JOB_NAME, PLURAL, VERSION
 from tfmw_operator.controller import JobController
 from tfmw_operator.kube import Kube, load_api_client
 
 SHARED_ROOT_ENV = "TFMW_SHARED_ROOT"
-METRICS_PORT_ENV = "TFMW_METRICS_PORT"
 API_THREADS = 64
 
 logger = logging.getLogger(__name__)
@@ -50,9 +48,6 @@ async def start(settings: kopf.OperatorSettings, **_: Any) -> None:
     loop = asyncio.get_running_loop()
     loop.set_default_executor(concurrent.futures.ThreadPoolExecutor(max_workers=API_THREADS))
     shared_root = Path(os.environ.get(SHARED_ROOT_ENV, "/var/lib/tfmw/shared"))
-    port = int(os.environ.get(METRICS_PORT_ENV, "0"))
-    if port:
-        start_http_server(port)
     api_client = await asyncio.to_thread(load_api_client)  # reads files: not on the event loop
     _controller = JobController(Kube(api_client), shared_root)
     _background.add(loop.create_task(_controller.watch_markers()))

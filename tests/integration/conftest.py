@@ -89,7 +89,6 @@ def operator(
 ) -> Iterator[KopfRunner]:
     """The operator in-process, watching the namespaces these tests create."""
     os.environ["TFMW_SHARED_ROOT"] = str(shared_root)
-    os.environ["TFMW_METRICS_PORT"] = "0"
     logging.getLogger("kopf").setLevel(logging.WARNING)
     args = ["run", "--standalone", "--namespace", f"{NAMESPACE_PREFIX}-*", "-m", "tfmw_operator.handlers"]
     with KopfRunner(args, timeout=60) as runner:

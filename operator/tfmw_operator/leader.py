@@ -1,0 +1,74 @@
+"""Leader election on a coordination.k8s.io Lease, with the client library's own elector.
+
+Only the leader runs the operator; the others wait for the lease. A leader that cannot
+renew in time exits at once, so two operators never act on the same jobs: the lease
+outlives a renewal deadline by a margin, and a replaced leader is gone before its
+successor can hold the lease.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import socket
+import threading
+import uuid
+from datetime import UTC, datetime
+
+from kubernetes import client
+from kubernetes.client.exceptions import ApiException
+from kubernetes.leaderelection import electionconfig, leaderelection
+from kubernetes.leaderelection.resourcelock.leaselock import LeaseLock
+
+logger = logging.getLogger(__name__)
+
+LEASE_SECONDS = 15
+RENEW_DEADLINE_SECONDS = 10
+RETRY_SECONDS = 2
+LOST_LEADERSHIP_EXIT_CODE = 3
+
+
+def identity() -> str:
+    return f"{socket.gethostname()}-{uuid.uuid4().hex[:6]}"
+
+
+def lead(namespace: str, name: str, me: str) -> None:
+    """Block until this process holds the lease; keep renewing it in the background.
+
+    The API client configuration must be loaded already (the elector uses the default one).
+    """
+    leading = threading.Event()
+
+    def lost() -> None:
+        logger.error("lost the leader lease %s/%s; exiting so that only one operator acts", namespace, name)
+        os._exit(LOST_LEADERSHIP_EXIT_CODE)
+
+    config = electionconfig.Config(
+        LeaseLock(name, namespace, me),
+        lease_duration=LEASE_SECONDS,
+        renew_deadline=RENEW_DEADLINE_SECONDS,
+        retry_period=RETRY_SECONDS,
+        onstarted_leading=leading.set,
+        onstopped_leading=lost,
+    )
+    elector = leaderelection.LeaderElection(config)
+    threading.Thread(target=elector.run, name="leader-election", daemon=True).start()
+    logger.info("waiting for the leader lease %s/%s as %s", namespace, name, me)
+    leading.wait()
+    logger.info("leading as %s", me)
+
+
+def release(namespace: str, name: str, me: str) -> None:
+    """Hand the lease back on a clean stop, so a standby takes over at once."""
+    api = client.CoordinationV1Api()
+    try:
+        lease = api.read_namespaced_lease(name, namespace, _request_timeout=(5, 10))
+        if lease.spec.holder_identity != me:
+            return
+        lease.spec.holder_identity = None  # the elector takes a lease with no holder at once
+        lease.spec.renew_time = datetime.now(UTC)
+        lease.spec.lease_duration_seconds = 1
+        api.replace_namespaced_lease(name, namespace, lease, _request_timeout=(5, 10))
+        logger.info("released the leader lease %s/%s", namespace, name)
+    except ApiException as error:
+        logger.warning("could not release the leader lease %s/%s: %s", namespace, name, error.reason)
