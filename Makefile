@@ -10,7 +10,7 @@ export KUBECONFIG ?= $(CLUSTER_DIR)/kubeconfig
 PYTEST := python3 -m pytest -p no:cacheprovider
 STAMP := build/.installed
 
-.PHONY: install lint test test-unit test-integration test-e2e run images cluster-up cluster-down \
+.PHONY: install lint test test-unit test-integration test-e2e test-faults faults run images cluster-up cluster-down \
 	cluster-status deploy demo bench mutate kind-up kind-deploy kind-e2e clean
 
 $(STAMP): pyproject.toml hack/versions.env hack/go.mod hack/install-deps.sh
@@ -31,6 +31,7 @@ test: install
 	@hack/stage.sh "unit tests" $(MAKE) --no-print-directory test-unit
 	@hack/stage.sh "integration tests" $(MAKE) --no-print-directory test-integration
 	@hack/stage.sh "end-to-end tests" $(MAKE) --no-print-directory test-e2e
+	@hack/stage.sh "fault tests" $(MAKE) --no-print-directory test-faults
 
 test-unit: install
 	$(PYTEST) tests/unit
@@ -44,6 +45,12 @@ test-e2e: install
 	$(PYTEST) tests/e2e
 
 # Out of cluster, beside the node: the same shared folder the node's pods write.
+# Faults on the local cluster with its node; prints the table of fault, expected and
+# observed end, and seconds to a clear status (also in bench/results/faults.json).
+test-faults faults: install
+	hack/up.sh
+	$(PYTEST) tests/faults
+
 run: install
 	python3 -m tfmw_operator --shared-root $(SHARED_DIR) --metrics-port 8080
 

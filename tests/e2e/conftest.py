@@ -9,11 +9,16 @@ its shared storage.
 from __future__ import annotations
 
 import os
+import shutil
 import subprocess
+import uuid
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
-from kube import LOCAL_KUBECONFIG, REPO, SHARED_DIR, ClusterClient, kubectl
+from kube import LOCAL_KUBECONFIG, REPO, SHARED_DIR, ClusterClient, kubectl, wait_for
+
+NAMESPACE = "default"  # where deploy/ puts the tfmw-shared claim
 
 
 @pytest.fixture(scope="session")
@@ -32,3 +37,24 @@ def kube() -> ClusterClient:
 @pytest.fixture(scope="session")
 def shared_dir() -> Path:
     return Path(os.environ.get("TFMW_E2E_SHARED_DIR") or SHARED_DIR)
+
+
+@pytest.fixture
+def fresh_name(kube: ClusterClient, shared_dir: Path) -> Iterator[Callable[[str], str]]:
+    """Names of this test's own, so no test reads what an earlier one left; afterwards its
+    jobs are deleted and their folders (and any moved aside) removed."""
+    made: list[str] = []
+
+    def fresh(base: str) -> str:
+        name = f"{base}-{uuid.uuid4().hex[:5]}"
+        made.append(name)
+        return name
+
+    yield fresh
+    for name in made:
+        if kube.get_job(NAMESPACE, name) is not None:
+            kube.delete_job(NAMESPACE, name)
+    for name in made:
+        wait_for(f"pods of {name} gone", lambda n=name: not kube.pods(NAMESPACE, n), timeout=120)  # type: ignore[misc]
+        for folder in (shared_dir / NAMESPACE).glob(f"{name}*"):
+            shutil.rmtree(folder, ignore_errors=True)

@@ -80,7 +80,11 @@ INVALID: list[tuple[str, Callable[[Json], None], str]] = [
     ("markerFile with a '.' segment", completion(markerFile="./done"), "spec.completion.markerFile"),
     ("claimName with capitals", spec(sharedVolume={"claimName": "Bad_Name"}), "spec.sharedVolume.claimName"),
     ("claimName with a slash", spec(sharedVolume={"claimName": "a/b"}), "spec.sharedVolume.claimName"),
-    ("negative restart grace", run_policy(restartGracePeriodSeconds=-1), "spec.runPolicy.restartGracePeriodSeconds"),
+    (
+        "negative restart grace",
+        run_policy(restartGracePeriodSeconds=-1),
+        "spec.runPolicy.restartGracePeriodSeconds",
+    ),
     ("negative grace", completion(chiefExitGraceSeconds=-1), "spec.completion.chiefExitGraceSeconds"),
     ("unknown restartPolicy", run_policy(restartPolicy="Always"), "spec.runPolicy.restartPolicy"),
     ("negative backoffLimit", run_policy(backoffLimit=-1), "spec.runPolicy.backoffLimit"),

@@ -1,0 +1,395 @@
+"""Faults on the local cluster: each ends in a terminal or clearly explained state, with
+nothing lost, no duplicate or orphan pod, and no other job touched."""
+
+from __future__ import annotations
+
+import os
+import signal
+import threading
+import time
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+from faults.conftest import kill_component, processes_with, stop_component
+from kube import REPO, ClusterClient, kubectl, wait_for
+from kubernetes import client
+
+Json = dict[str, Any]
+NAMESPACE = "default"
+Report = Callable[[str, str, str, float], None]
+TRAINING_TIMEOUT = 600
+
+
+def manifest(name: str, epochs: int = 200, workers: int = 2, **run_policy: Any) -> Json:
+    job: Json = yaml.safe_load((REPO / "deploy" / "samples" / "mnist-2-workers.yaml").read_text())
+    job["metadata"]["name"] = name
+    job["spec"]["workers"] = workers
+    job["spec"]["runPolicy"].update(run_policy)
+    job["spec"]["template"]["spec"]["containers"][0]["args"] = [f"--epochs={epochs}", "--steps-per-epoch=4"]
+    return job
+
+
+def condition(status: Json, kind: str) -> Json | None:
+    return next(
+        (c for c in status.get("conditions", []) if c["type"] == kind and c["status"] == "True"), None
+    )
+
+
+def status_with(kube: ClusterClient, namespace: str, name: str, kind: str) -> Json | None:
+    """The job's status once its condition `kind` is True."""
+    status = kube.status(namespace, name)
+    return status if condition(status, kind) else None
+
+
+def finished(kube: ClusterClient, name: str) -> Json | None:
+    status = kube.status(NAMESPACE, name)
+    return status if status.get("phase") in ("Succeeded", "Failed") else None
+
+
+def all_running(kube: ClusterClient, name: str, workers: int, attempt: int) -> bool:
+    pods = [
+        p
+        for p in kube.pods(NAMESPACE, name)
+        if p["metadata"]["labels"]["tfmw.dev/attempt"] == str(attempt)
+        and not p["metadata"].get("deletionTimestamp")
+    ]
+    return len(pods) == workers and all(p["status"].get("phase") == "Running" for p in pods)
+
+
+def trainer(uid: str, index: int) -> list[int]:
+    return processes_with(f"TFMW_JOB_UID={uid}", f"TFMW_WORKER_INDEX={index}")
+
+
+def kill_worker(uid: str, index: int) -> None:
+    """SIGKILL a worker's training process, the way the OOM killer does."""
+    pids = wait_for(f"worker {index} process", lambda: trainer(uid, index), timeout=60)
+    child = max(pids)  # the trainer runs in a child of the container's PID 1
+    os.kill(child, signal.SIGKILL)
+
+
+class PodLedger:
+    """Every pod seen of some jobs: one uid per (job, attempt, index), never two attempts at once."""
+
+    def __init__(self, kube: ClusterClient, names: list[str]) -> None:
+        self.kube, self.names = kube, names
+        self.uids: dict[tuple[str, str, str], set[str]] = {}
+        self.overlaps: list[str] = []
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._watch, daemon=True)
+
+    def __enter__(self) -> PodLedger:
+        self._thread.start()
+        return self
+
+    def __exit__(self, *_: object) -> None:
+        self._stop.set()
+        self._thread.join()
+
+    def _watch(self) -> None:
+        while not self._stop.is_set():
+            try:
+                for name in self.names:
+                    attempts = set()
+                    for pod in self.kube.pods(NAMESPACE, name):
+                        labels = pod["metadata"]["labels"]
+                        attempts.add(labels["tfmw.dev/attempt"])
+                        key = (name, labels["tfmw.dev/attempt"], labels["tfmw.dev/replica-index"])
+                        self.uids.setdefault(key, set()).add(pod["metadata"]["uid"])
+                    if len(attempts) > 1:
+                        self.overlaps.append(f"{name}: {sorted(attempts)}")
+            except Exception:  # the API server may be down on purpose
+                pass
+            time.sleep(0.2)
+
+    def assert_clean(self) -> None:
+        duplicates = {k: v for k, v in self.uids.items() if len(v) > 1}
+        assert not duplicates, f"workers created twice: {duplicates}"
+        assert not self.overlaps, f"two attempts at once: {self.overlaps[:3]}"
+
+
+@pytest.fixture
+def operator_pods(kube: ClusterClient) -> Iterator[None]:
+    """Both operator replicas up before a fault, and after it."""
+    kubectl("-n", "tfmw-system", "rollout", "status", "deployment/tfmw-operator", "--timeout=180s")
+    yield
+    kubectl("-n", "tfmw-system", "rollout", "status", "deployment/tfmw-operator", "--timeout=180s")
+
+
+def test_worker_death_restarts_the_whole_gang(
+    kube: ClusterClient, fresh_name: Callable[[str], str], report: Report
+) -> None:
+    name = fresh_name("death")
+    job = kube.create_job(NAMESPACE, manifest(name))
+    kube.wait_phase(NAMESPACE, name, "Running", timeout=TRAINING_TIMEOUT)
+    with PodLedger(kube, [name]) as ledger:
+        killed = time.monotonic()
+        kill_worker(job["metadata"]["uid"], 1)
+        wait_for("the new gang running", lambda: all_running(kube, name, 2, 1), timeout=120, interval=0.1)
+        seconds = time.monotonic() - killed
+    status = kube.status(NAMESPACE, name)
+    assert status["restarts"] == 1 and "worker 1" in status["message"] and "137" in status["message"]
+    ledger.assert_clean()
+    report(
+        "worker SIGKILLed mid-training",
+        "gang restart, new gang Running",
+        f"Running, restarts={status['restarts']}",
+        seconds,
+    )
+
+
+def leader_pod(kube: ClusterClient) -> str:
+    """The operator pod holding the lease: its identity is `<pod name>-<random>`."""
+    lease = client.CoordinationV1Api(kube.api_client).read_namespaced_lease("tfmw-operator", "tfmw-system")
+    identity: str = lease.spec.holder_identity or ""
+    return identity.rsplit("-", 1)[0]
+
+
+def other_leader(kube: ClusterClient, old: str) -> str | None:
+    leader = leader_pod(kube)
+    return leader if leader and leader != old else None
+
+
+def test_operator_leader_killed_during_a_gang_restart(
+    kube: ClusterClient, fresh_name: Callable[[str], str], report: Report, operator_pods: None
+) -> None:
+    name = fresh_name("leader")
+    job = kube.create_job(NAMESPACE, manifest(name))
+    kube.wait_phase(NAMESPACE, name, "Running", timeout=TRAINING_TIMEOUT)
+    old_leader = wait_for("a leader", lambda: leader_pod(kube), timeout=30)
+    with PodLedger(kube, [name]) as ledger:
+        kill_worker(job["metadata"]["uid"], 0)
+        wait_for(
+            "the gang restart begun", lambda: kube.status(NAMESPACE, name).get("restarts") == 1, timeout=60
+        )
+        operators = processes_with(f"HOSTNAME={old_leader}")
+        assert operators, f"no operator process for {old_leader}"
+        killed = time.monotonic()
+        for pid in operators:
+            os.kill(pid, signal.SIGKILL)
+        new_leader = wait_for("another replica to lead", lambda: other_leader(kube, old_leader), timeout=60)
+        takeover = time.monotonic() - killed
+        wait_for("the new gang running", lambda: all_running(kube, name, 2, 1), timeout=180)
+    status = kube.status(NAMESPACE, name)
+    assert status["restarts"] == 1 and status["attempt"] == 1, status
+    ledger.assert_clean()
+    report(
+        "operator leader SIGKILLed in a gang restart",
+        "standby leads, one restart",
+        f"{new_leader[-5:]} leads, restarts={status['restarts']}",
+        takeover,
+    )
+
+
+@pytest.mark.parametrize("component", ["kube-apiserver", "etcd"])
+def test_control_plane_component_killed_and_restarted_mid_job(
+    kube: ClusterClient,
+    fresh_name: Callable[[str], str],
+    report: Report,
+    restore_cluster: Callable[[], None],
+    component: str,
+) -> None:
+    name = fresh_name(component.replace("kube-", ""))
+    kube.create_job(NAMESPACE, manifest(name, epochs=12))
+    kube.wait_phase(NAMESPACE, name, "Running", timeout=TRAINING_TIMEOUT)
+    with PodLedger(kube, [name]) as ledger:
+        kill_component(component)
+        time.sleep(3)
+        restore_cluster()
+        back = time.monotonic()
+        status = kube.wait_phase(NAMESPACE, name, "Succeeded", timeout=TRAINING_TIMEOUT)
+    ledger.assert_clean()
+    assert status["restarts"] == 0, status
+    report(
+        f"{component} SIGKILLed, restarted",
+        "job goes on to Succeeded",
+        "Succeeded, restarts=0",
+        time.monotonic() - back,
+    )
+
+
+def test_kubelet_stopped_then_started_mid_job(
+    kube: ClusterClient, fresh_name: Callable[[str], str], report: Report, restore_cluster: Callable[[], None]
+) -> None:
+    name = fresh_name("kubelet")
+    kube.create_job(NAMESPACE, manifest(name, epochs=40))
+    kube.wait_phase(NAMESPACE, name, "Running", timeout=TRAINING_TIMEOUT)
+    with PodLedger(kube, [name]) as ledger:
+        stop_component("kubelet")
+
+        def node_not_ready() -> bool:
+            node = kube.core.read_node("tfmw-node")
+            return any(c.type == "Ready" and c.status != "True" for c in node.status.conditions)
+
+        wait_for("the node NotReady", node_not_ready, timeout=120, interval=1)
+        during = kube.status(NAMESPACE, name)
+        restore_cluster()
+        back = time.monotonic()
+        status = wait_for(
+            "the job finished",
+            lambda: finished(kube, name),
+            timeout=TRAINING_TIMEOUT,
+        )
+    ledger.assert_clean()
+    assert during["phase"] in ("Running", "Restarting"), during
+    assert status["phase"] == "Succeeded", status
+    report(
+        "kubelet stopped (node NotReady), started",
+        "job stays Running, Succeeded",
+        f"{during['phase']} while down, {status['phase']}",
+        time.monotonic() - back,
+    )
+
+
+def test_a_fifo_at_the_marker_path_is_a_storage_error_not_a_hang(
+    kube: ClusterClient, fresh_name: Callable[[str], str], shared_dir: Path, report: Report
+) -> None:
+    hostile, bystander = fresh_name("fifo"), fresh_name("bystander")
+    kube.create_job(NAMESPACE, manifest(hostile, activeDeadlineSeconds=90))
+    kube.wait_phase(NAMESPACE, hostile, "Running", timeout=TRAINING_TIMEOUT)
+    os.mkfifo(shared_dir / NAMESPACE / hostile / "multiworker-complete.txt")
+    planted = time.monotonic()
+    status = wait_for(
+        "StorageError",
+        lambda: status_with(kube, NAMESPACE, hostile, "StorageError"),
+        timeout=30,
+    )
+    seconds = time.monotonic() - planted
+    assert "not a regular file" in condition(status, "StorageError")["message"]  # type: ignore[index]
+    # The operator is not stuck: another job trains to the end meanwhile.
+    kube.create_job(NAMESPACE, manifest(bystander, epochs=2))
+    kube.wait_phase(NAMESPACE, bystander, "Succeeded", timeout=TRAINING_TIMEOUT)
+    final = kube.wait_phase(NAMESPACE, hostile, "Failed", timeout=180)
+    assert final["reason"] == "DeadlineExceeded"
+    report(
+        "FIFO at the marker path",
+        "StorageError, then the deadline",
+        f"StorageError, {final['reason']}",
+        seconds,
+    )
+
+
+def test_a_symlink_planted_by_a_worker_never_reaches_another_job(
+    kube: ClusterClient, fresh_name: Callable[[str], str], shared_dir: Path, report: Report
+) -> None:
+    attacker, victim = fresh_name("attacker"), fresh_name("victim")
+    attacking = kube.create_job(NAMESPACE, manifest(attacker))
+    kube.create_job(NAMESPACE, manifest(victim))
+    kube.wait_phase(NAMESPACE, attacker, "Running", timeout=TRAINING_TIMEOUT)
+    kube.wait_phase(NAMESPACE, victim, "Running", timeout=TRAINING_TIMEOUT)
+    # What a worker of `attacker` can do in its own folder: plant links to its neighbour.
+    logs = shared_dir / NAMESPACE / attacker / "logs" / "attempt-0"
+    logs.mkdir(parents=True, exist_ok=True)
+    target = shared_dir / NAMESPACE / victim / "multiworker-complete.txt"
+    for index in (0, 1):
+        (logs / f"worker-{index}.log").symlink_to(f"../../../{victim}/multiworker-complete.txt")
+    started = time.monotonic()
+    kill_worker(attacking["metadata"]["uid"], 1)  # a gang restart makes the operator save logs
+    wait_for("the attacker's new gang", lambda: all_running(kube, attacker, 2, 1), timeout=120)
+    seconds = time.monotonic() - started
+    assert not target.exists(), "the operator wrote through a planted link into another job's folder"
+    assert not (logs / "worker-1.log").is_symlink()
+    assert kube.status(NAMESPACE, victim)["phase"] == "Running"
+    report(
+        "worker plants symlinks to another job",
+        "links replaced, neighbour untouched",
+        "neighbour Running",
+        seconds,
+    )
+
+
+def test_a_template_the_api_server_refuses_fails_the_job_naming_the_field(
+    kube: ClusterClient, fresh_name: Callable[[str], str], report: Report
+) -> None:
+    name = fresh_name("typo")
+    job = manifest(name)
+    job["spec"]["template"]["spec"]["containers"][0]["imagePullPolicyy"] = "Always"
+    created = time.monotonic()
+    kube.create_job(NAMESPACE, job)
+    status = kube.wait_phase(NAMESPACE, name, "Failed", timeout=60)
+    assert status["reason"] == "InvalidTemplate" and "imagePullPolicyy" in status["message"], status
+    assert not kube.pods(NAMESPACE, name)
+    report(
+        "typo in the pod template",
+        "Failed InvalidTemplate",
+        f"Failed {status['reason']}",
+        time.monotonic() - created,
+    )
+
+
+def test_pod_creation_refused_by_quota_is_stalled_with_the_api_message(
+    kube: ClusterClient, fresh_name: Callable[[str], str], report: Report
+) -> None:
+    name = fresh_name("quota")
+    namespace = kube.new_namespace("faults-quota")
+    try:
+        kube.core.create_namespaced_resource_quota(
+            namespace, {"metadata": {"name": "one-pod"}, "spec": {"hard": {"pods": "1"}}}
+        )
+        created = time.monotonic()
+        kube.create_job(namespace, manifest(name))
+
+        def stalled() -> Json | None:
+            status = kube.status(namespace, name)
+            found = condition(status, "Stalled")
+            return found if found and found["reason"] == "PodCreationRefused" else None
+
+        found = wait_for("Stalled PodCreationRefused", stalled, timeout=60)
+        assert "exceeded quota" in found["message"], found
+        assert len(kube.pods(namespace, name)) == 1  # slow start: no request storm
+        report(
+            "pod quota exhausted (403)",
+            "Stalled PodCreationRefused",
+            "Stalled, 1 of 2 pods",
+            time.monotonic() - created,
+        )
+    finally:
+        kube.delete_namespace(namespace)
+
+
+def test_a_job_recreated_under_its_name_waits_for_its_predecessor(
+    kube: ClusterClient, fresh_name: Callable[[str], str], report: Report
+) -> None:
+    name = fresh_name("again")
+    first = manifest(name)
+    spec = first["spec"]["template"]["spec"]
+    spec["terminationGracePeriodSeconds"] = 15
+    # A sidecar that ignores SIGTERM keeps the old pods terminating for their grace period.
+    spec["containers"].append(
+        {
+            "name": "stubborn",
+            "image": "tfmw-trainer:dev",
+            "imagePullPolicy": "IfNotPresent",
+            "command": [
+                "python3",
+                "-c",
+                "import signal, time; signal.signal(signal.SIGTERM, signal.SIG_IGN); time.sleep(1e6)",
+            ],
+            "securityContext": {"allowPrivilegeEscalation": False, "capabilities": {"drop": ["ALL"]}},
+        }
+    )
+    old = kube.create_job(NAMESPACE, first)
+    kube.wait_phase(NAMESPACE, name, "Running", timeout=TRAINING_TIMEOUT)
+    kube.delete_job(NAMESPACE, name)
+    wait_for("the old job gone", lambda: kube.get_job(NAMESPACE, name) is None, timeout=30)
+    recreated = time.monotonic()
+    new = kube.create_job(NAMESPACE, manifest(name, epochs=2))
+    waiting = wait_for(
+        "NameInUse",
+        lambda: status_with(kube, NAMESPACE, name, "Stalled"),
+        timeout=30,
+    )
+    assert condition(waiting, "Stalled")["reason"] == "NameInUse"  # type: ignore[index]
+    status = kube.wait_phase(NAMESPACE, name, "Succeeded", timeout=TRAINING_TIMEOUT)
+    seconds = time.monotonic() - recreated
+    assert status["restarts"] == 0, status
+    service = kube.core.read_namespaced_service(name, NAMESPACE)
+    assert service.metadata.owner_references[0].uid == new["metadata"]["uid"] != old["metadata"]["uid"]
+    report(
+        "job re-created while its namesake terminates",
+        "waits (NameInUse), then Succeeded",
+        "Succeeded, own Service",
+        seconds,
+    )
