@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import copy
+import subprocess
+import sys
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
@@ -11,6 +13,8 @@ import pytest
 import yaml
 from kube import REPO, ClusterClient, kubectl
 from wrappers import job
+
+CRD = REPO / "crds" / "tfmwjobs.tfmw.dev.yaml"
 
 Json = dict[str, Any]
 
@@ -102,6 +106,26 @@ INVALID: list[tuple[str, Callable[[Json], None], str]] = [
         lambda m: m["spec"]["template"]["spec"].update(containers=[{"name": "tf"}]),
         "image",
     ),
+    (
+        "typo in a container field",
+        container(imagePullPolicyy="Always"),
+        'unknown field "spec.template.spec.containers[0].imagePullPolicyy"',
+    ),
+    (
+        "typo in the pod spec",
+        lambda m: m["spec"]["template"]["spec"].update(restartPolicyy="Never"),
+        'unknown field "spec.template.spec.restartPolicyy"',
+    ),
+    (
+        "port as text in a container",
+        container(ports=[{"containerPort": "http"}]),
+        "spec.template.spec.containers[0].ports[0].containerPort",
+    ),
+    (
+        "unknown restartPolicy in the pod spec",
+        lambda m: m["spec"]["template"]["spec"].update(restartPolicy="Sometimes"),
+        "spec.template.spec.restartPolicy",
+    ),
     ("TF_CONFIG in env", container(env=[{"name": "TF_CONFIG", "value": "{}"}]), "TF_CONFIG"),
     ("TFMW_ variable in env", container(env=[{"name": "TFMW_WORKER_INDEX", "value": "3"}]), "TFMW_"),
     (
@@ -190,3 +214,16 @@ def test_run_policy_may_change(admission_namespace: str) -> None:
 def test_every_sample_is_accepted(admission_namespace: str, sample: Path) -> None:
     result = apply(admission_namespace, yaml.safe_load(sample.read_text()), "--dry-run=server")
     assert result.returncode == 0, result.stderr
+
+
+def test_the_crd_template_schema_is_the_api_servers_own(tmp_path: Path) -> None:
+    """The CRD's pod template schema is generated from this API server's OpenAPI: current."""
+    openapi = tmp_path / "openapi-v1.json"
+    openapi.write_text(kubectl("get", "--raw", "/openapi/v3/api/v1").stdout)
+    check = subprocess.run(
+        [sys.executable, str(REPO / "hack" / "gen_template_schema.py"), "--check", str(openapi), str(CRD)],
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    assert check.returncode == 0, check.stderr
