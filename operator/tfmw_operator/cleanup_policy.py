@@ -10,6 +10,25 @@ from datetime import datetime, timedelta
 from tfmw_operator.api import CleanPodPolicy, JobSpec
 from tfmw_operator.observed import ObservedPod
 
+# Beyond a pod's grace period: how long a kubelet may take to confirm a deletion.
+STUCK_TERMINATING_SECONDS = 60
+
+
+def overdue_deletions(pods: Sequence[ObservedPod], now: datetime) -> tuple[list[str], datetime | None]:
+    """Pods whose deletion no kubelet confirmed in time (their node is gone), and when to
+    look again at those still within their time. They would block the next attempt for
+    ever, so they are deleted with no grace."""
+    overdue, next_check = [], None
+    for pod in pods:
+        if not pod.deleting or pod.deleting_since is None:
+            continue
+        limit = pod.deleting_since + timedelta(seconds=pod.grace_seconds + STUCK_TERMINATING_SECONDS)
+        if now >= limit:
+            overdue.append(pod.name)
+        else:
+            next_check = limit if next_check is None else min(next_check, limit)
+    return overdue, next_check
+
 
 def doomed_by_policy(job: JobSpec, pods: Sequence[ObservedPod]) -> list[ObservedPod]:
     """Pods that `cleanPodPolicy` removes once the job has finished."""

@@ -17,7 +17,7 @@ from datetime import datetime, timedelta
 
 from tfmw_operator.api import JobSpec, Phase, SpecError, parse_time
 from tfmw_operator.builders import build_pod, build_service
-from tfmw_operator.cleanup_policy import after_finish, doomed_by_policy
+from tfmw_operator.cleanup_policy import after_finish, doomed_by_policy, overdue_deletions
 from tfmw_operator.completion_policy import MarkerVerdict, chief_exit, judge_marker
 from tfmw_operator.decision import (
     Action,
@@ -42,8 +42,6 @@ NAMESAKE_RECHECK_SECONDS = 2.0
 MAX_CREATE_BACKOFF_SECONDS = 300.0
 RESTART_BACKOFF_SECONDS = 10.0
 MAX_RESTART_BACKOFF = 300.0
-# Beyond a pod's grace period: how long a kubelet may take to confirm a deletion.
-STUCK_TERMINATING_SECONDS = 60
 
 
 @dataclass
@@ -78,16 +76,8 @@ class _Step:
         names = tuple(p.name for p in pods if not p.deleting)
         if names:
             self.actions.append(DeletePods(names, grace_seconds))
-        # A pod whose kubelet never confirms its deletion (the node is gone) would block
-        # the next attempt for ever: past its grace period and a margin, it is forced.
-        stuck = []
-        for pod in pods:
-            if pod.deleting and pod.deleting_since is not None:
-                limit = pod.deleting_since + timedelta(seconds=pod.grace_seconds + STUCK_TERMINATING_SECONDS)
-                if self.now >= limit:
-                    stuck.append(pod.name)
-                else:
-                    self.wake_at(limit)
+        stuck, next_check = overdue_deletions(pods, self.now)
+        self.wake_at(next_check)
         if stuck:
             self.actions.append(DeletePods(tuple(stuck), 0, force=True))
             self.event(
