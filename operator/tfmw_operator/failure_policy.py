@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 
 from tfmw_operator.api import JobSpec, RestartPolicy
 from tfmw_operator.builders import pod_name
@@ -18,6 +18,8 @@ from tfmw_operator.observed import ObservedPod
 # something happened to the worker, not a bug in the program.
 FIRST_SIGNAL_EXIT_CODE = 128
 MESSAGE_TAIL_LINES = 5
+# A worker whose kubelet has not reported for this long (phase Unknown) is taken as lost.
+NODE_LOST_SECONDS = 60
 
 
 @dataclass(frozen=True)
@@ -73,7 +75,7 @@ def is_retryable(failure: WorkerFailure, policy: RestartPolicy) -> bool:
     return code is None or code == 0 or code >= FIRST_SIGNAL_EXIT_CODE
 
 
-def first_failure(job: JobSpec, current: Sequence[ObservedPod]) -> WorkerFailure | None:
+def first_failure(job: JobSpec, current: Sequence[ObservedPod], now: datetime) -> WorkerFailure | None:
     """The worker that died first is the cause; the others usually fail because of it."""
     by_index = {p.index: p for p in current}
     failures: list[tuple[datetime, WorkerFailure]] = []
@@ -86,14 +88,19 @@ def first_failure(job: JobSpec, current: Sequence[ObservedPod]) -> WorkerFailure
             failures.append((pod.finished_at or never, failure_of(pod)))
         elif pod.deleting and pod.phase != "Succeeded":
             failures.append((never, vanished(index, pod.name)))
+        elif pod.phase == "Unknown" and now >= (pod.changed_at or now) + timedelta(seconds=NODE_LOST_SECONDS):
+            lost = f"its node has not reported for {NODE_LOST_SECONDS}s (phase Unknown)"
+            failures.append((never, WorkerFailure(index, pod.name, None, lost, disrupted=True)))
     if not failures:
         return None
     return min(failures, key=lambda item: (item[0], item[1].index))[1]
 
 
-def judge_failures(job: JobSpec, current: Sequence[ObservedPod], restarts: int) -> Fail | Restart | None:
+def judge_failures(
+    job: JobSpec, current: Sequence[ObservedPod], restarts: int, now: datetime
+) -> Fail | Restart | None:
     """For a launched attempt: None while no worker failed, else restart or fail."""
-    failure = first_failure(job, current)
+    failure = first_failure(job, current, now)
     if failure is None:
         return None
     policy = job.run_policy

@@ -149,7 +149,7 @@ def _decide(step: _Step, job: JobSpec) -> None:
         step.actions.append(EnsureService(build_service(job)))
         step.event("Warning", "ServiceRecreated", f"Service {job.name} was missing; created it again")
 
-    verdict = judge_failures(job, current, step.status.restarts)
+    verdict = judge_failures(job, current, step.status.restarts, step.now)
     if isinstance(verdict, Fail):
         _fail(step, job, verdict, delete=doomed_by_policy(job, current))
         return

@@ -534,6 +534,16 @@ def test_a_worker_in_phase_unknown_keeps_a_running_job_running() -> None:
     assert decision.status.phase == "Running"
 
 
+def test_a_worker_unknown_for_a_minute_is_lost_and_restarts_the_gang() -> None:
+    j = job().launched(phase="Running").obj()
+    unknown = pod(j, 1).running().obj()
+    unknown["status"].update(phase="Unknown")
+    unknown["status"]["conditions"][0]["lastTransitionTime"] = "2026-01-01T12:00:00Z"
+    assert decide(j, [pod(j, 0).running().obj(), unknown], now=at(59)).status.phase == "Running"
+    lost = decide(j, [pod(j, 0).running().obj(), unknown], now=at(61))
+    assert lost.status.phase == "Restarting" and "has not reported" in str(lost.status.message)
+
+
 def test_ready_counts_ready_workers_not_running_ones() -> None:
     j = job().launched(phase="Running").obj()
     decision = decide(j, [pod(j, 0).running().obj(), pod(j, 1).running(ready=False).obj()])
