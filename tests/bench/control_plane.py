@@ -38,7 +38,7 @@ from kube import (
 )
 from kubernetes import watch
 from operator_process import OperatorProcess
-from wrappers import simulated_job
+from wrappers import simulated_job, write_marker
 
 RESULTS = REPO / "bench" / "results"
 THREADS = 32
@@ -162,7 +162,7 @@ def main() -> None:
     os.environ.setdefault("KUBECONFIG", LOCAL_KUBECONFIG)
     os.environ["PATH"] = f"{REPO / 'hack' / 'bin'}:{os.environ['PATH']}"
     kubectl("apply", "-f", str(REPO / "crds" / "tfmwjobs.tfmw.dev.yaml"))
-    pause_deployed_operator()
+    resume_deployed_operator = pause_deployed_operator()
     kube = ClusterClient()
     SimulatedKubelet.register_node(kube)
     kubelet = SimulatedKubelet(kube).start()
@@ -183,9 +183,7 @@ def main() -> None:
         kubelet.run_all(namespace, "writes")
         kube.wait_phase(namespace, "writes", "Running")
         # As the trainer does: the chief writes the marker, then the workers exit.
-        (shared_root / namespace / "writes" / "multiworker-complete.txt").write_text(
-            json.dumps({"job_uid": created["metadata"]["uid"]})
-        )
+        write_marker(shared_root / namespace / "writes", created["metadata"]["uid"])
         kube.wait_phase(namespace, "writes", "Succeeded")
         for i in range(4):
             kubelet.exit(namespace, f"writes-worker-{i}", 0)
@@ -242,8 +240,7 @@ def main() -> None:
             kube.wait_pods(namespace, name, 2)
             kubelet.run_all(namespace, name)
             kube.wait_phase(namespace, name, "Running")
-            path = shared_root / namespace / name / "multiworker-complete.txt"
-            path.write_text(json.dumps({"job_uid": job["metadata"]["uid"]}))
+            write_marker(shared_root / namespace / name, job["metadata"]["uid"])
             written = time.monotonic()
             kube.wait_phase(namespace, name, "Succeeded", timeout=30)
             marker_latencies.append(time.monotonic() - written)
@@ -295,6 +292,8 @@ def main() -> None:
         # The simulated kubelet must outlive the namespaces: it confirms their pods' deletion.
         wait_for("bench namespaces gone", lambda: not terminating_namespaces(kube), timeout=600, interval=1)
         kubelet.stop()
+        SimulatedKubelet.remove_node(kube)
+        resume_deployed_operator()
 
     RESULTS.mkdir(parents=True, exist_ok=True)
     (RESULTS / "control-plane.json").write_text(json.dumps(results, indent=2) + "\n")

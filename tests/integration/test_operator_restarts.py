@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 import random
 import threading
 import time
@@ -11,7 +10,7 @@ from pathlib import Path
 
 from kube import ClusterClient, SimulatedKubelet
 from operator_process import OperatorProcess
-from wrappers import simulated_job
+from wrappers import simulated_job, write_marker
 
 JOBS = 16
 WORKERS = 3
@@ -73,8 +72,7 @@ def test_operator_killed_at_random_points_never_duplicates_or_orphans(
             kube.wait_pods(namespace, name, WORKERS, attempt=1, timeout=60)
             kubelet.run_all(namespace, name)
             kube.wait_phase(namespace, name, "Running", timeout=60)
-            marker = shared_root / namespace / name / "multiworker-complete.txt"
-            marker.write_text(json.dumps({"job_uid": job["metadata"]["uid"]}))
+            write_marker(shared_root / namespace / name, job["metadata"]["uid"])
             status = kube.wait_phase(namespace, name, "Succeeded", timeout=60)
             assert status["restarts"] == 1, f"{name}: {status['restarts']} restarts recorded for one failure"
             assert status["attempt"] == 1

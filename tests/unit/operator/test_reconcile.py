@@ -1,4 +1,4 @@
-"""The reconcile core, rule by rule of the lifecycle in the API contract: observed state -> decision."""
+"""The reconcile core, rule by rule as the README's "The job" and "Reliability" state them: observed state -> decision."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""Real multi-worker training: worker processes on localhost, TF_CONFIG in the contract's shape."""
+"""Real multi-worker training: worker processes on localhost, TF_CONFIG as the operator writes it."""
 
 from __future__ import annotations
 
