@@ -129,7 +129,7 @@ class Kube:
                 _request_timeout=REQUEST_TIMEOUT,
             )
         except ApiException as error:
-            if error.status == 409 or _namespace_terminating(error):
+            if error.status == 409:
                 return  # created by an earlier reconcile that did not record it
             if error.status in (400, 422):
                 raise CreateRefused(True, api_message(error)) from error

@@ -73,7 +73,12 @@ def restore_cluster() -> Iterator[Callable[[], None]]:
     """Starts whatever is not running; the test calls it, and so does the teardown."""
 
     def up() -> None:
-        subprocess.run([str(REPO / "hack" / "cluster.sh"), "up"], check=True, capture_output=True)
+        done = subprocess.run(
+            [str(REPO / "hack" / "cluster.sh"), "up"], capture_output=True, text=True, check=False
+        )
+        assert done.returncode == 0, (
+            f"hack/cluster.sh up failed:\n{done.stdout[-3000:]}\n{done.stderr[-3000:]}"
+        )
 
     yield up
     up()
