@@ -74,10 +74,7 @@ demo: install
 
 # Mutation testing of the pure core (not part of make test: it takes minutes).
 mutate: install
-	python3 -m pip install -q --disable-pip-version-check mutmut==3.8.1
-	rm -rf mutants
-	TFMW_HYPOTHESIS_EXAMPLES=100 mutmut run --max-children 2 || true
-	python3 hack/mutation_score.py
+	hack/mutate.sh
 
 bench: install
 	hack/cluster.sh up --no-node

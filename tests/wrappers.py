@@ -8,12 +8,16 @@ from __future__ import annotations
 
 import copy
 import json
+from collections.abc import Sequence
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
-from tfmw_operator.api import API_VERSION, DEFAULT_MARKER_FILE, KIND, format_time, parse_job
-from tfmw_operator.builders import build_pod
+from tfmw_operator.api import API_VERSION, DEFAULT_MARKER_FILE, KIND, JobSpec, format_time, parse_job
+from tfmw_operator.builders import build_pod, build_service
+from tfmw_operator.decision import Decision, Observed, parse_spec
+from tfmw_operator.observed import MarkerState
+from tfmw_operator.reconcile import reconcile
 
 Json = dict[str, Any]
 T0 = datetime(2026, 1, 1, 12, 0, 0, tzinfo=UTC)
@@ -221,3 +225,17 @@ def write_marker(job_dir: Path, job_uid: str | None, name: str = DEFAULT_MARKER_
     content = "done\n" if job_uid is None else json.dumps({"job_uid": job_uid, "attempt": 0})
     path.write_text(content)
     return path
+
+
+def decide(
+    job_obj: Json,
+    pods: Sequence[Json] = (),
+    marker: MarkerState | None = None,
+    now: datetime = T0 + timedelta(seconds=20),
+    **observed: Any,
+) -> Decision:
+    """The core's decision for a job whose Service exists (unless `service=` says otherwise),
+    at 20 s past T0 unless `now=` says otherwise."""
+    spec = parse_spec(job_obj)
+    observed.setdefault("service", build_service(spec) if isinstance(spec, JobSpec) else None)
+    return reconcile(Observed.of(job_obj, pods, marker or MarkerState(), now, **observed))

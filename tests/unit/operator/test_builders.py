@@ -1,8 +1,8 @@
 import json
 
 from tfmw_operator.api import parse_job
-from tfmw_operator.builders import build_pod, build_service, build_tf_config
-from wrappers import container_env, job
+from tfmw_operator.builders import build_event, build_pod, build_service, build_tf_config
+from wrappers import at, container_env, job
 
 
 def test_tf_config_per_worker_matches_the_contract_exactly() -> None:
@@ -138,3 +138,26 @@ def test_every_container_reports_its_log_tail_on_failure_unless_it_says_otherwis
         c.get("terminationMessagePolicy") for c in pod["spec"]["initContainers"] + pod["spec"]["containers"]
     ]
     assert policies == ["FallbackToLogsOnError", "FallbackToLogsOnError", "File"]
+
+
+def test_an_event_names_the_job_and_is_cut_to_the_api_limit() -> None:
+    j = job("mnist", namespace="team-a").obj()
+    event = build_event(j, "Warning", "GangRestart", "x" * 5000, at(3), "abc123")
+    assert event == {
+        "metadata": {"name": "mnist.abc123", "namespace": "team-a"},
+        "involvedObject": {
+            "apiVersion": "tfmw.dev/v1alpha1",
+            "kind": "TFMultiWorkerJob",
+            "name": "mnist",
+            "namespace": "team-a",
+            "uid": "uid-mnist",
+        },
+        "type": "Warning",
+        "reason": "GangRestart",
+        "message": "x" * 1024,
+        "firstTimestamp": "2026-01-01T12:00:03Z",
+        "lastTimestamp": "2026-01-01T12:00:03Z",
+        "count": 1,
+        "source": {"component": "tfmw-operator"},
+        "reportingComponent": "tfmw-operator",
+    }

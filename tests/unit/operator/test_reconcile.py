@@ -2,12 +2,10 @@
 
 from __future__ import annotations
 
-from collections.abc import Sequence
-from datetime import datetime
 from typing import Any
 
 import pytest
-from tfmw_operator.api import JobSpec, parse_job
+from tfmw_operator.api import parse_job
 from tfmw_operator.builders import build_service
 from tfmw_operator.decision import (
     CreateError,
@@ -21,30 +19,15 @@ from tfmw_operator.decision import (
     Observed,
     PatchStatus,
     RemoveMarker,
-    parse_spec,
 )
 from tfmw_operator.observed import MarkerState
-from tfmw_operator.reconcile import reconcile
 from tfmw_operator.status import Condition, ConditionType, WorkerCounts
-from wrappers import at, env_of, job, pod
+from wrappers import at, decide, env_of, job, pod
 
 Json = dict[str, Any]
 MARKER = MarkerState(True, "uid-mnist", at(50))
 NO_MARKER = MarkerState()
 NOW = at(20)
-
-
-def decide(
-    job_obj: Json,
-    pods: Sequence[Json] = (),
-    marker: MarkerState = NO_MARKER,
-    now: datetime = NOW,
-    **observed: Any,
-) -> Decision:
-    """The decision for a job whose Service exists, unless `service=` says otherwise."""
-    spec = parse_spec(job_obj)
-    observed.setdefault("service", build_service(spec) if isinstance(spec, JobSpec) else None)
-    return reconcile(Observed.of(job_obj, pods, marker, now, **observed))
 
 
 def created(decision: Decision) -> list[tuple[int, int]]:

@@ -30,11 +30,30 @@ RUNNING: dict[str, Any] = {
 }
 
 
+FAILED: dict[str, Any] = {
+    **RUNNING,
+    "phase": "Failed",
+    "completionTime": "2026-01-01T12:01:00Z",
+    "reason": "WorkerFailed",
+    "message": "worker 1 exited with code 1",
+    "marker": {"path": "default/mnist/done", "observedTime": "2026-01-01T12:00:59Z"},
+    "workers": {"pending": 1, "running": 2, "succeeded": 3, "failed": 4},
+}
+
+
 def test_status_round_trips_through_json() -> None:
     status = JobStatus.from_json(RUNNING)
     assert status.phase is Phase.RUNNING and status.launched and status.restarts == 1
     assert status.workers == WorkerCounts(running=2)
     assert status.to_json() == RUNNING
+
+
+def test_every_field_round_trips() -> None:
+    status = JobStatus.from_json(FAILED)
+    assert status.finished and status.reason == "WorkerFailed" and status.marker is not None
+    assert status.marker.path == "default/mnist/done" and status.completion_time == at(60)
+    assert status.workers == WorkerCounts(1, 2, 3, 4)
+    assert status.to_json() == FAILED
 
 
 @pytest.mark.parametrize(

@@ -1,0 +1,20 @@
+#!/usr/bin/env bash
+# Mutation testing of the pure core (make mutate): mutmut changes the code one small way at
+# a time and runs the unit tests; a mutant they do not notice is a rule no test holds.
+# mutmut names modules after their path below ./ or src/, so it runs in a staged copy
+# (build/mutate/) where operator/ is src/.
+set -euo pipefail
+source "$(dirname "$0")/lib.sh"
+python3 -m pip install -q --disable-pip-version-check mutmut==3.8.1
+stage=$repo/build/mutate
+rm -rf "$stage"
+mkdir -p "$stage"
+cp -r "$repo/operator" "$stage/src"
+cp -r "$repo/trainer" "$repo/tests" "$repo/crds" "$stage/"
+sed 's|^pythonpath = \["operator", |pythonpath = ["src", |' "$repo/pyproject.toml" >"$stage/pyproject.toml"
+cd "$stage"
+start=$(date +%s)
+# Fewer property-test examples per mutant: each of them runs the unit tests again.
+TFMW_HYPOTHESIS_EXAMPLES=100 mutmut run --max-children "$(nproc)" || true
+python3 "$repo/hack/mutation_score.py"
+echo "mutation testing took $(( $(date +%s) - start ))s"

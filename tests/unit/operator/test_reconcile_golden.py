@@ -1,0 +1,256 @@
+"""Whole decisions, pinned: for each scenario, every field of the new status, every action
+(pods and Service in full), every event with its message, the requeue and the marker to
+watch. The other unit tests state rules one at a time; these catch any change at all in
+what a user sees (`kubectl get`, `describe`, Events), so each change is a reviewed one.
+
+After an intended change: TFMW_UPDATE_GOLDEN=1 pytest tests/unit/operator/test_reconcile_golden.py,
+then read the diff of golden/decisions.json.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import os
+from collections.abc import Callable
+from datetime import datetime
+from pathlib import Path
+from typing import Any
+
+import pytest
+from tfmw_operator.decision import (
+    CreateError,
+    CreateErrorKind,
+    CreatePods,
+    Decision,
+    EnsureService,
+    PatchStatus,
+)
+from tfmw_operator.observed import MarkerState, observe_pod
+from wrappers import at, decide, job, pod
+
+Json = dict[str, Any]
+GOLDEN = Path(__file__).parent / "golden" / "decisions.json"
+UPDATE = os.environ.get("TFMW_UPDATE_GOLDEN") == "1"
+MARKER = MarkerState(True, "uid-mnist", at(50), attempt=0)
+
+
+def running(j: Json, n: int = 2, attempt: int = 0) -> list[Json]:
+    return [pod(j, i, attempt).running().obj() for i in range(n)]
+
+
+def _sidecar_job() -> Json:
+    template = {
+        "metadata": {"labels": {"team": "ml"}, "annotations": {"note": "x"}},
+        "spec": {
+            "terminationGracePeriodSeconds": 3,
+            "initContainers": [{"name": "init", "image": "busybox"}],
+            "containers": [
+                {"name": "logger", "image": "busybox", "env": [{"name": "KEEP", "value": "1"}]},
+                {"name": "tensorflow", "image": "t", "ports": [{"name": "tfmw", "containerPort": 1}]},
+            ],
+            "volumes": [{"name": "tfmw-shared", "emptyDir": {}}, {"name": "data", "emptyDir": {}}],
+        },
+    }
+    return job("side", namespace="team-a").workers(3).port(3456).template(template).obj()
+
+
+def _evicted(j: Json) -> Json:
+    evicted = pod(j, 1).exited(1, message="SIGTERM").obj()
+    evicted["status"].update(reason="Evicted", message="The node was low on resource: memory.")
+    return evicted
+
+
+SCENARIOS: dict[str, Callable[[], Decision]] = {
+    "new job": lambda: decide(job().workers(3).obj()),
+    "new job with sidecars and its own template": lambda: decide(_sidecar_job()),
+    "new job created suspended": lambda: decide(job().run_policy(suspend=True).obj()),
+    "new job, a namesake's pod still there": lambda: decide(
+        job().obj(), [pod(job().obj() | {"metadata": {**job().obj()["metadata"], "uid": "old"}}, 0).obj()]
+    ),
+    "new job, stale marker of a namesake": lambda: decide(
+        job().obj(), marker=MarkerState(True, None, at(-5))
+    ),
+    "new job, creation refused as invalid": lambda: decide(
+        job().obj(), create_error=CreateError(CreateErrorKind.INVALID, "spec.volumes[0]: Invalid", 1, at(19))
+    ),
+    "new job, creation forbidden, backing off": lambda: decide(
+        job().obj(), create_error=CreateError(CreateErrorKind.FORBIDDEN, "exceeded quota", 2, at(19))
+    ),
+    "pods created, none started": lambda: decide(
+        job().launched().obj(), [pod(job().obj(), i).obj() for i in (0, 1)]
+    ),
+    "all running": lambda: decide(job().launched().obj(), running(job().obj())),
+    "running, service missing": lambda: decide(
+        job().launched(phase="Running").obj(), running(job().obj()), service=None
+    ),
+    "running, storage error": lambda: decide(
+        job().launched(phase="Running").obj(), running(job().obj()), storage_error="default/mnist/m: ELOOP"
+    ),
+    "marker written": lambda: decide(
+        job().launched(phase="Running").obj(), running(job().obj()), MARKER, at(51)
+    ),
+    "marker of another job": lambda: decide(
+        job().launched(phase="Running").obj(), running(job().obj()), MarkerState(True, "uid-other", at(5))
+    ),
+    "worker exits 137": lambda: decide(
+        job().launched(phase="Running").obj(),
+        [pod(job().obj(), 0).running().obj(), pod(job().obj(), 1).exited(137, reason="OOMKilled").obj()],
+    ),
+    "worker exits 1": lambda: decide(
+        job().launched(phase="Running").obj(),
+        [
+            pod(job().obj(), 0).running().obj(),
+            pod(job().obj(), 1).exited(1, message="a\nb\nc\nd\ne\nf\nValueError").obj(),
+        ],
+    ),
+    "worker evicted": lambda: decide(
+        job().launched(phase="Running").obj(), [pod(job().obj(), 0).running().obj(), _evicted(job().obj())]
+    ),
+    "backoff limit reached": lambda: decide(
+        job().run_policy(backoffLimit=1).launched(attempt=1, phase="Running", restarts=1).obj(),
+        [pod(job().obj(), 0, 1).running().obj(), pod(job().obj(), 1, 1).exited(143).obj()],
+    ),
+    "old pods terminating": lambda: decide(
+        job().launched(attempt=0, phase="Restarting").status(attempt=1, restarts=1).obj(),
+        [pod(job().obj(), 0, 0).running().deleting().obj(), pod(job().obj(), 1, 0).exited(137).obj()],
+    ),
+    "next attempt": lambda: decide(
+        job().launched(attempt=0, phase="Restarting").status(attempt=1, restarts=1).obj()
+    ),
+    "restarted gang running": lambda: decide(
+        job().launched(attempt=1, phase="Restarting", restarts=1).condition("Restarting").obj(),
+        running(job().obj(), attempt=1),
+    ),
+    "chief exited 0, grace running": lambda: decide(
+        job().launched(phase="Running").obj(),
+        [pod(job().obj(), 0).exited(0).obj(), pod(job().obj(), 1).running().obj()],
+    ),
+    "chief exited 0, no marker after grace": lambda: decide(
+        job().launched(phase="Running").obj(),
+        [pod(job().obj(), 0).exited(0).obj(), pod(job().obj(), 1).running().obj()],
+        now=at(45),
+    ),
+    "unschedulable": lambda: decide(
+        job().run_policy(pendingTimeoutSeconds=60).launched().obj(),
+        [pod(job().obj(), 0).unschedulable().obj(), pod(job().obj(), 1).created(5).obj()],
+    ),
+    "pending timeout": lambda: decide(
+        job().run_policy(pendingTimeoutSeconds=10).launched().obj(),
+        [
+            pod(job().obj(), 0).running().obj(),
+            pod(job().obj(), 1).waiting("ImagePullBackOff", "no such image").obj(),
+        ],
+    ),
+    "image never pulled": lambda: decide(
+        job().launched().obj(), [pod(job().obj(), 0).waiting("ErrImageNeverPull", "not present").obj()]
+    ),
+    "deadline": lambda: decide(
+        job().run_policy(activeDeadlineSeconds=10).launched(phase="Running").obj(), running(job().obj())
+    ),
+    "suspended while running": lambda: decide(
+        job().run_policy(suspend=True).launched(phase="Running").obj(), running(job().obj())
+    ),
+    "resumed": lambda: decide(job().launched(phase="Suspended").condition("Suspended").obj()),
+    "finished, ttl running": lambda: decide(
+        job()
+        .run_policy(ttlSecondsAfterFinished=100, cleanPodPolicy="All")
+        .status(phase="Succeeded", completionTime="2026-01-01T12:00:10Z", attempt=0, launchedAttempt=0)
+        .obj(),
+        [pod(job().obj(), 0).exited(0).obj()],
+    ),
+    "finished, ttl over": lambda: decide(
+        job()
+        .run_policy(ttlSecondsAfterFinished=5)
+        .status(phase="Failed", completionTime="2026-01-01T12:00:10Z", attempt=1, launchedAttempt=1)
+        .obj(),
+        [pod(job().obj(), 0, 0).running().obj(), pod(job().obj(), 1, 1).exited(1).obj()],
+    ),
+    "invalid spec": lambda: decide(job().workers(0).obj()),
+}
+
+
+def render(decision: Decision) -> Json:
+    def action(item: Any) -> Json:
+        if isinstance(item, PatchStatus):
+            return {"PatchStatus": "the status above"}
+        if isinstance(item, CreatePods | EnsureService):
+            return {type(item).__name__: dataclasses.asdict(item)}
+        return {type(item).__name__: json.loads(json.dumps(dataclasses.asdict(item), default=str))}
+
+    return {
+        "status": decision.status.to_json(),
+        "actions": [action(a) for a in decision.actions],
+        "events": [[e.type, e.reason, e.message] for e in decision.events],
+        "requeue_after": decision.requeue_after,
+        "watch_marker": decision.watch_marker,
+        "finished": decision.finished,
+        "milestones": sorted(decision.milestones),
+    }
+
+
+OBSERVED_PODS: dict[str, Json] = {
+    "running": pod(job().obj(), 0).running().obj(),
+    "exited 137": pod(job().obj(), 1, 2).exited(137, reason="OOMKilled", message="out of memory").obj(),
+    "evicted": _evicted(job().obj()),
+    "unschedulable": pod(job().obj(), 0).unschedulable().obj(),
+    "image pull": pod(job().obj(), 0).waiting("ImagePullBackOff", "no such image").obj(),
+    "deleting": pod(job().obj(), 0).running().deleting().obj(),
+    "sidecars": pod(_sidecar_job(), 2)
+    .container_statuses(
+        "Running",
+        {"name": "logger", "state": {"terminated": {"exitCode": 143}}},
+        {
+            "name": "tensorflow",
+            "state": {"terminated": {"exitCode": 3, "finishedAt": "2026-01-01T12:00:09Z"}},
+        },
+    )
+    .obj(),
+    "init failed": {
+        **pod(_sidecar_job(), 1).obj(),
+        "status": {
+            "phase": "Failed",
+            "initContainerStatuses": [
+                {"name": "init", "state": {"terminated": {"exitCode": 2, "reason": "Error"}}}
+            ],
+            "containerStatuses": [
+                {"name": "tensorflow", "state": {"waiting": {"reason": "PodInitializing"}}}
+            ],
+        },
+    },
+}
+
+
+def golden() -> Json:
+    return {
+        "decisions": {name: render(scenario()) for name, scenario in SCENARIOS.items()},
+        "observed pods": {
+            name: json.loads(json.dumps(dataclasses.asdict(observe_pod(raw)), default=_time))  # type: ignore[arg-type]
+            for name, raw in OBSERVED_PODS.items()
+        },
+    }
+
+
+def _time(value: object) -> str:
+    return value.isoformat() if isinstance(value, datetime) else str(value)
+
+
+CURRENT: Json = json.loads(json.dumps(golden(), default=_time))  # as stored: tuples become lists
+if UPDATE:
+    GOLDEN.parent.mkdir(exist_ok=True)
+    GOLDEN.write_text(json.dumps(CURRENT, indent=1, sort_keys=True) + "\n")
+PINNED: Json = json.loads(GOLDEN.read_text())
+
+
+@pytest.mark.parametrize("name", list(SCENARIOS))
+def test_decision_is_as_pinned(name: str) -> None:
+    assert CURRENT["decisions"][name] == PINNED["decisions"][name]
+
+
+@pytest.mark.parametrize("name", list(OBSERVED_PODS))
+def test_observed_pod_is_as_pinned(name: str) -> None:
+    assert CURRENT["observed pods"][name] == PINNED["observed pods"][name]
+
+
+def test_every_pinned_scenario_still_exists() -> None:
+    assert set(PINNED["decisions"]) == set(SCENARIOS) and set(PINNED["observed pods"]) == set(OBSERVED_PODS)
