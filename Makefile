@@ -11,7 +11,7 @@ PYTEST := python3 -m pytest -p no:cacheprovider
 STAMP := build/.installed
 
 .PHONY: install lint test test-unit test-integration test-e2e test-faults faults run images cluster-up cluster-down \
-	cluster-status deploy demo bench mutate kind-up kind-deploy kind-e2e clean
+	cluster-status deploy demo bench mutate golden kind-up kind-deploy kind-e2e clean
 
 $(STAMP): pyproject.toml hack/versions.env hack/go.mod hack/install-deps.sh
 	hack/install-deps.sh
@@ -71,6 +71,11 @@ deploy: install
 
 demo: install
 	hack/demo.sh
+
+# Pin what the reconcile core decides now (after an intended change; review the diff).
+golden: install
+	PYTHONPATH=operator:trainer:tests python3 -c \
+		"from unit.operator.test_reconcile_golden import write_golden; write_golden()"
 
 # Mutation testing of the pure core (not part of make test: it takes minutes).
 mutate: install
