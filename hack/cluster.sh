@@ -34,7 +34,9 @@ EOF
 }
 
 node_address() {
-  ip addr show dev lo | grep -q " $node_ip/" || ip addr add "$node_ip/32" dev lo
+  # No `| grep -q` under pipefail: grep quitting early makes `ip` die of SIGPIPE, the
+  # pipeline fail, and the address be added twice.
+  [[ $(ip addr show dev lo) == *" $node_ip/"* ]] || ip addr add "$node_ip/32" dev lo
 }
 
 # The operator's own requests, to check its RBAC grants against what it really does.

@@ -19,7 +19,7 @@ import_image() { # name
   local id stamp=$out/${1%%:*}.imported
   id=$(buildah inspect --type image --format '{{.FromImageID}}' "$name")
   if [[ -f $stamp && $(cat "$stamp") == "$id" ]] &&
-    ctr --address "$sock" -n k8s.io images ls -q | grep -q "/${name}\$"; then
+    [[ $(ctr --address "$sock" -n k8s.io images ls -q)$'\n' == *"/${name}"$'\n'* ]]; then
     return 0
   fi
   rm -f "$archive"

@@ -8,24 +8,71 @@ successor can hold the lease.
 
 from __future__ import annotations
 
+import functools
 import logging
 import os
 import socket
 import threading
 import uuid
 from datetime import UTC, datetime
+from typing import Any
 
 from kubernetes import client
-from kubernetes.client.exceptions import ApiException
 from kubernetes.leaderelection import electionconfig, leaderelection
 from kubernetes.leaderelection.resourcelock.leaselock import LeaseLock
 
 logger = logging.getLogger(__name__)
 
+# (connect, read) seconds: a renewal that hangs must fail within the renew deadline.
+LEASE_REQUEST_TIMEOUT = (3.0, 5.0)
 LEASE_SECONDS = 15
 RENEW_DEADLINE_SECONDS = 10
 RETRY_SECONDS = 2
 LOST_LEADERSHIP_EXIT_CODE = 3
+
+
+class _Timed:
+    """An API object whose every call carries LEASE_REQUEST_TIMEOUT."""
+
+    def __init__(self, api: object) -> None:
+        self._api = api
+
+    def __getattr__(self, name: str) -> Any:
+        return functools.partial(getattr(self._api, name), _request_timeout=LEASE_REQUEST_TIMEOUT)
+
+
+class SafeLeaseLock(LeaseLock):  # type: ignore[misc]
+    """The client's LeaseLock with a timeout on every call, and any failure a failed try.
+
+    The stock lock lets a connection error escape (it catches only ApiException), which
+    ends the elector's thread: a standby then never leads, and a leader stops renewing
+    without stopping work.
+    """
+
+    def __init__(self, name: str, namespace: str, identity: str) -> None:
+        super().__init__(name, namespace, identity)
+        self.api_instance = _Timed(self.api_instance)  # type: ignore[has-type]
+
+    def get(self, name: str, namespace: str) -> tuple[bool, Any]:
+        try:
+            return super().get(name, namespace)  # type: ignore[no-any-return]
+        except Exception as error:
+            logger.warning("reading the lease %s/%s failed: %s", namespace, name, error)
+            return False, error
+
+    def create(self, name: str, namespace: str, election_record: Any) -> bool:
+        try:
+            return bool(super().create(name, namespace, election_record))
+        except Exception as error:
+            logger.warning("creating the lease %s/%s failed: %s", namespace, name, error)
+            return False
+
+    def update(self, name: str, namespace: str, updated_record: Any) -> bool:
+        try:
+            return bool(super().update(name, namespace, updated_record))
+        except Exception as error:
+            logger.warning("renewing the lease %s/%s failed: %s", namespace, name, error)
+            return False
 
 
 def identity() -> str:
@@ -44,7 +91,7 @@ def lead(namespace: str, name: str, me: str) -> None:
         os._exit(LOST_LEADERSHIP_EXIT_CODE)
 
     config = electionconfig.Config(
-        LeaseLock(name, namespace, me),
+        SafeLeaseLock(name, namespace, me),
         lease_duration=LEASE_SECONDS,
         renew_deadline=RENEW_DEADLINE_SECONDS,
         retry_period=RETRY_SECONDS,
@@ -62,13 +109,13 @@ def release(namespace: str, name: str, me: str) -> None:
     """Hand the lease back on a clean stop, so a standby takes over at once."""
     api = client.CoordinationV1Api()
     try:
-        lease = api.read_namespaced_lease(name, namespace, _request_timeout=(5, 10))
+        lease = api.read_namespaced_lease(name, namespace, _request_timeout=LEASE_REQUEST_TIMEOUT)
         if lease.spec.holder_identity != me:
             return
         lease.spec.holder_identity = None  # the elector takes a lease with no holder at once
         lease.spec.renew_time = datetime.now(UTC)
         lease.spec.lease_duration_seconds = 1
-        api.replace_namespaced_lease(name, namespace, lease, _request_timeout=(5, 10))
+        api.replace_namespaced_lease(name, namespace, lease, _request_timeout=LEASE_REQUEST_TIMEOUT)
         logger.info("released the leader lease %s/%s", namespace, name)
-    except ApiException as error:
-        logger.warning("could not release the leader lease %s/%s: %s", namespace, name, error.reason)
+    except Exception as error:  # the lease then simply expires
+        logger.warning("could not release the leader lease %s/%s: %s", namespace, name, error)
