@@ -165,8 +165,8 @@ class JobController:
         remaining, batch = list(pods), 1
         try:
             while remaining:
-                now, remaining = remaining[:batch], remaining[batch:]
-                await asyncio.gather(*(self.kube.create_pod(namespace, pod) for pod in now))
+                this_batch, remaining = remaining[:batch], remaining[batch:]
+                await asyncio.gather(*(self.kube.create_pod(namespace, pod) for pod in this_batch))
                 batch *= 2
         except CreateRefused as refused:
             previous = self.create_errors.get(key)

@@ -205,10 +205,6 @@ class Decision:
         return self.status.finished
 
     @property
-    def status_patch(self) -> JobStatus | None:
-        return next((a.status for a in self.actions if isinstance(a, PatchStatus)), None)
-
-    @property
     def pods_to_create(self) -> tuple[Json, ...]:
         return tuple(p for a in self.actions if isinstance(a, CreatePods) for p in a.pods)
 
