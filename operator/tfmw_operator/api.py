@@ -26,6 +26,7 @@ PORT_NAME = "tfmw"
 DEFAULT_PORT = 2222
 DEFAULT_MOUNT_PATH = "/shared"
 DEFAULT_MARKER_FILE = "multiworker-complete.txt"
+PROGRESS_FILE = "progress.json"  # in the job's folder: the chief's progress document
 DEFAULT_CHIEF_EXIT_GRACE_SECONDS = 30
 DEFAULT_BACKOFF_LIMIT = 3
 DEFAULT_RESTART_GRACE_SECONDS = 5
@@ -37,6 +38,11 @@ Json = dict[str, Any]
 def format_time(value: datetime) -> str:
     """Kubernetes' timestamp format (RFC 3339, seconds, UTC)."""
     return value.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+def format_precise_time(value: datetime) -> str:
+    """RFC 3339 with milliseconds: progress figures come faster than once a second."""
+    return value.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%S.%f")[:-3] + "Z"
 
 
 def parse_time(value: object) -> datetime | None:
@@ -112,6 +118,10 @@ class JobSpec:
     @property
     def marker_relpath(self) -> str:
         return f"{self.directory}/{self.marker_file}"
+
+    @property
+    def progress_relpath(self) -> str:
+        return f"{self.directory}/{PROGRESS_FILE}"
 
 
 class SpecError(ValueError):

@@ -14,6 +14,7 @@ from tfmw_operator.api import (
     LABEL_REPLICA_INDEX,
     LABEL_ROLE,
     PORT_NAME,
+    PROGRESS_FILE,
     SHARED_VOLUME_NAME,
     JobSpec,
     Json,
@@ -97,6 +98,7 @@ def build_env(job: JobSpec, index: int, attempt: int) -> list[Json]:
         "TFMW_ATTEMPT": str(attempt),
         "TFMW_SHARED_DIR": job.mount_path,
         "TFMW_MARKER_PATH": f"{job.mount_path.rstrip('/')}/{job.marker_file}",
+        "TFMW_PROGRESS_PATH": f"{job.mount_path.rstrip('/')}/{PROGRESS_FILE}",
     }
     return [{"name": name, "value": value} for name, value in values.items()]
 

@@ -30,19 +30,23 @@ from tfmw_operator.decision import (
     Milestone,
     Observed,
     PatchStatus,
+    ProgressWatch,
     RemoveMarker,
     parse_spec,
 )
 from tfmw_operator.kube import CreateRefused, Kube
 from tfmw_operator.observed import MarkerState, ObservedPod
+from tfmw_operator.progress import DEFAULT_PROGRESS_INTERVAL_SECONDS, ProgressProblem, ProgressReading
 from tfmw_operator.reconcile import reconcile
-from tfmw_operator.status import merge_patch
+from tfmw_operator.status import JobStatus, merge_patch
 from tfmw_operator.storage import (
     StorageError,
     archive_log,
     ensure_job_directory,
+    file_signature,
     marker_exists,
     read_marker,
+    read_progress,
     remove_marker,
 )
 from tfmw_operator.workqueue import Key, WorkQueue
@@ -51,6 +55,7 @@ logger = logging.getLogger(__name__)
 T = TypeVar("T")
 
 MARKER_POLL_SECONDS = 0.2
+PROGRESS_POLL_TICKS = 5  # progress documents are looked at every fifth marker tick: once a second
 LOG_ARCHIVE_BYTES = 4 * 1024 * 1024
 # A hung network filesystem must not hang reconciles: storage calls get their own threads
 # and a deadline (a thread stuck in the kernel stays stuck, but the job goes on).
@@ -59,12 +64,18 @@ STORAGE_THREADS = 16
 
 
 class JobController:
-    def __init__(self, kube: Kube, shared_root: Path) -> None:
+    def __init__(
+        self, kube: Kube, shared_root: Path, progress_interval: float = DEFAULT_PROGRESS_INTERVAL_SECONDS
+    ) -> None:
         self.kube = kube
         self.shared_root = shared_root
+        self.progress_interval = progress_interval
         self.queue = WorkQueue(self.reconcile)
         # Jobs whose marker may appear any moment: their marker's relative path.
         self.awaiting_marker: dict[Key, str] = {}
+        # Running jobs' progress documents, and the signature (mtime, size) each had when last read.
+        self.watched_progress: dict[Key, ProgressWatch] = {}
+        self.progress_seen: dict[Key, tuple[int, int] | None] = {}
         self.active: set[Key] = set()
         # What the last pod creations of a job ran into; forgotten once creations succeed.
         self.create_errors: dict[Key, CreateError] = {}
@@ -90,12 +101,14 @@ class JobController:
             self.kube.list_pods(namespace, name), self.kube.get_service(namespace, name)
         )
         spec = parse_spec(job)
-        marker, storage_error = MarkerState(), None
+        marker, storage_error, progress = MarkerState(), None, None
         if isinstance(spec, JobSpec):
             try:
                 marker = await self.storage(spec.marker_relpath, read_marker, spec.marker_relpath)
             except StorageError as error:
                 storage_error = str(error)
+            if not JobStatus.from_json(job.get("status")).finished:
+                progress = await self._read_progress(key, spec.progress_relpath)
         observed = Observed.of(
             job,
             raw_pods,
@@ -105,6 +118,8 @@ class JobController:
             service=service,
             storage_error=storage_error,
             create_error=self.create_errors.get(key),
+            progress=progress,
+            progress_interval=self.progress_interval,
         )
         decision = reconcile(observed)
         completed = await self._apply(key, job, observed.pods, decision)
@@ -113,6 +128,15 @@ class JobController:
         metrics.RECONCILE_SECONDS.observe(time.perf_counter() - started)
         # Cut short (a refused creation, a conflicting write): decide again from what is there now.
         return decision.requeue_after if completed else 0.0
+
+    async def _read_progress(self, key: Key, relpath: str) -> ProgressReading | None:
+        """The progress document, noting its signature first: a write after this is a change."""
+        try:
+            self.progress_seen[key] = await self.storage(relpath, file_signature, relpath)
+            reading: ProgressReading | None = await self.storage(relpath, read_progress, relpath)
+        except StorageError as error:
+            return ProgressProblem(str(error))
+        return reading
 
     async def _apply(self, key: Key, job: Json, pods: Sequence[ObservedPod], decision: Decision) -> bool:
         """Carry out the actions in order; False when one of them means deciding again."""
@@ -245,11 +269,24 @@ class JobController:
             self.awaiting_marker.pop(key, None)
         else:
             self.awaiting_marker[key] = decision.watch_marker
+        if decision.watch_progress is None:
+            self.watched_progress.pop(key, None)
+            self.progress_seen.pop(key, None)
+        else:
+            self.watched_progress[key] = decision.watch_progress
+        progress = decision.status.progress
+        if decision.finished or progress is None:
+            metrics.forget_job_progress(*key)
+        else:
+            metrics.set_job_progress(*key, progress.percent, progress.examples_per_second)
         metrics.ACTIVE_JOBS.set(len(self.active))
 
     def _forget(self, key: Key) -> None:
         self.active.discard(key)
         self.awaiting_marker.pop(key, None)
+        self.watched_progress.pop(key, None)
+        self.progress_seen.pop(key, None)
+        metrics.forget_job_progress(*key)
         self.create_errors.pop(key, None)
         self.queue.forget(key)
         metrics.ACTIVE_JOBS.set(len(self.active))
@@ -258,18 +295,39 @@ class JobController:
     def _markers_present(shared_root: Path, watched: list[tuple[Key, str]]) -> list[Key]:
         return [key for key, relpath in watched if marker_exists(shared_root, relpath)]
 
+    @staticmethod
+    def _progress_changed(
+        shared_root: Path, watched: list[tuple[Key, str, tuple[int, int] | None]]
+    ) -> list[Key]:
+        return [key for key, relpath, seen in watched if file_signature(shared_root, relpath) != seen]
+
+    def _progress_to_check(self) -> list[tuple[Key, str, tuple[int, int] | None]]:
+        """Jobs whose progress document may be recorded now (the throttle allows it)."""
+        now = datetime.now(UTC)
+        return [
+            (key, watch.relpath, self.progress_seen.get(key))
+            for key, watch in self.watched_progress.items()
+            if watch.not_before is None or watch.not_before <= now
+        ]
+
     async def watch_markers(self) -> None:
         """Poll the markers of running jobs; a new one triggers that job's reconcile at once.
+        Every PROGRESS_POLL_TICKS, a progress document changed since it was last read
+        triggers one too, once its job's throttle allows a write.
 
         One stat per running job per tick is far cheaper than a reconcile per job per tick.
         """
+        tick = 0
         while True:
             await asyncio.sleep(MARKER_POLL_SECONDS)
+            tick += 1
             watched = list(self.awaiting_marker.items())
-            if not watched:
+            progress = self._progress_to_check() if tick % PROGRESS_POLL_TICKS == 0 else []
+            if not watched and not progress:
                 continue
             try:
                 found = await self.storage(".", self._markers_present, watched)
+                found += await self.storage(".", self._progress_changed, progress)
             except (OSError, StorageError):  # storage trouble must not end marker detection for good
                 logger.exception("cannot look for markers under %s", self.shared_root)
                 continue

@@ -14,6 +14,7 @@ from enum import StrEnum
 
 from tfmw_operator.api import JobSpec, Json, SpecError, parse_job
 from tfmw_operator.observed import MarkerState, ObservedPod, observe_pod, owned_by
+from tfmw_operator.progress import DEFAULT_PROGRESS_INTERVAL_SECONDS, ProgressReading
 from tfmw_operator.status import JobStatus
 
 # ---- actions; the shell stops at the first that fails ----
@@ -129,6 +130,10 @@ class Observed:
     service_missing: bool = False
     storage_error: str | None = None  # reading the marker failed: path, errno
     create_error: CreateError | None = None
+    progress: ProgressReading | None = None  # the chief's progress document; None: there is none
+    progress_interval: float = (
+        DEFAULT_PROGRESS_INTERVAL_SECONDS  # at most one progress write per job per this
+    )
 
     @classmethod
     def of(
@@ -141,6 +146,8 @@ class Observed:
         service: Json | None = None,
         storage_error: str | None = None,
         create_error: CreateError | None = None,
+        progress: ProgressReading | None = None,
+        progress_interval: float = DEFAULT_PROGRESS_INTERVAL_SECONDS,
     ) -> Observed:
         """The job as found; only pods it owns count (a namesake's pods are not its workers).
 
@@ -163,6 +170,8 @@ class Observed:
             service_missing=service is None,
             storage_error=storage_error,
             create_error=create_error,
+            progress=progress,
+            progress_interval=progress_interval,
         )
 
     @property
@@ -175,6 +184,14 @@ class Observed:
 
 
 @dataclass(frozen=True)
+class ProgressWatch:
+    """The progress document to watch; a change before `not_before` waits for the throttle anyway."""
+
+    relpath: str
+    not_before: datetime | None = None
+
+
+@dataclass(frozen=True)
 class Decision:
     status: JobStatus  # the job's status after this decision (unchanged: no PatchStatus)
     actions: tuple[Action, ...] = ()  # in ACTION_ORDER
@@ -182,6 +199,7 @@ class Decision:
     requeue_after: float | None = None  # seconds until a time-based rule may fire
     watch_marker: str | None = None  # the marker that may appear any moment, relative to the root
     milestones: frozenset[Milestone] = frozenset()
+    watch_progress: ProgressWatch | None = None
 
     @classmethod
     def of(
@@ -193,12 +211,21 @@ class Decision:
         requeue_after: float | None = None,
         watch_marker: str | None = None,
         milestones: Iterable[Milestone] = (),
+        watch_progress: ProgressWatch | None = None,
     ) -> Decision:
         chosen = list(actions)
         if new != old:
             chosen.append(PatchStatus(new))
         ordered = sorted(chosen, key=lambda action: ACTION_ORDER.index(type(action)))
-        return cls(new, tuple(ordered), tuple(events), requeue_after, watch_marker, frozenset(milestones))
+        return cls(
+            new,
+            tuple(ordered),
+            tuple(events),
+            requeue_after,
+            watch_marker,
+            frozenset(milestones),
+            watch_progress,
+        )
 
     @property
     def finished(self) -> bool:

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import contextlib
+
 from prometheus_client import Counter, Gauge, Histogram
 
 JOBS_CREATED = Counter("tfmw_jobs_created_total", "Jobs whose first attempt was launched")
@@ -19,3 +21,25 @@ MARKER_LATENCY_SECONDS = Histogram(
     "From the marker's modification time to the job's Succeeded status",
     buckets=(0.05, 0.1, 0.25, 0.5, 1, 2, 5, 10, 30),
 )
+JOB_PROGRESS_RATIO = Gauge(
+    "tfmw_job_progress_ratio", "Training progress of a running job, 0 to 1", ["namespace", "job"]
+)
+JOB_EXAMPLES_PER_SECOND = Gauge(
+    "tfmw_job_examples_per_second", "Training throughput a running job's chief reports", ["namespace", "job"]
+)
+
+
+def set_job_progress(
+    namespace: str, job: str, percent: float | None, examples_per_second: float | None
+) -> None:
+    if percent is not None:
+        JOB_PROGRESS_RATIO.labels(namespace, job).set(percent / 100.0)
+    if examples_per_second is not None:
+        JOB_EXAMPLES_PER_SECOND.labels(namespace, job).set(examples_per_second)
+
+
+def forget_job_progress(namespace: str, job: str) -> None:
+    """A finished or deleted job's series go: label sets must not grow without bound."""
+    for gauge in (JOB_PROGRESS_RATIO, JOB_EXAMPLES_PER_SECOND):
+        with contextlib.suppress(KeyError):  # never set, or already gone
+            gauge.remove(namespace, job)

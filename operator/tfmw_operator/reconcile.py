@@ -31,10 +31,12 @@ from tfmw_operator.decision import (
     Event,
     Milestone,
     Observed,
+    ProgressWatch,
     RemoveMarker,
 )
 from tfmw_operator.failure_policy import Fail, Restart, judge_failures
 from tfmw_operator.observed import ObservedPod
+from tfmw_operator.progress import next_progress
 from tfmw_operator.status import ConditionType, JobStatus, MarkerRecord, WorkerCounts
 from tfmw_operator.time_limits import active_deadline, judge_pending
 
@@ -95,6 +97,7 @@ def reconcile(obs: Observed) -> Decision:
             _fail(step, None, Fail("InvalidSpec", str(spec)), delete=obs.pods)
         return _finish(step, None)
     _decide(step, spec)
+    _progress(step, spec)
     return _finish(step, spec)
 
 
@@ -166,6 +169,29 @@ def _decide(step: _Step, job: JobSpec) -> None:
     if _stalled(step, job, current):
         return
     _set_progress_phase(step, job, current)
+
+
+def _progress(step: _Step, job: JobSpec) -> None:
+    """status.progress follows the chief's document while the job runs, and once more with
+    the final figures in the decision that finishes it; never after."""
+    if step.obs.status.finished:
+        return
+    attempt = step.status.attempt
+    started = min((p.created for p in step.obs.pods if p.attempt == attempt and p.created), default=None)
+    update = next_progress(
+        step.status.progress,
+        step.obs.progress,
+        job.uid,
+        attempt,
+        started,
+        step.now,
+        step.obs.progress_interval,
+        final=step.status.finished,
+    )
+    step.update(progress=update.status)
+    step.wake_at(update.due)
+    if update.warning:
+        step.event("Warning", "ProgressRefused", update.warning)
 
 
 def _count_workers(step: _Step, job: JobSpec, current: Sequence[ObservedPod]) -> None:
@@ -402,7 +428,10 @@ def _finish(step: _Step, job: JobSpec | None) -> Decision:
     requeue = None
     if step.due:
         requeue = max(0.0, (min(step.due) - step.obs.now).total_seconds())
-    watch = None
+    watch = progress = None
     if job is not None and not new.finished and new.launched_attempt is not None:
         watch = job.marker_relpath
-    return Decision.of(old, new, step.actions, events, requeue, watch, step.milestones)
+        last = new.progress.last_update if new.progress else None
+        interval = timedelta(seconds=step.obs.progress_interval)
+        progress = ProgressWatch(job.progress_relpath, last + interval if last else None)
+    return Decision.of(old, new, step.actions, events, requeue, watch, step.milestones, progress)

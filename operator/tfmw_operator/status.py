@@ -10,7 +10,7 @@ from dataclasses import dataclass, replace
 from datetime import datetime
 from enum import StrEnum
 
-from tfmw_operator.api import Json, Phase, format_time, parse_time
+from tfmw_operator.api import Json, Phase, format_precise_time, format_time, parse_time
 
 
 class ConditionType(StrEnum):
@@ -57,6 +57,92 @@ class MarkerRecord:
 
 
 @dataclass(frozen=True)
+class ProgressRate:
+    """Where the rate behind the ETA is measured from: the attempt's first progress report."""
+
+    percent: float
+    time: datetime
+
+
+@dataclass(frozen=True)
+class ProgressStatus:
+    """`status.progress`: the chief's latest figures, and what the operator made of them."""
+
+    attempt: int = 0
+    epoch: int | None = None
+    total_epochs: int | None = None
+    step: int | None = None
+    total_steps: int | None = None
+    metrics: tuple[tuple[str, float], ...] = ()
+    examples_per_second: float | None = None
+    updated_at: datetime | None = None  # when the chief wrote them
+    percent: float | None = None
+    eta: str | None = None  # time left, as of updated_at
+    eta_time: datetime | None = None
+    last_update: datetime | None = None  # when the operator recorded them: the throttle's clock
+    epochs: str | None = None  # "3/10", for the PROGRESS column
+    summary: str | None = None  # "loss=0.12 accuracy=0.97", for the METRICS column
+    since: ProgressRate | None = None
+    error: str | None = None  # why the latest document was refused
+
+    @classmethod
+    def from_json(cls, raw: object) -> ProgressStatus | None:
+        if not isinstance(raw, dict):
+            return None
+        metrics = raw.get("metrics")
+        since = raw.get("since")
+        since_time = parse_time(since.get("time")) if isinstance(since, dict) else None
+        since_percent = _float(since.get("percent")) if isinstance(since, dict) else None
+        return cls(
+            attempt=_int(raw.get("attempt")) or 0,
+            epoch=_int(raw.get("epoch")),
+            total_epochs=_int(raw.get("totalEpochs")),
+            step=_int(raw.get("step")),
+            total_steps=_int(raw.get("totalSteps")),
+            metrics=tuple(
+                (name, value)
+                for name, figure in (metrics.items() if isinstance(metrics, dict) else ())
+                if isinstance(name, str) and (value := _float(figure)) is not None
+            ),
+            examples_per_second=_float(raw.get("examplesPerSecond")),
+            updated_at=parse_time(raw.get("updatedAt")),
+            percent=_float(raw.get("percent")),
+            eta=_str(raw.get("eta")),
+            eta_time=parse_time(raw.get("etaTime")),
+            last_update=parse_time(raw.get("lastUpdate")),
+            epochs=_str(raw.get("epochs")),
+            summary=_str(raw.get("summary")),
+            since=ProgressRate(since_percent, since_time)
+            if since_percent is not None and since_time is not None
+            else None,
+            error=_str(raw.get("error")),
+        )
+
+    def to_json(self) -> Json:
+        rendered: Json = {
+            "attempt": self.attempt,
+            "epoch": self.epoch,
+            "totalEpochs": self.total_epochs,
+            "step": self.step,
+            "totalSteps": self.total_steps,
+            "metrics": dict(self.metrics) if self.metrics else None,
+            "examplesPerSecond": self.examples_per_second,
+            "updatedAt": format_precise_time(self.updated_at) if self.updated_at else None,
+            "percent": self.percent,
+            "eta": self.eta,
+            "etaTime": format_time(self.eta_time) if self.eta_time else None,
+            "lastUpdate": format_precise_time(self.last_update) if self.last_update else None,
+            "epochs": self.epochs,
+            "summary": self.summary,
+            "since": {"percent": self.since.percent, "time": format_precise_time(self.since.time)}
+            if self.since
+            else None,
+            "error": self.error,
+        }
+        return {key: value for key, value in rendered.items() if value is not None}
+
+
+@dataclass(frozen=True)
 class JobStatus:
     phase: Phase | None = None
     attempt: int = 0
@@ -71,6 +157,7 @@ class JobStatus:
     reason: str | None = None
     message: str | None = None
     conditions: tuple[Condition, ...] = ()
+    progress: ProgressStatus | None = None
 
     @property
     def finished(self) -> bool:
@@ -128,6 +215,7 @@ class JobStatus:
             reason=_str(status.get("reason")),
             message=_str(status.get("message")),
             conditions=tuple(_conditions(status.get("conditions"))),
+            progress=ProgressStatus.from_json(status.get("progress")),
         )
 
     def to_json(self) -> Json:
@@ -147,19 +235,35 @@ class JobStatus:
             "reason": self.reason,
             "message": self.message,
             "conditions": [c.to_json() for c in self.conditions],
+            "progress": self.progress.to_json() if self.progress else None,
         }
         return {key: value for key, value in rendered.items() if value is not None}
 
 
 def merge_patch(old: Json, new: Json) -> Json:
-    """A JSON merge patch from `old` to `new`: keys that disappeared are set to null."""
-    patch = {key: value for key, value in new.items() if old.get(key) != value}
+    """A JSON merge patch from `old` to `new`: keys that disappeared are set to null, at
+    every depth (a merge patch merges objects, so a key left out would be kept)."""
+    patch: Json = {}
+    for key, value in new.items():
+        before = old.get(key)
+        if before == value:
+            continue
+        if isinstance(value, dict) and isinstance(before, dict):
+            patch[key] = merge_patch(before, value)
+        else:
+            patch[key] = value
     patch.update({key: None for key in old if key not in new})
     return patch
 
 
 def _int(value: object) -> int | None:
     return value if isinstance(value, int) and not isinstance(value, bool) else None
+
+
+def _float(value: object) -> float | None:
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        return None
+    return float(value)
 
 
 def _str(value: object) -> str | None:

@@ -22,6 +22,13 @@ from datetime import UTC, datetime
 from pathlib import Path
 
 from tfmw_operator.observed import MarkerState
+from tfmw_operator.progress import (
+    MAX_PROGRESS_BYTES,
+    ProgressError,
+    ProgressProblem,
+    ProgressReading,
+    parse_progress,
+)
 
 logger = logging.getLogger(__name__)
 
@@ -126,6 +133,34 @@ def read_marker(shared_root: Path, relpath: str) -> MarkerState:
         job_uid = parsed.get("job_uid") if isinstance(parsed.get("job_uid"), str) else None
         attempt = parsed.get("attempt") if type(parsed.get("attempt")) is int else None
     return MarkerState(True, job_uid, datetime.fromtimestamp(info.st_mtime, UTC), attempt)
+
+
+def read_progress(shared_root: Path, relpath: str) -> ProgressReading | None:
+    """The progress document at `relpath`: None when there is none, a ProgressProblem when it
+    cannot be used (a link, a FIFO, too big, garbage); never an exception for its content."""
+    folder, name = _split(relpath)
+    try:
+        with _directory(shared_root, folder) as dir_fd:
+            content, info = _read_regular(dir_fd, name, relpath, MAX_PROGRESS_BYTES + 1)
+    except (FileNotFoundError, NotADirectoryError):
+        return None
+    except StorageError as error:
+        return ProgressProblem(str(error))
+    try:
+        return parse_progress(content, datetime.fromtimestamp(info.st_mtime, UTC))
+    except ProgressError as error:
+        return ProgressProblem(f"{relpath}: {error}")
+
+
+def file_signature(shared_root: Path, relpath: str) -> tuple[int, int] | None:
+    """(mtime in ns, size) of whatever is at `relpath`, without following links; None if nothing."""
+    folder, name = _split(relpath)
+    try:
+        with _directory(shared_root, folder) as dir_fd:
+            info = os.stat(name, dir_fd=dir_fd, follow_symlinks=False)
+    except (OSError, StorageError):
+        return None
+    return info.st_mtime_ns, info.st_size
 
 
 def marker_exists(shared_root: Path, relpath: str) -> bool:

@@ -1,4 +1,4 @@
-"""`python -m tfmw_trainer`: train on generated data under MultiWorkerMirroredStrategy."""
+"""`python -m tfmw_trainer`: train a digit classifier under MultiWorkerMirroredStrategy."""
 
 from __future__ import annotations
 
@@ -20,13 +20,22 @@ def parse(argv: list[str]) -> argparse.Namespace:
     parser.add_argument("--epochs", type=int, default=3)
     parser.add_argument("--batch-size", type=int, default=16, help="per worker")
     parser.add_argument("--steps-per-epoch", type=int, default=8)
-    parser.add_argument("--width", type=int, default=16, help="units per hidden layer")
-    parser.add_argument("--samples", type=int, default=1024)
-    parser.add_argument("--learning-rate", type=float, default=0.03)
+    parser.add_argument("--width", type=int, default=64, help="units per hidden layer")
+    parser.add_argument(
+        "--data",
+        default="digits",
+        help="digits (scikit-learn's 8x8 digits, no download), synthetic (fast tests), or a path to "
+        "mnist.npz (relative: inside the job's shared folder)",
+    )
+    parser.add_argument("--samples", type=int, default=1024, help="synthetic data only")
+    parser.add_argument("--learning-rate", type=float, default=0.01)
     parser.add_argument("--seed", type=int, default=7)
     parser.add_argument("--crash-at-epoch", type=int, default=0, help="testing: exit after this epoch")
     parser.add_argument("--crash-worker", type=int, default=0, help="testing: which worker exits")
     parser.add_argument("--crash-exit-code", type=int, default=137)
+    parser.add_argument(
+        "--epoch-pause", type=float, default=0.0, help="testing: seconds to wait after each epoch"
+    )
     return parser.parse_args(argv)
 
 
@@ -98,6 +107,7 @@ def _main(argv: list[str] | None) -> None:
     except ConfigError as error:
         sys.exit(f"tfmw-trainer: {error}")
 
+    from tfmw_trainer.data import DataError
     from tfmw_trainer.train import TrainConfig, train
 
     config = TrainConfig(
@@ -106,14 +116,19 @@ def _main(argv: list[str] | None) -> None:
         batch_size=args.batch_size,
         steps_per_epoch=args.steps_per_epoch,
         width=args.width,
+        data=args.data,
         samples=args.samples,
         learning_rate=args.learning_rate,
         seed=args.seed,
         crash_at_epoch=args.crash_at_epoch,
         crash_worker=args.crash_worker,
         crash_exit_code=args.crash_exit_code,
+        epoch_pause=args.epoch_pause,
     )
-    train(place, config)
+    try:
+        train(place, config)
+    except DataError as error:
+        sys.exit(f"tfmw-trainer: {error}")
 
 
 if __name__ == "__main__":

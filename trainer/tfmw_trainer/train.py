@@ -1,5 +1,9 @@
 """Multi-worker training with MultiWorkerMirroredStrategy: a custom loop and a Keras `fit` path.
 
+Both classify the data `--data` names (real handwritten digits by default), report progress
+to TFMW_PROGRESS_PATH from the chief, and end with an accuracy on held-out data that the
+chief records in the marker.
+
 Import this module only after TF_USE_LEGACY_KERAS is set (see __main__): Keras 3 refuses
 MultiWorkerMirroredStrategy in `fit`, the legacy tf-keras does not.
 """
@@ -14,12 +18,16 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 import tensorflow as tf
 
 from tfmw_trainer.cluster import Placement
-from tfmw_trainer.data import make_dataset
+from tfmw_trainer.data import DIGITS, Dataset, load
+from tfmw_trainer.keras_progress import ProgressCallback
+from tfmw_trainer.progress import ProgressReporter
 
 OWNER_FILE = "job.json"
+PROGRESS_REPORT_SECONDS = 2.0  # within an epoch; every epoch's end is reported as well
 
 
 @dataclass(frozen=True)
@@ -28,11 +36,12 @@ class TrainConfig:
     epochs: int = 3
     batch_size: int = 16  # per worker
     steps_per_epoch: int = 8
-    width: int = 16
-    features: int = 8
-    samples: int = 1024
-    learning_rate: float = 0.03
+    width: int = 64
+    data: str = DIGITS  # digits | synthetic | a path to mnist.npz
+    samples: int = 1024  # synthetic only
+    learning_rate: float = 0.01
     seed: int = 7
+    epoch_pause: float = 0.0  # testing: seconds to wait after each epoch, so progress can be watched
     crash_at_epoch: int = 0  # fault injection for tests: exit after this epoch in attempt 0
     crash_worker: int = 0
     crash_exit_code: int = 137
@@ -69,15 +78,23 @@ def claim_checkpoints(place: Placement) -> None:
     owner.write_text(json.dumps({"job_uid": place.job_uid}) + "\n")
 
 
-def build_model(config: TrainConfig) -> Any:
+def build_model(config: TrainConfig, data: Dataset) -> Any:
+    """A small classifier; it outputs logits, one per class."""
     return tf.keras.Sequential(
         [
-            tf.keras.layers.Input(shape=(config.features,)),
+            tf.keras.layers.Input(shape=(data.features,)),
             tf.keras.layers.Dense(config.width, activation="relu"),
             tf.keras.layers.Dense(config.width, activation="relu"),
-            tf.keras.layers.Dense(1, activation="sigmoid"),
+            tf.keras.layers.Dense(data.classes),
         ]
     )
+
+
+def evaluate(model: Any, data: Dataset) -> float:
+    """Accuracy on the held-out split. Each worker reads the (mirrored) weights it holds: no
+    collective, so no worker waits on another here."""
+    logits = model(data.x_test, training=False).numpy()
+    return round(float(np.mean(np.argmax(logits, axis=1) == data.y_test)), 4)
 
 
 def write_marker(place: Placement, content: dict[str, Any]) -> None:
@@ -105,14 +122,26 @@ def train(place: Placement, config: TrainConfig) -> dict[str, float]:
         f"global_batch={global_batch} mode={config.mode} attempt={place.attempt}",
     )
     place.shared_dir.mkdir(parents=True, exist_ok=True)
+    data = load(config.data, place.shared_dir, config.seed, config.samples)
+    say(place, f"data={data.name} train={len(data.x_train)} test={len(data.x_test)} classes={data.classes}")
+    # One writer per job: the chief.
+    reporter = ProgressReporter(enabled=place.is_chief)
     if config.mode == "fit":
-        metrics = _train_fit(strategy, place, config, global_batch)
+        model, metrics = _train_fit(strategy, place, config, data, global_batch, reporter)
     else:
-        metrics = _train_loop(strategy, place, config, global_batch)
+        model, metrics = _train_loop(strategy, place, config, data, global_batch, reporter)
+    metrics["eval_accuracy"] = evaluate(model, data)
+    say(
+        place,
+        f"eval_accuracy={metrics['eval_accuracy']:.4f} test_examples={len(data.x_test)} data={data.name}",
+    )
     if not place.is_chief:
         shutil.rmtree(checkpoint_dir(place), ignore_errors=True)
     say(place, "training_complete")
     if place.is_chief:
+        # The final figures first, so the status the operator ends with equals the marker's.
+        total_steps = config.epochs * config.steps_per_epoch
+        reporter.report(config.epochs, config.epochs, total_steps, total_steps, metrics)
         write_marker(
             place,
             {
@@ -122,6 +151,7 @@ def train(place: Placement, config: TrainConfig) -> dict[str, float]:
                 "replicas": replicas,
                 "mode": config.mode,
                 "epochs": config.epochs,
+                "data": data.name,
                 "metrics": metrics,
                 "finished_at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
             },
@@ -130,22 +160,29 @@ def train(place: Placement, config: TrainConfig) -> dict[str, float]:
     return metrics
 
 
-def _train_loop(strategy: Any, place: Placement, config: TrainConfig, global_batch: int) -> dict[str, float]:
-    features, labels = make_dataset(config.samples, config.features, config.seed)
-
+def _train_loop(
+    strategy: Any,
+    place: Placement,
+    config: TrainConfig,
+    data: Dataset,
+    global_batch: int,
+    reporter: ProgressReporter,
+) -> tuple[Any, dict[str, float]]:
     def dataset_fn(context: Any) -> Any:
         batch = context.get_per_replica_batch_size(global_batch)
-        dataset = tf.data.Dataset.from_tensor_slices((features, labels))
+        dataset = tf.data.Dataset.from_tensor_slices((data.x_train, data.y_train))
         dataset = dataset.shard(context.num_input_pipelines, context.input_pipeline_id)
-        dataset = dataset.shuffle(len(features), seed=config.seed, reshuffle_each_iteration=False)
+        dataset = dataset.shuffle(len(data.x_train), seed=config.seed, reshuffle_each_iteration=True)
         return dataset.repeat().batch(batch).prefetch(2)
 
     with strategy.scope():
-        model = build_model(config)
+        model = build_model(config, data)
         optimizer = tf.keras.optimizers.Adam(learning_rate=config.learning_rate)
-        accuracy = tf.keras.metrics.BinaryAccuracy()
+        accuracy = tf.keras.metrics.SparseCategoricalAccuracy()
         epochs_done = tf.Variable(0, dtype=tf.int64, trainable=False)
-        loss_fn = tf.keras.losses.BinaryCrossentropy(reduction=tf.keras.losses.Reduction.NONE)
+        loss_fn = tf.keras.losses.SparseCategoricalCrossentropy(
+            from_logits=True, reduction=tf.keras.losses.Reduction.NONE
+        )
 
     checkpoint = tf.train.Checkpoint(model=model, optimizer=optimizer, epochs_done=epochs_done)
     manager = tf.train.CheckpointManager(checkpoint, str(checkpoint_dir(place)), max_to_keep=2)
@@ -162,23 +199,32 @@ def _train_loop(strategy: Any, place: Placement, config: TrainConfig, global_bat
         def step(inputs: Any) -> Any:
             x, y = inputs
             with tf.GradientTape() as tape:
-                predictions = model(x, training=True)
-                loss = tf.nn.compute_average_loss(loss_fn(y, predictions), global_batch_size=global_batch)
+                logits = model(x, training=True)
+                loss = tf.nn.compute_average_loss(loss_fn(y, logits), global_batch_size=global_batch)
             gradients = tape.gradient(loss, model.trainable_variables)
             optimizer.apply_gradients(zip(gradients, model.trainable_variables, strict=True))
-            accuracy.update_state(y, predictions)
+            accuracy.update_state(y, logits)
             return loss
 
         per_replica = strategy.run(step, args=(next(iterator),))
         return strategy.reduce(tf.distribute.ReduceOp.SUM, per_replica, axis=None)
 
     writer = tf.summary.create_file_writer(str(place.shared_dir / "tensorboard")) if place.is_chief else None
+    total_steps = config.epochs * config.steps_per_epoch
     metrics = {"loss": float("nan"), "accuracy": float("nan")}
     for epoch in range(first_epoch, config.epochs + 1):
         accuracy.reset_state()
         total = 0.0
-        for _ in range(config.steps_per_epoch):
+        started = last_report = time.monotonic()
+        for done in range(1, config.steps_per_epoch + 1):
             total += float(train_step(iterator))
+            now = time.monotonic()
+            if now - last_report >= PROGRESS_REPORT_SECONDS and done < config.steps_per_epoch:
+                rate = done * global_batch / (now - started)
+                step = (epoch - 1) * config.steps_per_epoch + done
+                reporter.report(epoch - 1, config.epochs, step, total_steps, metrics, rate)
+                last_report = now
+        rate = config.steps_per_epoch * global_batch / max(time.monotonic() - started, 1e-6)
         metrics = {
             "loss": round(total / config.steps_per_epoch, 4),
             "accuracy": round(float(accuracy.result()), 4),
@@ -193,25 +239,36 @@ def _train_loop(strategy: Any, place: Placement, config: TrainConfig, global_bat
         manager.save(checkpoint_number=epoch)
         if place.is_chief:
             claim_checkpoints(place)
+        reporter.report(
+            epoch, config.epochs, epoch * config.steps_per_epoch, total_steps, metrics, round(rate, 1)
+        )
         maybe_crash(place, config, epoch)
-    return metrics
+        if config.epoch_pause:
+            time.sleep(config.epoch_pause)
+    return model, dict(metrics)
 
 
-def _train_fit(strategy: Any, place: Placement, config: TrainConfig, global_batch: int) -> dict[str, float]:
-    features, labels = make_dataset(config.samples, config.features, config.seed)
-    dataset = tf.data.Dataset.from_tensor_slices((features, labels))
-    dataset = dataset.shuffle(len(features), seed=config.seed, reshuffle_each_iteration=False)
+def _train_fit(
+    strategy: Any,
+    place: Placement,
+    config: TrainConfig,
+    data: Dataset,
+    global_batch: int,
+    reporter: ProgressReporter,
+) -> tuple[Any, dict[str, float]]:
+    dataset = tf.data.Dataset.from_tensor_slices((data.x_train, data.y_train))
+    dataset = dataset.shuffle(len(data.x_train), seed=config.seed, reshuffle_each_iteration=True)
     dataset = dataset.repeat().batch(global_batch)
     options = tf.data.Options()
     options.experimental_distribute.auto_shard_policy = tf.data.experimental.AutoShardPolicy.DATA
     dataset = dataset.with_options(options)
 
     with strategy.scope():
-        model = build_model(config)
+        model = build_model(config, data)
         model.compile(
             optimizer=tf.keras.optimizers.Adam(learning_rate=config.learning_rate),
-            loss=tf.keras.losses.BinaryCrossentropy(),
-            metrics=[tf.keras.metrics.BinaryAccuracy(name="accuracy")],
+            loss=tf.keras.losses.SparseCategoricalCrossentropy(from_logits=True),
+            metrics=[tf.keras.metrics.SparseCategoricalAccuracy(name="accuracy")],
         )
 
     metrics: dict[str, float] = {}
@@ -222,6 +279,8 @@ def _train_fit(strategy: Any, place: Placement, config: TrainConfig, global_batc
             metrics.update(loss=round(float(logs["loss"]), 4), accuracy=round(float(logs["accuracy"]), 4))
             say(place, f"epoch={epoch + 1} loss={metrics['loss']:.4f} accuracy={metrics['accuracy']:.4f}")
             maybe_crash(place, config, epoch + 1)
+            if config.epoch_pause:
+                time.sleep(config.epoch_pause)
 
     tensorboard_dir = (
         place.shared_dir / "tensorboard-fit" if place.is_chief else checkpoint_dir(place) / "tensorboard"
@@ -234,13 +293,13 @@ def _train_fit(strategy: Any, place: Placement, config: TrainConfig, global_batc
         steps_per_epoch=config.steps_per_epoch,
         verbose=0,
         callbacks=[
-            # Per job: a backup left by an earlier job of the same name is not ours to resume.
             tf.keras.callbacks.BackupAndRestore(backup_dir=str(backup_dir)),
             tf.keras.callbacks.TensorBoard(log_dir=str(tensorboard_dir)),
+            ProgressCallback(global_batch, reporter=reporter),
             EpochLines(),
         ],
     )
     # Saving is collective under the strategy: every worker saves, the chief's copy is kept.
     final_dir = place.shared_dir / "final" if place.is_chief else checkpoint_dir(place) / "final"
     model.save_weights(str(final_dir / "weights"))
-    return metrics
+    return model, dict(metrics)

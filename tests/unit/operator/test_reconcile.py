@@ -18,9 +18,11 @@ from tfmw_operator.decision import (
     EnsureService,
     Observed,
     PatchStatus,
+    ProgressWatch,
     RemoveMarker,
 )
 from tfmw_operator.observed import MarkerState
+from tfmw_operator.progress import ProgressProblem, ProgressReport
 from tfmw_operator.status import Condition, ConditionType, WorkerCounts
 from wrappers import at, decide, env_of, job, pod
 
@@ -588,3 +590,70 @@ def test_an_invalid_spec_fails_once_and_stays_failed() -> None:
     j["status"] = first.status.to_json()
     again = decide(j, now=at(99))
     assert again.actions == () and again.events == ()
+
+
+# ---- progress ----
+
+
+def progress_report(seconds: float, epoch: int, **fields: Any) -> ProgressReport:
+    return ProgressReport(
+        updated_at=at(seconds), epoch=epoch, total_epochs=10, job_uid="uid-mnist", attempt=0, **fields
+    )
+
+
+def test_a_running_jobs_progress_goes_into_its_status_and_is_watched() -> None:
+    j = job().launched(phase="Running").obj()
+    decision = decide(j, running_pods(j), progress=progress_report(15, 3, metrics=(("loss", 0.5),)))
+    progress = decision.status.progress
+    assert progress is not None and progress.epochs == "3/10" and progress.summary == "loss=0.5"
+    assert progress.last_update == NOW and PatchStatus in kinds(decision)
+    assert decision.watch_progress == ProgressWatch("default/mnist/progress.json", at(30))
+
+
+def test_progress_newer_than_the_interval_allows_waits_for_a_requeue() -> None:
+    j = job().launched(phase="Running").obj()
+    first = decide(j, running_pods(j), progress=progress_report(15, 3))
+    j["status"] = first.status.to_json()
+    decision = decide(j, running_pods(j), progress=progress_report(18, 4), now=at(22))
+    assert decision.status.progress == first.status.progress and PatchStatus not in kinds(decision)
+    assert decision.requeue_after == pytest.approx(8.0)
+
+
+def test_the_decision_that_finishes_a_job_records_its_final_figures() -> None:
+    j = job().launched(phase="Running").obj()
+    first = decide(j, running_pods(j), progress=progress_report(15, 3))
+    j["status"] = first.status.to_json()
+    final = progress_report(21, 10, metrics=(("eval_accuracy", 0.97),))
+    decision = decide(j, running_pods(j), marker=MARKER, progress=final, now=at(22))
+    progress = decision.status.progress
+    assert decision.status.phase == "Succeeded" and progress is not None
+    assert progress.epochs == "10/10" and progress.eta == "0s"
+    assert progress.metrics == (("eval_accuracy", 0.97),)
+    assert decision.watch_progress is None
+
+
+def test_a_finished_jobs_progress_never_changes_again() -> None:
+    j = job().launched(phase="Succeeded").obj()
+    decision = decide(j, running_pods(j), progress=progress_report(100, 10), now=at(200))
+    assert decision.status.progress is None and decision.watch_progress is None
+
+
+def test_a_refused_progress_document_warns_and_the_job_runs_on() -> None:
+    j = job().launched(phase="Running").obj()
+    decision = decide(j, running_pods(j), progress=ProgressProblem("default/mnist/progress.json: not JSON"))
+    assert decision.status.phase == "Running" and not decision.finished
+    assert decision.status.progress is not None
+    assert decision.status.progress.error == "default/mnist/progress.json: not JSON"
+    assert [e.reason for e in decision.events if e.type == "Warning"] == ["ProgressRefused"]
+
+
+def test_progress_of_the_attempt_before_a_restart_is_not_this_attempts() -> None:
+    j = job().launched(attempt=1, phase="Running").obj()
+    decision = decide(j, running_pods(j, attempt=1), progress=progress_report(15, 3))
+    assert decision.status.progress is None
+
+
+def test_every_worker_is_told_where_progress_goes() -> None:
+    decision = decide(job().spec(sharedVolume={"claimName": "c", "mountPath": "/data/"}).obj())
+    for created_pod in decision.pods_to_create:
+        assert env_of(created_pod)["TFMW_PROGRESS_PATH"] == "/data/progress.json"

@@ -25,6 +25,7 @@ from tfmw_operator.decision import (
     PatchStatus,
 )
 from tfmw_operator.observed import MarkerState, observe_pod
+from tfmw_operator.progress import ProgressProblem, ProgressReport
 from wrappers import at, decide, job, pod
 
 Json = dict[str, Any]
@@ -164,7 +165,59 @@ SCENARIOS: dict[str, Callable[[], Decision]] = {
         [pod(job().obj(), 0, 0).running().obj(), pod(job().obj(), 1, 1).exited(1).obj()],
     ),
     "invalid spec": lambda: decide(job().workers(0).obj()),
+    "running, progress reported": lambda: decide(
+        job().launched(phase="Running").obj(),
+        running(job().obj()),
+        progress=_progress(15, 240, metrics=(("loss", 0.25), ("accuracy", 0.9))),
+    ),
+    "running, newer progress within the interval": lambda: decide(
+        job().launched(phase="Running").status(progress=_recorded()).obj(),
+        running(job().obj()),
+        progress=_progress(18, 400),
+    ),
+    "running, progress refused": lambda: decide(
+        job().launched(phase="Running").status(progress=_recorded()).obj(),
+        running(job().obj()),
+        progress=ProgressProblem("default/mnist/progress.json: ELOOP: Too many levels of symbolic links"),
+        now=at(40),
+    ),
+    "marker written, final progress": lambda: decide(
+        job().launched(phase="Running").status(progress=_recorded()).obj(),
+        running(job().obj()),
+        marker=MARKER,
+        progress=_progress(19, 800, metrics=(("loss", 0.1), ("eval_accuracy", 0.97))),
+    ),
 }
+
+
+def _progress(seconds: float, step: int, **fields: Any) -> ProgressReport:
+    return ProgressReport(
+        updated_at=at(seconds),
+        epoch=step // 80,
+        total_epochs=10,
+        step=step,
+        total_steps=800,
+        examples_per_second=640.0,
+        job_uid="uid-mnist",
+        attempt=0,
+        **fields,
+    )
+
+
+def _recorded() -> Json:
+    """status.progress as recorded at 12 s from a report written at 10 s."""
+    return {
+        "attempt": 0,
+        "epoch": 1,
+        "totalEpochs": 10,
+        "step": 80,
+        "totalSteps": 800,
+        "updatedAt": "2026-01-01T12:00:10.000Z",
+        "percent": 10.0,
+        "lastUpdate": "2026-01-01T12:00:12.000Z",
+        "epochs": "1/10",
+        "since": {"percent": 5.0, "time": "2026-01-01T12:00:05.000Z"},
+    }
 
 
 def render(decision: Decision) -> Json:
@@ -181,6 +234,9 @@ def render(decision: Decision) -> Json:
         "events": [[e.type, e.reason, e.message] for e in decision.events],
         "requeue_after": decision.requeue_after,
         "watch_marker": decision.watch_marker,
+        "watch_progress": stored(dataclasses.asdict(decision.watch_progress))
+        if decision.watch_progress
+        else None,
         "finished": decision.finished,
         "milestones": sorted(decision.milestones),
     }

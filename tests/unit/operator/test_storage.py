@@ -8,14 +8,17 @@ import threading
 from pathlib import Path
 
 import pytest
+from tfmw_operator.progress import ProgressProblem, ProgressReport
 from tfmw_operator.storage import (
     MAX_MARKER_BYTES,
     OWNER_FILE,
     StorageError,
     archive_log,
     ensure_job_directory,
+    file_signature,
     marker_exists,
     read_marker,
+    read_progress,
     remove_marker,
 )
 
@@ -160,3 +163,52 @@ def test_log_archive_refuses_a_logs_folder_that_is_a_file_or_link(root: Path) ->
     with pytest.raises(StorageError):
         archive_log(root, "ns/job", 0, 0, "x")
     assert list((root / "ns" / "other").iterdir()) == []
+
+
+PROGRESS = "ns/job/progress.json"
+
+
+def test_a_progress_document_is_read_and_checked(root: Path) -> None:
+    (root / PROGRESS).write_text('{"epoch": 2, "totalEpochs": 4}')
+    got = read_progress(root, PROGRESS)
+    assert isinstance(got, ProgressReport) and got.percent == 50.0
+
+
+def test_no_progress_document_is_no_reading(root: Path) -> None:
+    assert read_progress(root, PROGRESS) is None
+    assert read_progress(root, "ns/missing/progress.json") is None
+
+
+@pytest.mark.parametrize("kind", ["symlink", "fifo", "directory", "huge", "garbage", "linked folder"])
+def test_a_hostile_progress_document_is_a_problem_never_an_exception(root: Path, kind: str) -> None:
+    target = root / "ns" / "other" / "progress.json"
+    target.write_text('{"epoch": 1}')
+    path = root / PROGRESS
+    if kind == "symlink":
+        path.symlink_to(target)
+    elif kind == "fifo":
+        os.mkfifo(path)
+    elif kind == "directory":
+        path.mkdir()
+    elif kind == "huge":
+        with path.open("wb") as sparse:
+            sparse.truncate(64 * 1024 * 1024)
+    elif kind == "garbage":
+        path.write_bytes(b"\x00\xff" * 100)
+    else:
+        (root / "ns" / "linked").symlink_to(root / "ns" / "other")
+        path = root / "ns" / "linked" / "progress.json"
+    got = read_progress(root, str(path.relative_to(root)))
+    assert isinstance(got, ProgressProblem), got
+    assert "progress.json" in got.message or "linked" in got.message
+    assert target.read_text() == '{"epoch": 1}'
+
+
+def test_a_file_signature_changes_with_each_write_and_follows_no_link(root: Path) -> None:
+    assert file_signature(root, PROGRESS) is None
+    (root / PROGRESS).write_text("{}")
+    first = file_signature(root, PROGRESS)
+    os.utime(root / PROGRESS, ns=(1, 2))
+    assert first is not None and file_signature(root, PROGRESS) != first
+    (root / "ns" / "job" / "link.json").symlink_to(root / PROGRESS)
+    assert file_signature(root, "ns/job/link.json") != file_signature(root, PROGRESS)

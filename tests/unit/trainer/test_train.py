@@ -31,12 +31,13 @@ def run_gang(
             ),
             "TFMW_SHARED_DIR": str(shared),
             "TFMW_MARKER_PATH": str(shared / "multiworker-complete.txt"),
+            "TFMW_PROGRESS_PATH": str(shared / "progress.json"),
             "TFMW_JOB_UID": job_uid,
             "TFMW_ATTEMPT": str(attempt),
         }
         processes.append(
             subprocess.Popen(
-                [sys.executable, "-m", "tfmw_trainer", "--epochs", "3", *args],
+                [sys.executable, "-m", "tfmw_trainer", "--epochs", "3", "--data", "synthetic", *args],
                 env=env,
                 stdout=subprocess.PIPE,
                 stderr=subprocess.STDOUT,
@@ -72,6 +73,33 @@ def test_two_workers_train_in_sync_and_the_chief_writes_the_marker(tmp_path: Pat
     assert marker["metrics"]["loss"] == float(lines[0][-1].split("loss=")[1].split()[0])
     assert "marker_written" in outputs[0] and "marker_written" not in outputs[1]
     assert not (tmp_path / ".worker-scratch" / "worker-1").exists()
+    # The last progress document carries the marker's figures, so the status ends with them.
+    progress = json.loads((tmp_path / "progress.json").read_text())
+    assert progress["metrics"] == marker["metrics"] and progress["jobUid"] == "uid-test"
+    assert (progress["epoch"], progress["totalEpochs"], progress["step"], progress["totalSteps"]) == (
+        3,
+        3,
+        24,
+        24,
+    )
+    assert marker["metrics"]["eval_accuracy"] > 0.7, "the synthetic task is learnable"
+
+
+def test_real_digits_are_learned_well_beyond_chance_on_held_out_data(tmp_path: Path) -> None:
+    codes, outputs = run_gang(tmp_path, 2, "--data", "digits", "--epochs", "6", "--steps-per-epoch", "30")
+    assert codes == [0, 0], outputs
+    assert "data=digits train=1438 test=359 classes=10" in outputs[0]
+    marker = json.loads((tmp_path / "multiworker-complete.txt").read_text())
+    assert marker["data"] == "digits"
+    assert marker["metrics"]["eval_accuracy"] > 0.8, marker  # chance is 0.1
+    for output in outputs:  # every worker evaluates the same weights
+        assert f"eval_accuracy={marker['metrics']['eval_accuracy']:.4f}" in output
+
+
+def test_a_missing_mnist_file_fails_with_what_to_do(tmp_path: Path) -> None:
+    codes, outputs = run_gang(tmp_path, 1, "--data", "mnist.npz", timeout=60)
+    assert codes == [1]
+    assert "mnist.npz does not exist; copy mnist.npz to the job's shared folder" in outputs[0]
 
 
 def test_a_killed_gang_resumes_from_its_checkpoint(tmp_path: Path) -> None:

@@ -1,0 +1,259 @@
+"""The progress document read with suspicion, its throttle and the ETA, as pure functions."""
+
+from __future__ import annotations
+
+import json
+from datetime import timedelta
+from typing import Any
+
+import pytest
+from tfmw_operator.progress import (
+    MAX_PROGRESS_BYTES,
+    ProgressError,
+    ProgressProblem,
+    ProgressReport,
+    eta_seconds,
+    format_duration,
+    is_current,
+    next_progress,
+    parse_progress,
+    progress_status,
+)
+from tfmw_operator.status import JobStatus, ProgressRate, ProgressStatus
+from wrappers import at
+
+UID = "uid-mnist"
+MTIME = at(30)
+
+
+def document(**fields: Any) -> bytes:
+    base: dict[str, Any] = {
+        "epoch": 3,
+        "totalEpochs": 10,
+        "step": 240,
+        "totalSteps": 800,
+        "metrics": {"loss": 0.25, "accuracy": 0.91},
+        "examplesPerSecond": 5120.5,
+        "updatedAt": "2026-01-01T12:00:30.250Z",
+        "jobUid": UID,
+        "attempt": 0,
+    }
+    base.update(fields)
+    return json.dumps({k: v for k, v in base.items() if v is not None}).encode()
+
+
+def report(seconds: float, step: int, **fields: Any) -> ProgressReport:
+    return ProgressReport(
+        updated_at=at(seconds), epoch=step // 80, total_epochs=10, step=step, total_steps=800, **fields
+    )
+
+
+def test_a_good_document_is_read_field_by_field() -> None:
+    got = parse_progress(document(), MTIME)
+    assert (got.epoch, got.total_epochs, got.step, got.total_steps) == (3, 10, 240, 800)
+    assert got.metrics == (("loss", 0.25), ("accuracy", 0.91))
+    assert got.examples_per_second == 5120.5
+    assert got.updated_at == at(30.25) and got.job_uid == UID and got.attempt == 0
+    assert got.percent == 30.0
+
+
+def test_percent_comes_from_steps_else_epochs_else_nothing() -> None:
+    assert parse_progress(document(step=None, totalSteps=None), MTIME).percent == 30.0
+    assert parse_progress(document(step=1, totalSteps=3), MTIME).percent == 33.3
+    bare = parse_progress(b'{"metrics": {"loss": 1}}', MTIME)
+    assert bare.percent is None and bare.updated_at == MTIME  # no updatedAt: the file's time
+
+
+def test_every_field_is_optional() -> None:
+    assert parse_progress(b"{}", MTIME) == ProgressReport(updated_at=MTIME)
+
+
+@pytest.mark.parametrize(
+    ("content", "names"),
+    [
+        (b"not json", "not JSON"),
+        (b"\xff\xfe", "not JSON"),
+        (b"[1, 2]", "JSON object"),
+        (b'"text"', "JSON object"),
+        (document(epoch=-1), "epoch"),
+        (document(epoch=True), "epoch"),
+        (document(epoch=1.5), "epoch"),
+        (document(epoch="3"), "epoch"),
+        (document(epoch=11), "beyond totalEpochs"),
+        (document(totalEpochs=0), "totalEpochs"),
+        (document(step=801), "beyond totalSteps"),
+        (document(step=10**13), "step"),
+        (document(metrics=[1, 2]), "metrics"),
+        (document(metrics={"loss": "low"}), "metrics.loss"),
+        (document(metrics={"loss": None}), "metrics.loss"),
+        (document(metrics={"bad name!": 1}), "metric name"),
+        (document(metrics={f"m{i}": i for i in range(17)}), "at most 16"),
+        (document(examplesPerSecond=-5), "examplesPerSecond"),
+        (document(examplesPerSecond="fast"), "examplesPerSecond"),
+        (document(updatedAt="yesterday"), "updatedAt"),
+        (document(jobUid=7), "jobUid"),
+        (document(attempt=-1), "attempt"),
+        (b'{"metrics": {"loss": NaN}}', "NaN"),
+        (b'{"metrics": {"loss": Infinity}}', "Infinity"),
+        (b'{"metrics": {"loss": 1e999}}', "metrics.loss"),
+        (b'{"epoch": ' + b"9" * 5000 + b"}", "not JSON"),
+        (b"[" * 8000 + b"]" * 8000, "not JSON"),
+        (b'{"x": "' + b"a" * MAX_PROGRESS_BYTES + b'"}', "larger than 16 KiB"),
+    ],
+)
+def test_garbage_is_refused_naming_the_field(content: bytes, names: str) -> None:
+    with pytest.raises(ProgressError, match=names.replace(".", r"\.").replace("!", "")):
+        parse_progress(content, MTIME)
+
+
+def test_unknown_fields_are_ignored() -> None:
+    assert parse_progress(document(extra={"a": 1}), MTIME).epoch == 3
+
+
+def test_a_document_of_another_job_or_attempt_is_stale() -> None:
+    ours = parse_progress(document(), MTIME)
+    assert is_current(ours, UID, 0, at(10))
+    assert not is_current(ours, "uid-other", 0, at(10))
+    assert not is_current(ours, UID, 1, at(10))
+    # Naming its attempt, it is judged by that, not by the clock.
+    assert is_current(ours, UID, 0, at(100))
+
+
+def test_an_anonymous_document_is_judged_by_its_time_against_the_attempt() -> None:
+    anonymous = parse_progress(b'{"epoch": 1}', MTIME)
+    assert is_current(anonymous, UID, 2, at(30))
+    assert not is_current(anonymous, UID, 2, at(31))  # older than the attempt's first pod
+    assert not is_current(anonymous, UID, 2, None)  # no pod of this attempt: nothing is fresh
+
+
+@pytest.mark.parametrize(
+    ("seconds", "shown"),
+    [
+        (0, "0s"),
+        (44.6, "45s"),
+        (60, "1m"),
+        (200, "3m20s"),
+        (3600, "1h"),
+        (7500, "2h5m"),
+        (86400 * 3 + 3600 * 4, "3d4h"),
+    ],
+)
+def test_durations_read_like_kubectl_ages(seconds: float, shown: str) -> None:
+    assert format_duration(seconds) == shown
+
+
+def test_eta_follows_the_rate_seen_since_the_attempt_began() -> None:
+    since = ProgressRate(10.0, at(0))
+    assert eta_seconds(since, 30.0, at(20)) == pytest.approx(70.0)  # 1 %/s, 70 % to go
+    assert eta_seconds(since, 100.0, at(20)) == 0.0
+    assert eta_seconds(since, 10.0, at(20)) is None  # no progress yet: no rate
+    assert eta_seconds(since, 30.0, at(0)) is None
+    assert eta_seconds(None, 30.0, at(20)) is None
+    assert eta_seconds(since, None, at(20)) is None
+
+
+def test_the_status_carries_the_figures_and_what_the_operator_makes_of_them() -> None:
+    first = progress_status(report(0, 80, metrics=(("loss", 0.5),)), 0, None, at(1))
+    assert first.since == ProgressRate(10.0, at(0)) and first.eta is None
+    later = progress_status(report(20, 240, examples_per_second=100.0), 0, first, at(21))
+    assert later.percent == 30.0 and later.eta == "1m10s" and later.eta_time == at(90)
+    assert later.epochs == "3/10" and later.last_update == at(21) and later.since == first.since
+    # A new attempt measures its rate afresh: it resumed from a checkpoint.
+    resumed = progress_status(report(40, 400), 1, later, at(41))
+    assert resumed.since == ProgressRate(50.0, at(40))
+
+
+def test_summary_shows_the_first_metrics_briefly() -> None:
+    figures = (("loss", 0.123456), ("accuracy", 0.9), ("lr", 0.001), ("extra", 1.0))
+    status = progress_status(report(0, 80, metrics=figures), 0, None, at(1))
+    assert status.summary == "loss=0.1235 accuracy=0.9 lr=0.001"
+
+
+def test_status_progress_round_trips_through_json() -> None:
+    status = progress_status(
+        report(20, 240, metrics=(("loss", 0.5),), examples_per_second=9.5), 0, None, at(21)
+    )
+    status = progress_status(report(30, 320, metrics=(("loss", 0.4),)), 0, status, at(31.5))
+    assert ProgressStatus.from_json(json.loads(json.dumps(status.to_json()))) == status
+    whole = JobStatus(progress=status)
+    assert JobStatus.from_json(whole.to_json()) == whole
+
+
+def test_malformed_status_progress_reads_as_absent_fields() -> None:
+    assert ProgressStatus.from_json("junk") is None
+    odd = ProgressStatus.from_json({"epoch": "3", "metrics": {"loss": "x", "ok": 1}, "since": {"percent": 1}})
+    assert odd is not None and odd.epoch is None and odd.metrics == (("ok", 1.0),) and odd.since is None
+
+
+INTERVAL = 10.0
+
+
+def decide_progress(
+    old: ProgressStatus | None, reading: Any, now: float, final: bool = False, attempt: int = 0
+) -> Any:
+    return next_progress(old, reading, UID, attempt, at(0), at(now), INTERVAL, final)
+
+
+def test_the_first_report_is_recorded_at_once() -> None:
+    update = decide_progress(None, report(5, 80), 5)
+    assert update.status is not None and update.status.step == 80 and update.due is None
+
+
+def test_a_newer_report_within_the_interval_waits_until_it_is_due() -> None:
+    first = decide_progress(None, report(5, 80), 5).status
+    waiting = decide_progress(first, report(8, 160), 8)
+    assert waiting.status == first and waiting.due == at(15)
+    assert decide_progress(first, report(8, 160), 15).status.step == 160
+
+
+def test_at_most_one_write_per_interval_whatever_the_chief_writes() -> None:
+    status, writes = None, 0
+    for tick in range(600):  # the chief writes ten times a second for a minute
+        update = decide_progress(status, report(tick / 10, min(800, tick)), tick / 10)
+        if update.status != status:
+            writes += 1
+        status = update.status
+    assert writes == 6
+
+
+def test_the_final_figures_are_recorded_whatever_the_throttle() -> None:
+    first = decide_progress(None, report(5, 80), 5).status
+    final = decide_progress(first, report(6, 800), 6, final=True)
+    assert final.status.step == 800 and final.status.eta == "0s"
+
+
+def test_an_unchanged_document_changes_nothing() -> None:
+    first = decide_progress(None, report(5, 80), 5).status
+    assert decide_progress(first, report(5, 80), 30) == type(decide_progress(first, None, 30))(first)
+
+
+def test_a_stale_document_is_ignored() -> None:
+    assert decide_progress(None, report(5, 80, attempt=0, job_uid=UID), 20, attempt=1).status is None
+    assert decide_progress(None, report(5, 80, job_uid="uid-before"), 20).status is None
+
+
+def test_a_refused_document_keeps_the_last_figures_and_warns_once() -> None:
+    first = decide_progress(None, report(5, 80), 5).status
+    refused = decide_progress(first, ProgressProblem("progress.json: not JSON"), 20)
+    assert refused.status.step == 80 and refused.status.error == "progress.json: not JSON"
+    assert refused.warning and "not JSON" in refused.warning
+    again = decide_progress(refused.status, ProgressProblem("progress.json: not JSON"), 40)
+    assert again.status == refused.status and again.warning is None
+    healed = decide_progress(refused.status, report(35, 160), 40)
+    assert healed.status.error is None and healed.status.step == 160
+
+
+def test_refusals_are_throttled_too() -> None:
+    first = decide_progress(None, report(5, 80), 5).status
+    assert decide_progress(first, ProgressProblem("a"), 6).due == at(15)
+
+
+def test_a_refused_first_document_still_says_why() -> None:
+    update = decide_progress(None, ProgressProblem("default/mnist/progress.json: ELOOP"), 5)
+    assert update.status is not None and update.status.error and update.status.epoch is None
+
+
+def test_the_window_of_a_throttle_is_measured_from_the_last_write() -> None:
+    first = decide_progress(None, report(5, 80), 5).status
+    assert first.last_update == at(5)
+    assert decide_progress(first, report(14, 90), 14.999).due == at(5) + timedelta(seconds=INTERVAL)

@@ -1,0 +1,111 @@
+"""The progress document: how far training has got, for `kubectl get` and the job's status.
+
+The operator injects TFMW_PROGRESS_PATH; the chief writes one small JSON object there,
+atomically (a new file renamed over the old one), whenever it likes:
+
+    {"epoch": 3, "totalEpochs": 10, "step": 240, "totalSteps": 800,
+     "metrics": {"loss": 0.31, "accuracy": 0.91}, "examplesPerSecond": 5120.0,
+     "updatedAt": "2026-12-01T07:00:00.000Z", "jobUid": "...", "attempt": 0}
+
+Every field is optional. This module uses the standard library only, so any program can
+copy it; a failed write is logged once and otherwise ignored: progress must never slow
+or break training.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+import sys
+import time
+from collections.abc import Mapping
+from pathlib import Path
+
+PROGRESS_PATH_ENV = "TFMW_PROGRESS_PATH"
+
+
+def utc_now() -> str:
+    now = time.time()
+    return time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime(now)) + f".{int(now % 1 * 1000):03d}Z"
+
+
+def progress_document(
+    epoch: int | None = None,
+    total_epochs: int | None = None,
+    step: int | None = None,
+    total_steps: int | None = None,
+    metrics: Mapping[str, float] | None = None,
+    examples_per_second: float | None = None,
+    env: Mapping[str, str] | None = None,
+) -> dict[str, object]:
+    env = os.environ if env is None else env
+    document: dict[str, object] = {
+        "epoch": epoch,
+        "totalEpochs": total_epochs,
+        "step": step,
+        "totalSteps": total_steps,
+        "metrics": {k: float(v) for k, v in (metrics or {}).items() if math.isfinite(float(v))},
+        "examplesPerSecond": examples_per_second,
+        "updatedAt": utc_now(),
+        "jobUid": env.get("TFMW_JOB_UID"),
+        "attempt": int(env["TFMW_ATTEMPT"]) if env.get("TFMW_ATTEMPT", "").isdigit() else None,
+    }
+    return {key: value for key, value in document.items() if value is not None}
+
+
+def write_atomically(path: Path, document: Mapping[str, object]) -> None:
+    partial = path.with_name(f".{path.name}.{os.getpid()}.partial")
+    partial.write_text(json.dumps(document, allow_nan=False, separators=(",", ":")) + "\n")
+    os.replace(partial, path)
+
+
+class ProgressReporter:
+    """Writes the progress document; silent where there is nowhere to write it."""
+
+    def __init__(self, path: str | Path | None = None, enabled: bool = True) -> None:
+        where = path if path is not None else os.environ.get(PROGRESS_PATH_ENV)
+        self.path = Path(where) if where and enabled else None
+        self._warned = False
+
+    def report(
+        self,
+        epoch: int | None = None,
+        total_epochs: int | None = None,
+        step: int | None = None,
+        total_steps: int | None = None,
+        metrics: Mapping[str, float] | None = None,
+        examples_per_second: float | None = None,
+    ) -> bool:
+        """Write the document; False (and one warning, the first time) if it could not be."""
+        if self.path is None:
+            return False
+        try:
+            document = progress_document(epoch, total_epochs, step, total_steps, metrics, examples_per_second)
+            write_atomically(self.path, document)
+        except (OSError, TypeError, ValueError) as error:
+            if not self._warned:
+                self._warned = True
+                print(
+                    f"tfmw-progress: cannot write {self.path}: {error}; progress is not reported",
+                    file=sys.stderr,
+                )
+            return False
+        return True
+
+
+_reporters: dict[str, ProgressReporter] = {}
+
+
+def report_progress(
+    epoch: int | None = None,
+    total_epochs: int | None = None,
+    step: int | None = None,
+    total_steps: int | None = None,
+    metrics: Mapping[str, float] | None = None,
+    examples_per_second: float | None = None,
+) -> bool:
+    """Report progress to TFMW_PROGRESS_PATH (call it on the chief only)."""
+    path = os.environ.get(PROGRESS_PATH_ENV, "")
+    reporter = _reporters.setdefault(path, ProgressReporter(path or None))
+    return reporter.report(epoch, total_epochs, step, total_steps, metrics, examples_per_second)
