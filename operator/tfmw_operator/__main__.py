@@ -11,8 +11,9 @@ import kopf
 from prometheus_client import start_http_server
 
 from tfmw_operator import leader
-from tfmw_operator.handlers import SHARED_ROOT_ENV
+from tfmw_operator.handlers import PROGRESS_INTERVAL_ENV, SHARED_ROOT_ENV
 from tfmw_operator.kube import load_api_client
+from tfmw_operator.progress import DEFAULT_PROGRESS_INTERVAL_SECONDS
 
 
 def main(argv: list[str] | None = None) -> None:
@@ -21,6 +22,12 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--namespace", action="append", default=[], help="watch only these (repeatable)")
     parser.add_argument("--metrics-port", type=int, default=8080, help="Prometheus /metrics; 0 turns it off")
     parser.add_argument("--liveness", default="http://0.0.0.0:8081/healthz", help="liveness endpoint URL")
+    parser.add_argument(
+        "--progress-interval",
+        type=float,
+        default=DEFAULT_PROGRESS_INTERVAL_SECONDS,
+        help="at most one status.progress write per job per this many seconds",
+    )
     parser.add_argument("--verbose", action="store_true")
     parser.add_argument(
         "--leader-elect", action="store_true", help="run only while holding the Lease (for several replicas)"
@@ -28,7 +35,10 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--leader-election-namespace", default=os.environ.get("POD_NAMESPACE", "tfmw-system"))
     parser.add_argument("--leader-election-lease", default="tfmw-operator")
     args = parser.parse_args(argv)
+    if args.progress_interval < 1:
+        parser.error("--progress-interval must be at least 1 second")
     os.environ[SHARED_ROOT_ENV] = args.shared_root
+    os.environ[PROGRESS_INTERVAL_ENV] = str(args.progress_interval)
     if args.metrics_port:
         # Served from the start, also by a standby replica waiting for the lease: the
         # Deployment's liveness probe asks here.

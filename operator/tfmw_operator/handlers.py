@@ -19,8 +19,10 @@ import kopf
 from tfmw_operator.api import GROUP, LABEL_JOB_NAME, PLURAL, VERSION
 from tfmw_operator.controller import JobController
 from tfmw_operator.kube import Kube, load_api_client
+from tfmw_operator.progress import DEFAULT_PROGRESS_INTERVAL_SECONDS
 
 SHARED_ROOT_ENV = "TFMW_SHARED_ROOT"
+PROGRESS_INTERVAL_ENV = "TFMW_PROGRESS_INTERVAL"
 API_THREADS = 64
 
 logger = logging.getLogger(__name__)
@@ -48,10 +50,11 @@ async def start(settings: kopf.OperatorSettings, **_: Any) -> None:
     loop = asyncio.get_running_loop()
     loop.set_default_executor(concurrent.futures.ThreadPoolExecutor(max_workers=API_THREADS))
     shared_root = Path(os.environ.get(SHARED_ROOT_ENV, "/var/lib/tfmw/shared"))
+    progress_interval = float(os.environ.get(PROGRESS_INTERVAL_ENV, DEFAULT_PROGRESS_INTERVAL_SECONDS))
     api_client = await asyncio.to_thread(load_api_client)  # reads files: not on the event loop
-    _controller = JobController(Kube(api_client), shared_root)
+    _controller = JobController(Kube(api_client), shared_root, progress_interval)
     _background.add(loop.create_task(_controller.watch_markers()))
-    logger.info("tfmw operator started; shared root %s", shared_root)
+    logger.info("tfmw operator started; shared root %s, progress every %.0fs", shared_root, progress_interval)
 
 
 @kopf.on.login()

@@ -101,14 +101,36 @@ def test_printer_columns_show_real_values(
     kubelet.run_all(namespace, "cols")
     kube.wait_phase(namespace, "cols", "Running")
     table = kubectl("get", "tfmwjobs", "-n", namespace).stdout.splitlines()
-    assert table[0].split() == ["NAME", "PHASE", "READY", "RESTARTS", "AGE"]
-    assert table[1].split()[:4] == ["cols", "Running", "3/3", "0"]
+    # PROGRESS and ETA stay empty until the chief reports progress.
+    assert table[0].split() == ["NAME", "PHASE", "READY", "RESTARTS", "PROGRESS", "ETA", "AGE"]
+    assert table[1].split()[:4] == ["cols", "Running", "3/3", "0"] and len(table[1].split()) == 5
     write_marker(shared_root / namespace / "cols", job["metadata"]["uid"])
     kube.wait_phase(namespace, "cols", "Succeeded")
     wide = kubectl("get", "tfmw", "-n", namespace, "-o", "wide").stdout.splitlines()
-    assert wide[0].split()[:7] == ["NAME", "PHASE", "READY", "RESTARTS", "AGE", "WORKERS", "COMPLETED"]
-    row = wide[1].split()
-    assert row[1] == "Succeeded" and row[5] == "3" and row[6] not in ("", "<none>")
+    assert wide[0].split() == [
+        "NAME",
+        "PHASE",
+        "READY",
+        "RESTARTS",
+        "PROGRESS",
+        "ETA",
+        "AGE",
+        "WORKERS",
+        "COMPLETED",
+        "REASON",
+        "METRICS",
+    ]
+    row = columns(wide[0], wide[1])
+    assert row["PHASE"] == "Succeeded" and row["WORKERS"] == "3" and row["COMPLETED"] not in ("", "<none>")
+    assert row["PROGRESS"] == "" and row["METRICS"] == ""  # the job reported no progress
+
+
+def columns(header: str, line: str) -> dict[str, str]:
+    """A kubectl table row by column name (empty cells leave only spaces)."""
+    names = header.split()
+    starts = [header.index(f" {n}") + 1 if i else 0 for i, n in enumerate(names)]
+    ends = [*starts[1:], None]
+    return {n: line[a:b].strip() for n, a, b in zip(names, starts, ends, strict=True)}
 
 
 def test_deleting_the_job_removes_pods_and_service_through_the_garbage_collector(
