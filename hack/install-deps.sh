@@ -4,7 +4,8 @@
 set -euo pipefail
 source "$(dirname "$0")/lib.sh"
 packages=(containerd runc buildah debootstrap containernetworking-plugins iptables conntrack
-  iproute2 socat curl openssl util-linux procps)
+  iproute2 socat curl openssl util-linux procps
+  chromium) # chromium: the e2e test renders TensorBoard in it, headless
 missing=()
 for p in "${packages[@]}"; do dpkg -s "$p" >/dev/null 2>&1 || missing+=("$p"); done
 if ((${#missing[@]})); then

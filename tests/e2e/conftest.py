@@ -51,10 +51,28 @@ def fresh_name(kube: ClusterClient, shared_dir: Path) -> Iterator[Callable[[str]
         return name
 
     yield fresh
-    for name in made:
+    remove_jobs(kube, shared_dir, made)
+
+
+@pytest.fixture(scope="module")
+def module_name(kube: ClusterClient, shared_dir: Path) -> Iterator[Callable[[str], str]]:
+    """As fresh_name, for jobs that several tests of a module look at."""
+    made: list[str] = []
+
+    def fresh(base: str) -> str:
+        name = f"{base}-{uuid.uuid4().hex[:5]}"
+        made.append(name)
+        return name
+
+    yield fresh
+    remove_jobs(kube, shared_dir, made)
+
+
+def remove_jobs(kube: ClusterClient, shared_dir: Path, names: list[str]) -> None:
+    for name in names:
         if kube.get_job(NAMESPACE, name) is not None:
             kube.delete_job(NAMESPACE, name)
-    for name in made:
+    for name in names:
         wait_for(f"pods of {name} gone", lambda n=name: not kube.pods(NAMESPACE, n), timeout=120)  # type: ignore[misc]
         for folder in (shared_dir / NAMESPACE).glob(f"{name}*"):
             shutil.rmtree(folder, ignore_errors=True)
