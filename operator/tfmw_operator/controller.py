@@ -16,7 +16,7 @@ from typing import TypeVar
 from kubernetes.client.exceptions import ApiException
 
 from tfmw_operator import metrics
-from tfmw_operator.api import JobSpec, Json
+from tfmw_operator.api import JobSpec, Json, Phase
 from tfmw_operator.builders import build_event
 from tfmw_operator.decision import (
     CreateError,
@@ -107,7 +107,8 @@ class JobController:
                 marker = await self.storage(spec.marker_relpath, read_marker, spec.marker_relpath)
             except StorageError as error:
                 storage_error = str(error)
-            if not JobStatus.from_json(job.get("status")).finished:
+            # Only a running gang trains; a job being launched or restarted costs no read.
+            if JobStatus.from_json(job.get("status")).phase is Phase.RUNNING:
                 progress = await self._read_progress(key, spec.progress_relpath)
         observed = Observed.of(
             job,
@@ -130,13 +131,18 @@ class JobController:
         return decision.requeue_after if completed else 0.0
 
     async def _read_progress(self, key: Key, relpath: str) -> ProgressReading | None:
-        """The progress document, noting its signature first: a write after this is a change."""
         try:
-            self.progress_seen[key] = await self.storage(relpath, file_signature, relpath)
-            reading: ProgressReading | None = await self.storage(relpath, read_progress, relpath)
+            self.progress_seen[key], reading = await self.storage(relpath, self._signed_progress, relpath)
         except StorageError as error:
             return ProgressProblem(str(error))
         return reading
+
+    @staticmethod
+    def _signed_progress(
+        shared_root: Path, relpath: str
+    ) -> tuple[tuple[int, int] | None, ProgressReading | None]:
+        """The document's signature, then the document: a write in between is a change to see."""
+        return file_signature(shared_root, relpath), read_progress(shared_root, relpath)
 
     async def _apply(self, key: Key, job: Json, pods: Sequence[ObservedPod], decision: Decision) -> bool:
         """Carry out the actions in order; False when one of them means deciding again."""
@@ -326,8 +332,9 @@ class JobController:
             if not watched and not progress:
                 continue
             try:
-                found = await self.storage(".", self._markers_present, watched)
-                found += await self.storage(".", self._progress_changed, progress)
+                found = await self.storage(".", self._markers_present, watched) if watched else []
+                if progress:
+                    found += await self.storage(".", self._progress_changed, progress)
             except (OSError, StorageError):  # storage trouble must not end marker detection for good
                 logger.exception("cannot look for markers under %s", self.shared_root)
                 continue

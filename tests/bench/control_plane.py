@@ -7,6 +7,8 @@ Prints a table and writes bench/results/control-plane.json. Figures:
   - the same with 100 jobs submitted at once
   - marker written -> phase Succeeded: median, p99
   - 500 jobs x 4 workers submitted at once: time until all Running, operator peak RSS, CPU s
+  - then every chief of those 500 reports progress every second for a minute: status
+    writes per job per minute, operator CPU and peak RSS
   - API write requests per job on the happy path (from the API server's own counters)
   - a bare client's concurrent pod-creation rate on the same server, and the operator's
     pod-creation rate as a fraction of it
@@ -158,6 +160,60 @@ def bare_client_rate(kube: ClusterClient, namespace: str, count: int, offset: in
     return count / (time.monotonic() - begin)
 
 
+def write_progress(job_dir: Path, uid: str, step: int) -> None:
+    """As the trainer's helper writes it: a new file renamed over the old one."""
+    now = time.time()
+    document = {
+        "epoch": step // 60,
+        "totalEpochs": 100,
+        "step": step,
+        "totalSteps": 6000,
+        "metrics": {"loss": round(1 / (1 + step), 5), "accuracy": round(step / 6000, 5)},
+        "examplesPerSecond": 512.0,
+        "updatedAt": time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime(now)) + f".{int(now % 1 * 1000):03d}Z",
+        "jobUid": uid,
+        "attempt": 0,
+    }
+    partial = job_dir / ".progress.json.partial"
+    partial.write_text(json.dumps(document))
+    os.replace(partial, job_dir / "progress.json")
+
+
+def progress_load(
+    kube: ClusterClient, namespace: str, shared_root: Path, operator: OperatorProcess, seconds: float = 60
+) -> dict[str, float]:
+    """Every running job's chief writes progress once a second; what that costs."""
+    items = kube.custom.list_namespaced_custom_object("tfmw.dev", "v1alpha1", namespace, "tfmwjobs")["items"]
+    jobs = [(shared_root / namespace / j["metadata"]["name"], j["metadata"]["uid"]) for j in items]
+    print(f"{len(jobs)} jobs report progress every second for {seconds:.0f}s ...", flush=True)
+    before, cpu_before = api_writes(), operator.cpu_seconds()
+    begin = time.monotonic()
+    step = 0
+    while time.monotonic() - begin < seconds:
+        tick = time.monotonic()
+        step += 1
+        for job_dir, uid in jobs:
+            write_progress(job_dir, uid, step)
+        time.sleep(max(0.0, 1.0 - (time.monotonic() - tick)))
+    elapsed = time.monotonic() - begin
+    after = api_writes()
+    patches = after[("PATCH", "tfmwjobs", "status")] - before.get(("PATCH", "tfmwjobs", "status"), 0)
+    recorded = sum(
+        1
+        for j in kube.custom.list_namespaced_custom_object("tfmw.dev", "v1alpha1", namespace, "tfmwjobs")[
+            "items"
+        ]
+        if ((j.get("status") or {}).get("progress") or {}).get("step")
+    )
+    return {
+        "jobs": len(jobs),
+        "jobs_with_progress_in_status": recorded,
+        "status_writes_per_job_per_minute": round(patches / len(jobs) * 60 / elapsed, 2),
+        "operator_cpu_s_per_minute": round((operator.cpu_seconds() - cpu_before) * 60 / elapsed, 1),
+        "operator_peak_rss_mb": round(operator.peak_rss_mb(), 1),
+    }
+
+
 def main() -> None:
     os.environ.setdefault("KUBECONFIG", LOCAL_KUBECONFIG)
     os.environ["PATH"] = f"{REPO / 'hack' / 'bin'}:{os.environ['PATH']}"
@@ -284,6 +340,9 @@ def main() -> None:
             "operator_cpu_s": round(operator.cpu_seconds() - cpu_before, 1),
         }
         stop_runner.set()
+        results["500_jobs_reporting_progress_for_60_s"] = progress_load(
+            kube, scale_namespace, shared_root, operator
+        )
     finally:
         operator.stop()
         watcher.stop.set()

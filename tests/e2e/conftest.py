@@ -39,9 +39,8 @@ def shared_dir() -> Path:
     return Path(os.environ.get("TFMW_E2E_SHARED_DIR") or SHARED_DIR)
 
 
-@pytest.fixture
-def fresh_name(kube: ClusterClient, shared_dir: Path) -> Iterator[Callable[[str], str]]:
-    """Names of this test's own, so no test reads what an earlier one left; afterwards its
+def _names(kube: ClusterClient, shared_dir: Path) -> Iterator[Callable[[str], str]]:
+    """Names of a test's own, so no test reads what an earlier one left; afterwards their
     jobs are deleted and their folders (and any moved aside) removed."""
     made: list[str] = []
 
@@ -54,18 +53,8 @@ def fresh_name(kube: ClusterClient, shared_dir: Path) -> Iterator[Callable[[str]
     remove_jobs(kube, shared_dir, made)
 
 
-@pytest.fixture(scope="module")
-def module_name(kube: ClusterClient, shared_dir: Path) -> Iterator[Callable[[str], str]]:
-    """As fresh_name, for jobs that several tests of a module look at."""
-    made: list[str] = []
-
-    def fresh(base: str) -> str:
-        name = f"{base}-{uuid.uuid4().hex[:5]}"
-        made.append(name)
-        return name
-
-    yield fresh
-    remove_jobs(kube, shared_dir, made)
+fresh_name = pytest.fixture(_names, name="fresh_name")
+module_name = pytest.fixture(_names, scope="module", name="module_name")  # jobs several tests look at
 
 
 def remove_jobs(kube: ClusterClient, shared_dir: Path, names: list[str]) -> None:

@@ -135,6 +135,9 @@ def train(place: Placement, config: TrainConfig) -> dict[str, float]:
         place,
         f"eval_accuracy={metrics['eval_accuracy']:.4f} test_examples={len(data.x_test)} data={data.name}",
     )
+    if place.is_chief:
+        with tf.summary.create_file_writer(str(place.shared_dir / "tensorboard")).as_default():
+            tf.summary.scalar("eval_accuracy", metrics["eval_accuracy"], step=config.epochs)
     if not place.is_chief:
         shutil.rmtree(checkpoint_dir(place), ignore_errors=True)
     say(place, "training_complete")
