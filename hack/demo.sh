@@ -40,10 +40,10 @@ python3 -c 'import json, sys; m = json.load(open(sys.argv[1])); print("eval_accu
   "$shared/default/$job/multiworker-complete.txt" 2>/dev/null || echo "(no marker)"
 echo "=== kubectl describe tfmwjob $job (its progress)"
 kubectl describe tfmwjob "$job" | sed -n '/^  Progress:/,/^  Ready Workers:/p' | sed '$d'
-echo "=== checkpoints and TensorBoard logs in $shared/default/$job/"
-ls -l "$shared/default/$job/checkpoints" "$shared/default/$job/tensorboard" 2>/dev/null || true
+echo "=== checkpoints and TensorBoard events in $shared/default/$job/"
+ls -l "$shared/default/$job/checkpoints" "$shared/default/$job/"events.out.tfevents.* 2>/dev/null || true
 kubectl -n tfmw-system rollout status deployment/tfmw-tensorboard --timeout=120s >/dev/null || true
 echo "=== demo finished in $(( $(date +%s) - start ))s with phase ${phase:-unknown}"
-echo "TensorBoard (run default/$job/tensorboard): open http://localhost:6006 after"
+echo "TensorBoard (run default/$job): open http://localhost:6006 after"
 echo "  kubectl -n tfmw-system port-forward svc/tfmw-tensorboard 6006:6006"
 [[ $phase == Succeeded ]]

@@ -14,7 +14,7 @@ import json
 import math
 import re
 from dataclasses import dataclass, replace
-from datetime import datetime, timedelta
+from datetime import UTC, datetime, timedelta
 
 from tfmw_operator.api import parse_time
 from tfmw_operator.status import ProgressRate, ProgressStatus
@@ -104,6 +104,13 @@ def _metrics(value: object) -> tuple[tuple[str, float], ...]:
     return tuple(checked)
 
 
+def _unix_time(value: float) -> datetime | None:
+    """Seconds since the epoch (time.time()), as a program may write it by hand."""
+    if isinstance(value, bool) or not math.isfinite(value) or not 0 <= value < 2**33:
+        return None
+    return datetime.fromtimestamp(value, UTC)
+
+
 def parse_progress(content: bytes, modified: datetime) -> ProgressReport:
     """The document in `content` (at most MAX_PROGRESS_BYTES), or ProgressError saying why not."""
     if len(content) > MAX_PROGRESS_BYTES:
@@ -127,10 +134,11 @@ def parse_progress(content: bytes, modified: datetime) -> ProgressReport:
     if examples_per_second is not None and examples_per_second < 0:
         raise ProgressError("examplesPerSecond must not be negative")
     updated_at = modified
-    if document.get("updatedAt") is not None:
-        parsed = parse_time(document["updatedAt"])
+    stamp = document.get("updatedAt")
+    if stamp is not None:
+        parsed = _unix_time(stamp) if isinstance(stamp, int | float) else parse_time(stamp)
         if parsed is None:
-            raise ProgressError(f"updatedAt must be an RFC 3339 time, got {_shown(document['updatedAt'])}")
+            raise ProgressError(f"updatedAt must be an RFC 3339 time or Unix seconds, got {_shown(stamp)}")
         updated_at = parsed
     # Milliseconds, as the status records it: the same document then compares equal.
     updated_at = updated_at.replace(microsecond=updated_at.microsecond // 1000 * 1000)

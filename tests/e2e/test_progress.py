@@ -125,7 +125,7 @@ def get_json(url: str) -> Any:
 def test_tensorboard_serves_the_jobs_loss_and_shows_its_run_in_a_browser(
     watched_job: Json, tensorboard: str
 ) -> None:
-    run = f"{NAMESPACE}/{watched_job['name']}/tensorboard"
+    run = f"{NAMESPACE}/{watched_job['name']}"  # one run per job
     wait_for(f"run {run} in TensorBoard", lambda: run in get_json(f"{tensorboard}/data/runs"), timeout=60)
     query = urllib.parse.urlencode({"run": run, "tag": "loss"})
     scalars = get_json(f"{tensorboard}/data/plugin/scalars/scalars?{query}")

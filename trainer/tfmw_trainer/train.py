@@ -105,6 +105,22 @@ def write_marker(place: Placement, content: dict[str, Any]) -> None:
     os.replace(partial, place.marker_path)
 
 
+class Summaries:
+    """The chief's TensorBoard scalars, in the job's folder itself: TensorBoard over the shared
+    volume then shows each job as one run, named `<namespace>/<job>`."""
+
+    def __init__(self, place: Placement) -> None:
+        self.writer = tf.summary.create_file_writer(str(place.shared_dir)) if place.is_chief else None
+
+    def write(self, step: int, values: dict[str, float]) -> None:
+        if self.writer is None:
+            return
+        with self.writer.as_default():
+            for name, value in values.items():
+                tf.summary.scalar(name, value, step=step)
+        self.writer.flush()
+
+
 def maybe_crash(place: Placement, config: TrainConfig, epoch: int) -> None:
     if config.crash_at_epoch == epoch and place.attempt == 0 and place.index == config.crash_worker:
         say(place, f"injected_crash epoch={epoch} exit_code={config.crash_exit_code}")
@@ -126,18 +142,17 @@ def train(place: Placement, config: TrainConfig) -> dict[str, float]:
     say(place, f"data={data.name} train={len(data.x_train)} test={len(data.x_test)} classes={data.classes}")
     # One writer per job: the chief.
     reporter = ProgressReporter(enabled=place.is_chief)
+    summaries = Summaries(place)
     if config.mode == "fit":
-        model, metrics = _train_fit(strategy, place, config, data, global_batch, reporter)
+        model, metrics = _train_fit(strategy, place, config, data, global_batch, reporter, summaries)
     else:
-        model, metrics = _train_loop(strategy, place, config, data, global_batch, reporter)
+        model, metrics = _train_loop(strategy, place, config, data, global_batch, reporter, summaries)
     metrics["eval_accuracy"] = evaluate(model, data)
     say(
         place,
         f"eval_accuracy={metrics['eval_accuracy']:.4f} test_examples={len(data.x_test)} data={data.name}",
     )
-    if place.is_chief:
-        with tf.summary.create_file_writer(str(place.shared_dir / "tensorboard")).as_default():
-            tf.summary.scalar("eval_accuracy", metrics["eval_accuracy"], step=config.epochs)
+    summaries.write(config.epochs, {"eval_accuracy": metrics["eval_accuracy"]})
     if not place.is_chief:
         shutil.rmtree(checkpoint_dir(place), ignore_errors=True)
     say(place, "training_complete")
@@ -170,6 +185,7 @@ def _train_loop(
     data: Dataset,
     global_batch: int,
     reporter: ProgressReporter,
+    summaries: Summaries,
 ) -> tuple[Any, dict[str, float]]:
     def dataset_fn(context: Any) -> Any:
         batch = context.get_per_replica_batch_size(global_batch)
@@ -212,7 +228,6 @@ def _train_loop(
         per_replica = strategy.run(step, args=(next(iterator),))
         return strategy.reduce(tf.distribute.ReduceOp.SUM, per_replica, axis=None)
 
-    writer = tf.summary.create_file_writer(str(place.shared_dir / "tensorboard")) if place.is_chief else None
     total_steps = config.epochs * config.steps_per_epoch
     metrics = {"loss": float("nan"), "accuracy": float("nan")}
     for epoch in range(first_epoch, config.epochs + 1):
@@ -233,11 +248,7 @@ def _train_loop(
             "accuracy": round(float(accuracy.result()), 4),
         }
         say(place, f"epoch={epoch} loss={metrics['loss']:.4f} accuracy={metrics['accuracy']:.4f}")
-        if writer is not None:
-            with writer.as_default():
-                tf.summary.scalar("loss", metrics["loss"], step=epoch)
-                tf.summary.scalar("accuracy", metrics["accuracy"], step=epoch)
-            writer.flush()
+        summaries.write(epoch, metrics)
         epochs_done.assign(epoch)
         manager.save(checkpoint_number=epoch)
         if place.is_chief:
@@ -258,6 +269,7 @@ def _train_fit(
     data: Dataset,
     global_batch: int,
     reporter: ProgressReporter,
+    summaries: Summaries,
 ) -> tuple[Any, dict[str, float]]:
     dataset = tf.data.Dataset.from_tensor_slices((data.x_train, data.y_train))
     dataset = dataset.shuffle(len(data.x_train), seed=config.seed, reshuffle_each_iteration=True)
@@ -281,13 +293,11 @@ def _train_fit(
             logs = logs or {}
             metrics.update(loss=round(float(logs["loss"]), 4), accuracy=round(float(logs["accuracy"]), 4))
             say(place, f"epoch={epoch + 1} loss={metrics['loss']:.4f} accuracy={metrics['accuracy']:.4f}")
+            summaries.write(epoch + 1, metrics)
             maybe_crash(place, config, epoch + 1)
             if config.epoch_pause:
                 time.sleep(config.epoch_pause)
 
-    tensorboard_dir = (
-        place.shared_dir / "tensorboard-fit" if place.is_chief else checkpoint_dir(place) / "tensorboard"
-    )
     # Per job: a backup left by an earlier job of the same name is not ours to resume.
     backup_dir = place.shared_dir / f"backup-{place.job_uid or 'local'}"
     model.fit(
@@ -297,7 +307,6 @@ def _train_fit(
         verbose=0,
         callbacks=[
             tf.keras.callbacks.BackupAndRestore(backup_dir=str(backup_dir)),
-            tf.keras.callbacks.TensorBoard(log_dir=str(tensorboard_dir)),
             ProgressCallback(global_batch, reporter=reporter),
             EpochLines(),
         ],

@@ -64,6 +64,12 @@ def test_percent_comes_from_steps_else_epochs_else_nothing() -> None:
     assert bare.percent is None and bare.updated_at == MTIME  # no updatedAt: the file's time
 
 
+def test_updated_at_may_be_unix_seconds() -> None:
+    assert parse_progress(document(updatedAt=at(30).timestamp()), MTIME).updated_at == at(30)
+    with pytest.raises(ProgressError, match="updatedAt"):
+        parse_progress(document(updatedAt=-5), MTIME)
+
+
 def test_every_field_is_optional() -> None:
     assert parse_progress(b"{}", MTIME) == ProgressReport(updated_at=MTIME)
 

@@ -83,6 +83,8 @@ def test_two_workers_train_in_sync_and_the_chief_writes_the_marker(tmp_path: Pat
         24,
     )
     assert marker["metrics"]["eval_accuracy"] > 0.7, "the synthetic task is learnable"
+    # TensorBoard scalars in the job's folder itself (one run per job), from the chief only.
+    assert list(tmp_path.glob("events.out.tfevents.*")), "no TensorBoard events in the job's folder"
 
 
 def test_real_digits_are_learned_well_beyond_chance_on_held_out_data(tmp_path: Path) -> None:
