@@ -11,7 +11,7 @@ PYTEST := python3 -m pytest -p no:cacheprovider
 STAMP := build/.installed
 
 .PHONY: install lint test test-unit test-integration test-e2e test-faults faults run images cluster-up cluster-down \
-	cluster-status deploy demo bench mutate golden kind-up kind-deploy kind-e2e clean
+	cluster-status deploy demo bench mutate golden kueue-up kueue-down kind-up kind-deploy kind-e2e clean
 
 $(STAMP): pyproject.toml hack/versions.env hack/go.mod hack/install-deps.sh
 	hack/install-deps.sh
@@ -68,6 +68,14 @@ cluster-status:
 
 deploy: install
 	hack/up.sh
+
+# Kueue on the local cluster, built from its Go module (the e2e tests start it themselves).
+kueue-up: install
+	hack/up.sh
+	hack/kueue.sh up
+
+kueue-down:
+	hack/kueue.sh down
 
 demo: install
 	hack/demo.sh

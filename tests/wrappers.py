@@ -86,6 +86,11 @@ class JobWrapper:
         """Pods bound to the simulated node, where the test plays the kubelet."""
         return self.pod_spec(nodeName=SIM_NODE, tolerations=[{"operator": "Exists"}])
 
+    def queue(self, name: str) -> JobWrapper:
+        """The job names a Kueue LocalQueue, as users do: a label on the job."""
+        self._job["metadata"].setdefault("labels", {})["kueue.x-k8s.io/queue-name"] = name
+        return self
+
     def status(self, **fields: Any) -> JobWrapper:
         self._job.setdefault("status", {}).update(fields)
         return self
@@ -180,6 +185,28 @@ class PodWrapper:
                 {"type": "PodScheduled", "status": "False", "reason": "Unschedulable", "message": message}
             ],
         }
+        return self
+
+    def gated(self) -> PodWrapper:
+        """Held by Kueue's admission gate, as its webhook leaves every pod of a group."""
+        self._pod["spec"]["schedulingGates"] = [{"name": "kueue.x-k8s.io/admission"}]
+        self._pod["status"] = {
+            "phase": "Pending",
+            "conditions": [{"type": "PodScheduled", "status": "False", "reason": "SchedulingGated"}],
+        }
+        return self
+
+    def preempted(self) -> PodWrapper:
+        """Kueue evicted the Workload: the pod is marked and deleted."""
+        self._pod["status"].setdefault("conditions", []).append(
+            {
+                "type": "TerminationTarget",
+                "status": "True",
+                "reason": "WorkloadEvicted",
+                "message": "Preempted",
+            }
+        )
+        self._pod["metadata"]["deletionTimestamp"] = "2026-01-01T12:00:15Z"
         return self
 
     def waiting(self, reason: str, message: str = "") -> PodWrapper:

@@ -22,6 +22,12 @@ LABEL_REPLICA_INDEX = "tfmw.dev/replica-index"
 LABEL_ATTEMPT = "tfmw.dev/attempt"
 LABEL_ROLE = "tfmw.dev/role"
 
+# Kueue's plain-pod groups: a job that names a LocalQueue runs its workers as one group.
+LABEL_QUEUE_NAME = "kueue.x-k8s.io/queue-name"
+LABEL_POD_GROUP = "kueue.x-k8s.io/pod-group-name"
+ANNOTATION_POD_GROUP_COUNT = "kueue.x-k8s.io/pod-group-total-count"
+KUEUE_ADMISSION_GATE = "kueue.x-k8s.io/admission"
+
 PORT_NAME = "tfmw"
 DEFAULT_PORT = 2222
 DEFAULT_MOUNT_PATH = "/shared"
@@ -109,6 +115,7 @@ class JobSpec:
     chief_exit_grace_seconds: int
     run_policy: RunPolicy
     template: Json
+    queue_name: str | None = None  # the Kueue LocalQueue the job's label names
 
     @property
     def directory(self) -> str:
@@ -171,4 +178,5 @@ def parse_job(job: Json) -> JobSpec:
             restart_grace_seconds=int(run.get("restartGracePeriodSeconds", DEFAULT_RESTART_GRACE_SECONDS)),
         ),
         template=template,
+        queue_name=(meta.get("labels") or {}).get(LABEL_QUEUE_NAME) or None,
     )

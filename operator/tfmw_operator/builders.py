@@ -7,10 +7,13 @@ import json
 from datetime import datetime
 
 from tfmw_operator.api import (
+    ANNOTATION_POD_GROUP_COUNT,
     API_VERSION,
     KIND,
     LABEL_ATTEMPT,
     LABEL_JOB_NAME,
+    LABEL_POD_GROUP,
+    LABEL_QUEUE_NAME,
     LABEL_REPLICA_INDEX,
     LABEL_ROLE,
     PORT_NAME,
@@ -27,6 +30,17 @@ EVENT_MESSAGE_LIMIT = 1024
 
 def pod_name(job_name: str, index: int) -> str:
     return f"{job_name}-worker-{index}"
+
+
+def pod_group_name(job: JobSpec, attempt: int) -> str:
+    """The Kueue pod group (and so the Workload) of one attempt: a new group per attempt, so
+    a gang restart is admitted afresh as a whole. The UID keeps a later job of the same name
+    clear of a Workload still being removed; at most 63 characters, as a label value must."""
+    return f"{pod_group_name_prefix(job.name, job.uid)}{attempt}"
+
+
+def pod_group_name_prefix(job_name: str, job_uid: str) -> str:
+    return f"tfmw-{job_name[:40]}-{job_uid[:8]}-"
 
 
 def worker_address(job: JobSpec, index: int) -> str:
@@ -149,14 +163,20 @@ def build_pod(job: JobSpec, index: int, attempt: int) -> Json:
     # rejoin a collective that has already moved on.
     spec["restartPolicy"] = "Never"
 
+    labels = {**(metadata.get("labels") or {}), **pod_labels(job, index, attempt)}
+    annotations = dict(metadata.get("annotations") or {})
+    if job.queue_name:
+        # Kueue admits the whole group or none of it: no partial gang holds the nodes.
+        labels.update({LABEL_QUEUE_NAME: job.queue_name, LABEL_POD_GROUP: pod_group_name(job, attempt)})
+        annotations[ANNOTATION_POD_GROUP_COUNT] = str(job.workers)
     return {
         "apiVersion": "v1",
         "kind": "Pod",
         "metadata": {
             "name": name,
             "namespace": job.namespace,
-            "labels": {**(metadata.get("labels") or {}), **pod_labels(job, index, attempt)},
-            "annotations": dict(metadata.get("annotations") or {}),
+            "labels": labels,
+            "annotations": annotations,
             "ownerReferences": [owner_reference(job)],
         },
         "spec": spec,

@@ -17,7 +17,7 @@ from kubernetes.client.exceptions import ApiException
 
 from tfmw_operator import metrics
 from tfmw_operator.api import JobSpec, Json, Phase
-from tfmw_operator.builders import build_event
+from tfmw_operator.builders import build_event, pod_group_name, pod_group_name_prefix
 from tfmw_operator.decision import (
     CreateError,
     CreateErrorKind,
@@ -25,6 +25,7 @@ from tfmw_operator.decision import (
     Decision,
     DeleteJob,
     DeletePods,
+    DeleteWorkloads,
     EnsureJobDirectory,
     EnsureService,
     Milestone,
@@ -32,10 +33,11 @@ from tfmw_operator.decision import (
     PatchStatus,
     ProgressWatch,
     RemoveMarker,
+    WorkloadState,
     parse_spec,
 )
 from tfmw_operator.kube import CreateRefused, Kube
-from tfmw_operator.observed import MarkerState, ObservedPod
+from tfmw_operator.observed import MarkerState, ObservedPod, workload_state
 from tfmw_operator.progress import DEFAULT_PROGRESS_INTERVAL_SECONDS, ProgressProblem, ProgressReading
 from tfmw_operator.reconcile import reconcile
 from tfmw_operator.status import JobStatus, merge_patch
@@ -101,15 +103,18 @@ class JobController:
             self.kube.list_pods(namespace, name), self.kube.get_service(namespace, name)
         )
         spec = parse_spec(job)
-        marker, storage_error, progress = MarkerState(), None, None
+        marker, storage_error, progress, workload = MarkerState(), None, None, None
         if isinstance(spec, JobSpec):
             try:
                 marker = await self.storage(spec.marker_relpath, read_marker, spec.marker_relpath)
             except StorageError as error:
                 storage_error = str(error)
+            recorded = JobStatus.from_json(job.get("status"))
             # Only a running gang trains; a job being launched or restarted costs no read.
-            if JobStatus.from_json(job.get("status")).phase is Phase.RUNNING:
+            if recorded.phase is Phase.RUNNING:
                 progress = await self._read_progress(key, spec.progress_relpath)
+            if spec.queue_name and not recorded.finished:
+                workload = await self._workload(namespace, pod_group_name(spec, recorded.attempt))
         observed = Observed.of(
             job,
             raw_pods,
@@ -121,6 +126,7 @@ class JobController:
             create_error=self.create_errors.get(key),
             progress=progress,
             progress_interval=self.progress_interval,
+            workload=workload,
         )
         decision = reconcile(observed)
         completed = await self._apply(key, job, observed.pods, decision)
@@ -129,6 +135,19 @@ class JobController:
         metrics.RECONCILE_SECONDS.observe(time.perf_counter() - started)
         # Cut short (a refused creation, a conflicting write): decide again from what is there now.
         return decision.requeue_after if completed else 0.0
+
+    async def _workload(self, namespace: str, name: str) -> WorkloadState | None:
+        found = await self.kube.get_workload(namespace, name)
+        return None if found is None else WorkloadState(name, *workload_state(found))
+
+    async def forget_deleted(self, key: Key, uid: str) -> None:
+        """A deleted job's Kueue Workloads are owned by its pods alone, and Kueue holds those
+        pods until their Workload goes: delete them, so the garbage collector can finish."""
+        namespace, name = key
+        prefix = pod_group_name_prefix(name, uid)
+        for workload in await self.kube.list_workload_names(namespace):
+            if workload.startswith(prefix):
+                await self.kube.delete_workload(namespace, workload)
 
     async def _read_progress(self, key: Key, relpath: str) -> ProgressReading | None:
         try:
@@ -172,6 +191,8 @@ class JobController:
                 doomed = [by_name[n] for n in action.names if n in by_name]
                 deletions = (self._archive_and_delete(namespace, name, p, action, warnings) for p in doomed)
                 await asyncio.gather(*deletions)
+            elif isinstance(action, DeleteWorkloads):
+                await asyncio.gather(*(self.kube.delete_workload(namespace, n) for n in action.names))
             elif isinstance(action, DeleteJob):
                 await self.kube.delete_job(namespace, name)
         events = [(e.type, e.reason, e.message) for e in decision.events] if completed else []

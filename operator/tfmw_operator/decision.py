@@ -54,11 +54,27 @@ class DeletePods:
 
 
 @dataclass(frozen=True)
+class DeleteWorkloads:
+    """Kueue Workloads of attempts that are over: Kueue then lets their pods go."""
+
+    names: tuple[str, ...]
+
+
+@dataclass(frozen=True)
 class DeleteJob:
     pass
 
 
-Action = RemoveMarker | EnsureJobDirectory | EnsureService | CreatePods | PatchStatus | DeletePods | DeleteJob
+Action = (
+    RemoveMarker
+    | EnsureJobDirectory
+    | EnsureService
+    | CreatePods
+    | PatchStatus
+    | DeletePods
+    | DeleteWorkloads
+    | DeleteJob
+)
 
 # The one order of actions. A stale marker goes before any pod can see it; pods exist
 # before the status records their launch (a crash in between re-creates only what is
@@ -71,6 +87,7 @@ ACTION_ORDER: tuple[type, ...] = (
     CreatePods,
     PatchStatus,
     DeletePods,
+    DeleteWorkloads,
     DeleteJob,
 )
 
@@ -117,6 +134,16 @@ def parse_spec(job: Json) -> JobSpec | SpecError:
 
 
 @dataclass(frozen=True)
+class WorkloadState:
+    """The Kueue Workload of the current attempt's pod group, as Kueue reports it."""
+
+    name: str
+    admitted: bool = False
+    reason: str = ""  # of QuotaReserved when not admitted: Pending (no quota yet), Inadmissible...
+    message: str = ""
+
+
+@dataclass(frozen=True)
 class Observed:
     job: Json
     spec: JobSpec | SpecError
@@ -131,9 +158,9 @@ class Observed:
     storage_error: str | None = None  # reading the marker failed: path, errno
     create_error: CreateError | None = None
     progress: ProgressReading | None = None  # the chief's progress document; None: there is none
-    progress_interval: float = (
-        DEFAULT_PROGRESS_INTERVAL_SECONDS  # at most one progress write per job per this
-    )
+    # At most one progress write per job per this many seconds.
+    progress_interval: float = DEFAULT_PROGRESS_INTERVAL_SECONDS
+    workload: WorkloadState | None = None  # None: the job names no queue, or Kueue made none yet
 
     @classmethod
     def of(
@@ -148,6 +175,7 @@ class Observed:
         create_error: CreateError | None = None,
         progress: ProgressReading | None = None,
         progress_interval: float = DEFAULT_PROGRESS_INTERVAL_SECONDS,
+        workload: WorkloadState | None = None,
     ) -> Observed:
         """The job as found; only pods it owns count (a namesake's pods are not its workers).
 
@@ -172,6 +200,7 @@ class Observed:
             create_error=create_error,
             progress=progress,
             progress_interval=progress_interval,
+            workload=workload,
         )
 
     @property

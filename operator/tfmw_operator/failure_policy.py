@@ -35,6 +35,7 @@ class Restart:
     """The gang restarts; `message` says why and how many restarts are left."""
 
     message: str
+    counted: bool = True  # against backoffLimit; a preemption by Kueue is not
 
 
 @dataclass(frozen=True)
@@ -45,6 +46,7 @@ class WorkerFailure:
     reason: str
     termination_message: str = ""
     disrupted: bool = False  # taken away (eviction, preemption, node loss), not the program's fault
+    preempted: bool = False  # by Kueue: the queue gave the quota to another workload
 
     def describe(self) -> str:
         what = f"worker {self.index} (pod {self.pod_name})"
@@ -57,11 +59,18 @@ class WorkerFailure:
 
 
 def failure_of(pod: ObservedPod) -> WorkerFailure:
-    return WorkerFailure(pod.index, pod.name, pod.exit_code, pod.reason, pod.message, pod.disrupted)
+    return WorkerFailure(
+        pod.index, pod.name, pod.exit_code, pod.reason, pod.message, pod.disrupted, pod.preempted
+    )
 
 
-def vanished(index: int, name: str) -> WorkerFailure:
-    return WorkerFailure(index, name, None, "pod disappeared while the job was active", disrupted=True)
+def vanished(index: int, name: str, preempted: bool = False) -> WorkerFailure:
+    reason = (
+        "pod deleted by Kueue, which evicted its Workload"
+        if preempted
+        else "pod disappeared while the job was active"
+    )
+    return WorkerFailure(index, name, None, reason, disrupted=True, preempted=preempted)
 
 
 def is_retryable(failure: WorkerFailure, policy: RestartPolicy) -> bool:
@@ -87,7 +96,7 @@ def first_failure(job: JobSpec, current: Sequence[ObservedPod], now: datetime) -
         elif pod.phase == "Failed":
             failures.append((pod.finished_at or never, failure_of(pod)))
         elif pod.deleting and pod.phase != "Succeeded":
-            failures.append((never, vanished(index, pod.name)))
+            failures.append((never, vanished(index, pod.name, pod.preempted)))
         elif pod.phase == "Unknown" and now >= (pod.changed_at or now) + timedelta(seconds=NODE_LOST_SECONDS):
             lost = f"its node has not reported for {NODE_LOST_SECONDS}s (phase Unknown)"
             failures.append((never, WorkerFailure(index, pod.name, None, lost, disrupted=True)))
@@ -104,6 +113,11 @@ def judge_failures(
     if failure is None:
         return None
     policy = job.run_policy
+    if failure.preempted:
+        # Kueue took the quota back; it admits the gang again when quota frees. No fault of
+        # the job's, so it costs no restart of the backoffLimit (and Never does not apply).
+        message = f"preempted by Kueue, not counted against backoffLimit: {failure.describe()}"
+        return Restart(message, counted=False)
     if not is_retryable(failure, policy.restart_policy):
         return Fail("WorkerFailed", failure.describe())
     if restarts >= policy.backoff_limit:

@@ -16,7 +16,7 @@ from typing import Any
 
 import kopf
 
-from tfmw_operator.api import GROUP, LABEL_JOB_NAME, PLURAL, VERSION
+from tfmw_operator.api import GROUP, LABEL_JOB_NAME, LABEL_QUEUE_NAME, PLURAL, VERSION
 from tfmw_operator.controller import JobController
 from tfmw_operator.kube import Kube, load_api_client
 from tfmw_operator.progress import DEFAULT_PROGRESS_INTERVAL_SECONDS
@@ -72,10 +72,12 @@ async def stop(**_: Any) -> None:
 
 
 @kopf.on.event(GROUP, VERSION, PLURAL)
-async def job_event(type: str, namespace: str | None, name: str, **_: Any) -> None:
+async def job_event(type: str, namespace: str | None, name: str, body: kopf.Body, **_: Any) -> None:
     key = (namespace or "", name)
     if type == "DELETED":
         controller().queue.forget(key)
+        if (body.get("metadata", {}).get("labels") or {}).get(LABEL_QUEUE_NAME):
+            await controller().forget_deleted(key, body.get("metadata", {}).get("uid", ""))
         return
     controller().queue.trigger(key)
 

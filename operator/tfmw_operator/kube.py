@@ -23,6 +23,7 @@ CONNECTION_POOL_SIZE = 64
 # (connect, read) seconds for every request.
 REQUEST_TIMEOUT = (5.0, 30.0)
 LOG_TIMEOUT = (5.0, 60.0)
+KUEUE_GROUP, KUEUE_VERSION, WORKLOADS = "kueue.x-k8s.io", "v1beta2", "workloads"
 
 
 def load_api_client() -> client.ApiClient:
@@ -189,6 +190,53 @@ class Kube:
                 VERSION,
                 namespace,
                 PLURAL,
+                name,
+                propagation_policy="Background",
+                _request_timeout=REQUEST_TIMEOUT,
+            )
+        except ApiException as error:
+            _ignore(404, error)
+
+    async def get_workload(self, namespace: str, name: str) -> Json | None:
+        """A Kueue Workload; None when there is none (or Kueue is not installed)."""
+        try:
+            workload: Json = await asyncio.to_thread(
+                self.custom.get_namespaced_custom_object,
+                KUEUE_GROUP,
+                KUEUE_VERSION,
+                namespace,
+                WORKLOADS,
+                name,
+                _request_timeout=REQUEST_TIMEOUT,
+            )
+        except ApiException as error:
+            _ignore(404, error)
+            return None
+        return workload
+
+    async def list_workload_names(self, namespace: str) -> list[str]:
+        try:
+            listed: Json = await asyncio.to_thread(
+                self.custom.list_namespaced_custom_object,
+                KUEUE_GROUP,
+                KUEUE_VERSION,
+                namespace,
+                WORKLOADS,
+                _request_timeout=REQUEST_TIMEOUT,
+            )
+        except ApiException as error:
+            _ignore(404, error)
+            return []
+        return [item["metadata"]["name"] for item in listed.get("items") or []]
+
+    async def delete_workload(self, namespace: str, name: str) -> None:
+        try:
+            await asyncio.to_thread(
+                self.custom.delete_namespaced_custom_object,
+                KUEUE_GROUP,
+                KUEUE_VERSION,
+                namespace,
+                WORKLOADS,
                 name,
                 propagation_policy="Background",
                 _request_timeout=REQUEST_TIMEOUT,

@@ -5,7 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from datetime import datetime
 
-from tfmw_operator.api import LABEL_ATTEMPT, LABEL_REPLICA_INDEX, Json, parse_time
+from tfmw_operator.api import KUEUE_ADMISSION_GATE, LABEL_ATTEMPT, LABEL_REPLICA_INDEX, Json, parse_time
 
 # Waiting reasons that mean a worker cannot start until someone fixes something.
 STALL_REASONS = frozenset(
@@ -44,6 +44,8 @@ class ObservedPod:
     grace_seconds: int = 30  # how long a deletion may take before the kubelet confirms it
     changed_at: datetime | None = None  # the pod's latest condition transition
     containers: tuple[str, ...] = ()  # names, the main container first
+    gated: bool = False  # waits behind Kueue's admission gate
+    preempted: bool = False  # Kueue evicted its Workload (preemption): not the job's fault, not counted
 
     @property
     def terminated(self) -> bool:
@@ -104,6 +106,14 @@ def _disrupted(status: Json) -> bool:
     )
 
 
+def _preempted(status: Json) -> bool:
+    """Kueue marks the pods of a Workload it evicts (preemption, a stopped queue)."""
+    return any(
+        c.get("type") == "TerminationTarget" and c.get("status") == "True"
+        for c in status.get("conditions") or []
+    )
+
+
 def _stall(pod_status: Json, statuses: list[Json]) -> tuple[str, str]:
     for condition in pod_status.get("conditions") or []:
         if condition.get("type") == "PodScheduled" and condition.get("status") == "False":
@@ -132,7 +142,11 @@ def observe_pod(pod: Json) -> ObservedPod | None:
     if phase == "Running" and isinstance(exit_code, int):
         # The trainer ended while a sidecar runs on: the pod is done as far as the job goes.
         phase = "Succeeded" if exit_code == 0 else "Failed"
-    stall_reason, stall_message = _stall(status, statuses) if phase == "Pending" else ("", "")
+    gated = any(
+        g.get("name") == KUEUE_ADMISSION_GATE for g in (pod.get("spec") or {}).get("schedulingGates") or []
+    )
+    # A gated pod is queued, not stuck: the scheduler reports it SchedulingGated on purpose.
+    stall_reason, stall_message = _stall(status, statuses) if phase == "Pending" and not gated else ("", "")
     reason = status.get("reason") or ""
     message = status.get("message") or ""
     if terminated is not None:
@@ -152,13 +166,15 @@ def observe_pod(pod: Json) -> ObservedPod | None:
         finished_at=parse_time(terminated.get("finishedAt")) if terminated else None,
         stall_reason=stall_reason,
         stall_message=stall_message,
-        disrupted=_disrupted(status),
+        disrupted=_disrupted(status) or _preempted(status),
         ready=any(
             c.get("type") == "Ready" and c.get("status") == "True" for c in status.get("conditions") or []
         ),
         deleting_since=parse_time(meta.get("deletionTimestamp")),
         grace_seconds=_grace(meta, pod.get("spec") or {}),
         containers=_container_names(pod.get("spec") or {}),
+        gated=gated,
+        preempted=_preempted(status),
         changed_at=max(
             (t for c in status.get("conditions") or [] if (t := parse_time(c.get("lastTransitionTime")))),
             default=None,
@@ -177,6 +193,18 @@ def _grace(meta: Json, spec: Json) -> int:
         if isinstance(value, int) and value >= 0:
             return value
     return 30
+
+
+def workload_state(workload: Json) -> tuple[bool, str, str]:
+    """(admitted, reason, message) from a Kueue Workload's conditions."""
+    conditions = {
+        c.get("type"): c
+        for c in (workload.get("status") or {}).get("conditions") or []
+        if isinstance(c, dict)
+    }
+    admitted = (conditions.get("Admitted") or {}).get("status") == "True"
+    waiting = conditions.get("QuotaReserved") or {}
+    return admitted, str(waiting.get("reason") or ""), str(waiting.get("message") or "")
 
 
 def owned_by(pod: Json, uid: str | None) -> bool:

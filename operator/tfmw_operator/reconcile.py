@@ -16,7 +16,7 @@ from dataclasses import dataclass, field, replace
 from datetime import datetime, timedelta
 
 from tfmw_operator.api import JobSpec, Phase, SpecError, parse_time
-from tfmw_operator.builders import build_pod, build_service
+from tfmw_operator.builders import build_pod, build_service, pod_group_name
 from tfmw_operator.cleanup_policy import after_finish, doomed_by_policy, overdue_deletions
 from tfmw_operator.completion_policy import MarkerVerdict, chief_exit, judge_marker
 from tfmw_operator.decision import (
@@ -26,6 +26,7 @@ from tfmw_operator.decision import (
     Decision,
     DeleteJob,
     DeletePods,
+    DeleteWorkloads,
     EnsureJobDirectory,
     EnsureService,
     Event,
@@ -37,6 +38,7 @@ from tfmw_operator.decision import (
 from tfmw_operator.failure_policy import Fail, Restart, judge_failures
 from tfmw_operator.observed import ObservedPod
 from tfmw_operator.progress import next_progress
+from tfmw_operator.queue_policy import Queued, judge_queue, workloads_over
 from tfmw_operator.status import ConditionType, JobStatus, MarkerRecord, WorkerCounts
 from tfmw_operator.time_limits import active_deadline, judge_pending
 
@@ -137,6 +139,7 @@ def _decide(step: _Step, job: JobSpec) -> None:
         # A new pod beside a terminating one registers the same task twice and TF
         # refuses it; the next attempt starts only once the old pods are gone.
         step.delete(stale, grace_seconds=_restart_grace(job))
+        _end_workloads(step, workloads_over(job, stale, step.status.attempt))
         step.update(phase=step.status.phase or Phase.PENDING)
         return
 
@@ -166,6 +169,8 @@ def _decide(step: _Step, job: JobSpec) -> None:
         return
     step.wake_at(chief)
 
+    if _queued(step, job, current):
+        return
     if _stalled(step, job, current):
         return
     _set_progress_phase(step, job, current)
@@ -302,7 +307,8 @@ def _launch(step: _Step, job: JobSpec, current: Sequence[ObservedPod], leftover_
     phase = step.status.phase
     step.update(
         launched_attempt=attempt,
-        start_time=step.status.start_time or step.now,
+        # A queued job's clock starts when Kueue admits it (see _queued).
+        start_time=step.status.start_time or (None if job.queue_name else step.now),
         phase=Phase.PENDING if phase in (None, Phase.SUSPENDED) else phase,
     )
     message = f"created {job.workers} worker pods for attempt {attempt}"
@@ -313,22 +319,55 @@ def _launch(step: _Step, job: JobSpec, current: Sequence[ObservedPod], leftover_
 
 
 def _restart(step: _Step, job: JobSpec, verdict: Restart, current: Sequence[ObservedPod]) -> None:
+    over = step.status.attempt
     step.update(
-        attempt=step.status.attempt + 1,
-        restarts=step.status.restarts + 1,
+        attempt=over + 1,
+        restarts=step.status.restarts + (1 if verdict.counted else 0),
         phase=Phase.RESTARTING,
         message=verdict.message,
     )
-    step.condition(ConditionType.RESTARTING, True, "WorkerFailed", verdict.message)
-    step.condition(ConditionType.RUNNING, False, "WorkerFailed", verdict.message)
+    reason = "WorkerFailed" if verdict.counted else "Preempted"
+    step.condition(ConditionType.RESTARTING, True, reason, verdict.message)
+    step.condition(ConditionType.RUNNING, False, reason, verdict.message)
+    if job.queue_name:
+        _end_workloads(step, [pod_group_name(job, over)])
     step.event("Warning", "GangRestart", verdict.message)
     step.milestones.add(Milestone.RESTARTED)
     step.delete(current, grace_seconds=_restart_grace(job))
 
 
+def _queued(step: _Step, job: JobSpec, current: Sequence[ObservedPod]) -> bool:
+    """True while Kueue holds the gang; the job's clock (activeDeadlineSeconds and
+    pendingTimeoutSeconds) starts once it is admitted."""
+    if not job.queue_name:
+        return False
+    queued = judge_queue(job, current, step.obs.workload)
+    if queued is None:
+        if step.status.condition_is_true(ConditionType.QUEUED) or step.status.start_time is None:
+            step.condition(ConditionType.QUEUED, False, "Admitted", f"admitted by queue {job.queue_name}")
+            step.update(start_time=step.status.start_time or step.now)
+        return False
+    _record_queued(step, queued)
+    return True
+
+
+def _record_queued(step: _Step, queued: Queued) -> None:
+    if not step.status.condition_is_true(ConditionType.QUEUED):
+        step.event("Normal", "Queued", queued.message)
+    step.condition(ConditionType.QUEUED, True, queued.reason, queued.message)
+    step.condition(ConditionType.STALLED, False, "Queued", "the workers wait for Kueue, not for a node")
+    if step.status.phase is not Phase.RESTARTING:
+        step.update(phase=Phase.PENDING)
+
+
+def _end_workloads(step: _Step, names: Sequence[str]) -> None:
+    if names:
+        step.actions.append(DeleteWorkloads(tuple(names)))
+
+
 def _stalled(step: _Step, job: JobSpec, current: Sequence[ObservedPod]) -> bool:
     """Record the Stalled condition; True if a stuck worker ended the job."""
-    pending = judge_pending(job, current, step.now)
+    pending = judge_pending(job, current, step.now, since=step.status.start_time if job.queue_name else None)
     if pending.stalled is None:
         step.condition(ConditionType.STALLED, False, "WorkersStarted", "no worker is stuck")
     else:
@@ -410,6 +449,10 @@ def _clean_up(step: _Step, job: JobSpec, deleted: Sequence[ObservedPod] = ()) ->
     """A finished job: clean its pods per policy and delete it when its TTL ends."""
     completed = step.status.completion_time or step.now
     current, stale = _by_attempt(step.obs.pods, step.status.attempt)
+    if job.queue_name and step.obs.pods:
+        # Its quota goes back to the queue now: Kueue would hold a group whose pods were
+        # deleted unfinished (cleanPodPolicy) waiting for replacements that never come.
+        _end_workloads(step, sorted({pod_group_name(job, p.attempt) for p in step.obs.pods}))
     cleanup = after_finish(job, step.status.phase is Phase.SUCCEEDED, completed, current, stale, step.now)
     already = {p.name for p in deleted}
     step.delete([p for p in cleanup.delete if p.name not in already])

@@ -22,6 +22,7 @@ class ConditionType(StrEnum):
     FAILED = "Failed"
     STALLED = "Stalled"
     STORAGE_ERROR = "StorageError"
+    QUEUED = "Queued"
 
 
 @dataclass(frozen=True)

@@ -41,7 +41,10 @@ class Pending:
         )
 
 
-def judge_pending(job: JobSpec, current: Sequence[ObservedPod], now: datetime) -> Pending:
+def judge_pending(
+    job: JobSpec, current: Sequence[ObservedPod], now: datetime, since: datetime | None = None
+) -> Pending:
+    """`since`: no worker counts as Pending before it (a queued gang's admission)."""
     stalled = min((p for p in current if p.phase == "Pending" and p.stall_reason), default=None, key=_index)
     if stalled is not None and stalled.stall_reason in PERMANENT_STALL_REASONS:
         verdict = Pending(stalled)
@@ -53,7 +56,7 @@ def judge_pending(job: JobSpec, current: Sequence[ObservedPod], now: datetime) -
     for pod in sorted(current, key=_index):
         if pod.phase != "Pending" or pod.created is None:
             continue
-        limit = pod.created + timedelta(seconds=timeout)
+        limit = max(pod.created, since or pod.created) + timedelta(seconds=timeout)
         if now >= limit:
             reason = pod.stall_reason or "NotStarted"
             message = (

@@ -161,3 +161,10 @@ def test_an_event_names_the_job_and_is_cut_to_the_api_limit() -> None:
         "source": {"component": "tfmw-operator"},
         "reportingComponent": "tfmw-operator",
     }
+
+
+def test_priority_class_and_scheduler_of_the_template_reach_every_worker() -> None:
+    spec = parse_job(job().queue("q").pod_spec(priorityClassName="high", schedulerName="my-scheduler").obj())
+    for index in range(2):
+        created = build_pod(spec, index, 0)["spec"]
+        assert created["priorityClassName"] == "high" and created["schedulerName"] == "my-scheduler"

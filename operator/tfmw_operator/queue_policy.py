@@ -1,0 +1,54 @@
+"""Kueue: whether a job's gang waits in its queue, and which Workloads are over. Pure.
+
+A job that names a LocalQueue runs each attempt as one Kueue pod group. Kueue holds every
+pod behind its admission gate until the whole group fits the queue's quota, so a job never
+holds part of the cluster while waiting for the rest. While gated the job is `Queued`: not
+Stalled, no pendingTimeoutSeconds, and (Kueue's own convention) no activeDeadlineSeconds,
+which starts at admission. Kueue never recreates pods; an attempt that is over has its
+Workload deleted, which makes Kueue release the attempt's pods.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from tfmw_operator.api import JobSpec
+from tfmw_operator.builders import pod_group_name
+from tfmw_operator.decision import WorkloadState
+from tfmw_operator.observed import ObservedPod
+
+
+@dataclass(frozen=True)
+class Queued:
+    reason: str
+    message: str
+
+
+def judge_queue(
+    job: JobSpec, current: Sequence[ObservedPod], workload: WorkloadState | None
+) -> Queued | None:
+    """Queued while any worker of the attempt waits behind Kueue's gate; None once admitted."""
+    gated = [p for p in current if p.gated and p.active]
+    if not job.queue_name or not gated:
+        return None
+    where = f"queue {job.queue_name}"
+    if workload is None:
+        return Queued(
+            "WaitingForWorkload", f"waiting in {where}: Kueue has not made the Workload of the pod group yet"
+        )
+    if workload.admitted:
+        return Queued(
+            "Admitted", f"admitted by {where} (Workload {workload.name}); the gates are being removed"
+        )
+    reason = workload.reason or "Pending"
+    detail = f": {workload.message}" if workload.message else ""
+    together = f"for all {job.workers} workers to be admitted together"
+    return Queued(reason, f"waiting in {where} {together} (Workload {workload.name}, {reason}{detail})")
+
+
+def workloads_over(job: JobSpec, pods: Sequence[ObservedPod], attempt: int) -> tuple[str, ...]:
+    """The Workloads of attempts before `attempt` that still have pods: delete them."""
+    if not job.queue_name:
+        return ()
+    return tuple(sorted({pod_group_name(job, p.attempt) for p in pods if p.attempt != attempt}))
