@@ -58,20 +58,30 @@ up() {
   manifests
   # The Workload CRD is too big for client-side apply's annotation.
   kubectl apply --server-side --force-conflicts -f "$cache/kueue.yaml" >/dev/null
-  kubectl -n kueue-system rollout restart deployment/kueue-controller-manager >/dev/null 2>&1 || true
+  # A new image or configuration (a ConfigMap: no rollout of its own) needs a restart.
+  local applied; applied=$(cat "$cache/kueue.yaml" "$cache/image-imported" | sha256sum | cut -c1-16)
+  if [[ $(cat "$cache/applied" 2>/dev/null) != "$applied" ]]; then
+    kubectl -n kueue-system rollout restart deployment/kueue-controller-manager >/dev/null
+    echo "$applied" >"$cache/applied"
+  fi
   kubectl -n kueue-system rollout status deployment/kueue-controller-manager --timeout=180s
   # Serving means its webhooks answer: until then a ClusterQueue cannot be created.
-  wait_for "Kueue's webhooks" 120 kubectl create --dry-run=server -f - <<'YAML'
-apiVersion: kueue.x-k8s.io/v1beta2
-kind: ResourceFlavor
-metadata: {name: tfmw-probe}
-YAML
+  printf 'apiVersion: kueue.x-k8s.io/v1beta2\nkind: ResourceFlavor\nmetadata: {name: tfmw-probe}\n' >"$cache/probe.yaml"
+  wait_for "Kueue's webhooks" 120 kubectl create --dry-run=server -f "$cache/probe.yaml"
   log "Kueue $KUEUE_VERSION is up; label a namespace tfmw.dev/kueue=enabled to use it"
 }
 
 down() {
   [[ -f $cache/kueue.yaml ]] || manifests
-  kubectl delete --ignore-not-found --wait=true -f "$cache/kueue.yaml" >/dev/null 2>&1 || true
+  # Kueue's objects first, while Kueue runs to clear their finalizers: a CRD whose objects
+  # still carry finalizers would wait for ever once the controller is gone.
+  local kind
+  for kind in workloads localqueues clusterqueues resourceflavors cohorts; do
+    kubectl delete "$kind.kueue.x-k8s.io" --all --all-namespaces --ignore-not-found --wait=true \
+      --timeout=120s >/dev/null 2>&1 || true
+  done
+  kubectl delete --ignore-not-found --wait=true --timeout=180s -f "$cache/kueue.yaml" >/dev/null
+  rm -f "$cache/applied"
   log "Kueue removed"
 }
 
