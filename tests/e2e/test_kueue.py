@@ -166,3 +166,20 @@ def test_a_worker_killed_in_a_queued_gang_restarts_and_is_readmitted_whole(
     assert sorted(g.rsplit("-", 1)[1] for g in groups) == ["0", "1"], groups  # a new group per attempt
     workloads = kubectl("get", "workloads.kueue.x-k8s.io", "-n", NAMESPACE, "-o", "name").stdout
     assert not any(g in workloads for g in groups), workloads  # both given back
+
+
+def test_a_job_naming_a_queue_that_does_not_exist_is_queued_as_inadmissible(
+    kube: ClusterClient, kueue: int, fresh_name: Callable[[str], str]
+) -> None:
+    manifest = queued_jobs(kueue)[0]
+    manifest["metadata"]["labels"]["kueue.x-k8s.io/queue-name"] = "no-such-queue"
+    name = fresh_name("lost")
+    submit(kube, manifest, name)
+
+    def inadmissible() -> Json | None:
+        queued = condition(kube, name, "Queued")
+        return queued if queued and queued["reason"] == "Inadmissible" else None
+
+    queued = wait_for("Queued, Inadmissible", inadmissible, timeout=60)
+    assert "no-such-queue" in queued["message"], queued
+    assert kube.status(NAMESPACE, name)["phase"] == "Pending" and not scheduled(kube.pods(NAMESPACE, name))
