@@ -33,11 +33,10 @@ from tfmw_operator.decision import (
     PatchStatus,
     ProgressWatch,
     RemoveMarker,
-    WorkloadState,
     parse_spec,
 )
 from tfmw_operator.kube import CreateRefused, Kube
-from tfmw_operator.observed import MarkerState, ObservedPod, workload_state
+from tfmw_operator.observed import MarkerState, ObservedPod, WorkloadState, observe_workload
 from tfmw_operator.progress import DEFAULT_PROGRESS_INTERVAL_SECONDS, ProgressProblem, ProgressReading
 from tfmw_operator.reconcile import reconcile
 from tfmw_operator.status import JobStatus, merge_patch
@@ -103,13 +102,13 @@ class JobController:
             self.kube.list_pods(namespace, name), self.kube.get_service(namespace, name)
         )
         spec = parse_spec(job)
+        recorded = JobStatus.from_json(job.get("status"))
         marker, storage_error, progress, workload = MarkerState(), None, None, None
         if isinstance(spec, JobSpec):
             try:
                 marker = await self.storage(spec.marker_relpath, read_marker, spec.marker_relpath)
             except StorageError as error:
                 storage_error = str(error)
-            recorded = JobStatus.from_json(job.get("status"))
             # Only a running gang trains; a job being launched or restarted costs no read.
             if recorded.phase is Phase.RUNNING:
                 progress = await self._read_progress(key, spec.progress_relpath)
@@ -121,6 +120,7 @@ class JobController:
             marker,
             datetime.now(UTC),
             spec,
+            status=recorded,
             service=service,
             storage_error=storage_error,
             create_error=self.create_errors.get(key),
@@ -138,7 +138,7 @@ class JobController:
 
     async def _workload(self, namespace: str, name: str) -> WorkloadState | None:
         found = await self.kube.get_workload(namespace, name)
-        return None if found is None else WorkloadState(name, *workload_state(found))
+        return None if found is None else observe_workload(name, found)
 
     async def forget_deleted(self, key: Key, uid: str) -> None:
         """A deleted job's Kueue Workloads are owned by its pods alone, and Kueue holds those

@@ -13,7 +13,7 @@ from datetime import datetime
 from enum import StrEnum
 
 from tfmw_operator.api import JobSpec, Json, SpecError, parse_job
-from tfmw_operator.observed import MarkerState, ObservedPod, observe_pod, owned_by
+from tfmw_operator.observed import MarkerState, ObservedPod, WorkloadState, observe_pod, owned_by
 from tfmw_operator.progress import DEFAULT_PROGRESS_INTERVAL_SECONDS, ProgressReading
 from tfmw_operator.status import JobStatus
 
@@ -134,16 +134,6 @@ def parse_spec(job: Json) -> JobSpec | SpecError:
 
 
 @dataclass(frozen=True)
-class WorkloadState:
-    """The Kueue Workload of the current attempt's pod group, as Kueue reports it."""
-
-    name: str
-    admitted: bool = False
-    reason: str = ""  # of QuotaReserved when not admitted: Pending (no quota yet), Inadmissible...
-    message: str = ""
-
-
-@dataclass(frozen=True)
 class Observed:
     job: Json
     spec: JobSpec | SpecError
@@ -170,6 +160,7 @@ class Observed:
         marker: MarkerState,
         now: datetime,
         spec: JobSpec | SpecError | None = None,
+        status: JobStatus | None = None,
         service: Json | None = None,
         storage_error: str | None = None,
         create_error: CreateError | None = None,
@@ -190,7 +181,7 @@ class Observed:
         return cls(
             job=job,
             spec=parse_spec(job) if spec is None else spec,
-            status=JobStatus.from_json(job.get("status")),
+            status=JobStatus.from_json(job.get("status")) if status is None else status,
             pods=tuple(p for p in pods if p is not None),
             marker=marker,
             now=now,

@@ -76,8 +76,9 @@ async def job_event(type: str, namespace: str | None, name: str, body: kopf.Body
     key = (namespace or "", name)
     if type == "DELETED":
         controller().queue.forget(key)
-        if (body.get("metadata", {}).get("labels") or {}).get(LABEL_QUEUE_NAME):
-            await controller().forget_deleted(key, body.get("metadata", {}).get("uid", ""))
+        meta = body.get("metadata", {})
+        if (meta.get("labels") or {}).get(LABEL_QUEUE_NAME):
+            await controller().forget_deleted(key, meta.get("uid", ""))
         return
     controller().queue.trigger(key)
 

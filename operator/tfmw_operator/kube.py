@@ -74,21 +74,42 @@ class Kube:
         self.custom = client.CustomObjectsApi(api_client)
         self.sanitize = api_client.sanitize_for_serialization
 
-    async def get_job(self, namespace: str, name: str) -> Json | None:
+    async def _get_custom(
+        self, group: str, version: str, plural: str, namespace: str, name: str
+    ) -> Json | None:
+        """A custom object; None when it (or its resource type) does not exist."""
         try:
-            job: Json = await asyncio.to_thread(
+            found: Json = await asyncio.to_thread(
                 self.custom.get_namespaced_custom_object,
-                GROUP,
-                VERSION,
+                group,
+                version,
                 namespace,
-                PLURAL,
+                plural,
                 name,
                 _request_timeout=REQUEST_TIMEOUT,
             )
         except ApiException as error:
             _ignore(404, error)
             return None
-        return job
+        return found
+
+    async def _delete_custom(self, group: str, version: str, plural: str, namespace: str, name: str) -> None:
+        try:
+            await asyncio.to_thread(
+                self.custom.delete_namespaced_custom_object,
+                group,
+                version,
+                namespace,
+                plural,
+                name,
+                propagation_policy="Background",
+                _request_timeout=REQUEST_TIMEOUT,
+            )
+        except ApiException as error:
+            _ignore(404, error)
+
+    async def get_job(self, namespace: str, name: str) -> Json | None:
+        return await self._get_custom(GROUP, VERSION, PLURAL, namespace, name)
 
     async def list_pods(self, namespace: str, job_name: str) -> list[Json]:
         # Plain JSON, not the client's model objects: at thousands of pods, building and
@@ -183,36 +204,11 @@ class Kube:
         )
 
     async def delete_job(self, namespace: str, name: str) -> None:
-        try:
-            await asyncio.to_thread(
-                self.custom.delete_namespaced_custom_object,
-                GROUP,
-                VERSION,
-                namespace,
-                PLURAL,
-                name,
-                propagation_policy="Background",
-                _request_timeout=REQUEST_TIMEOUT,
-            )
-        except ApiException as error:
-            _ignore(404, error)
+        await self._delete_custom(GROUP, VERSION, PLURAL, namespace, name)
 
     async def get_workload(self, namespace: str, name: str) -> Json | None:
         """A Kueue Workload; None when there is none (or Kueue is not installed)."""
-        try:
-            workload: Json = await asyncio.to_thread(
-                self.custom.get_namespaced_custom_object,
-                KUEUE_GROUP,
-                KUEUE_VERSION,
-                namespace,
-                WORKLOADS,
-                name,
-                _request_timeout=REQUEST_TIMEOUT,
-            )
-        except ApiException as error:
-            _ignore(404, error)
-            return None
-        return workload
+        return await self._get_custom(KUEUE_GROUP, KUEUE_VERSION, WORKLOADS, namespace, name)
 
     async def list_workload_names(self, namespace: str) -> list[str]:
         try:
@@ -230,19 +226,7 @@ class Kube:
         return [item["metadata"]["name"] for item in listed.get("items") or []]
 
     async def delete_workload(self, namespace: str, name: str) -> None:
-        try:
-            await asyncio.to_thread(
-                self.custom.delete_namespaced_custom_object,
-                KUEUE_GROUP,
-                KUEUE_VERSION,
-                namespace,
-                WORKLOADS,
-                name,
-                propagation_policy="Background",
-                _request_timeout=REQUEST_TIMEOUT,
-            )
-        except ApiException as error:
-            _ignore(404, error)
+        await self._delete_custom(KUEUE_GROUP, KUEUE_VERSION, WORKLOADS, namespace, name)
 
     async def post_event(self, namespace: str, event: Json) -> None:
         try:

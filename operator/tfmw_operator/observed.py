@@ -195,8 +195,18 @@ def _grace(meta: Json, spec: Json) -> int:
     return 30
 
 
-def workload_state(workload: Json) -> tuple[bool, str, str]:
-    """(admitted, reason, message) from a Kueue Workload's conditions."""
+@dataclass(frozen=True)
+class WorkloadState:
+    """The Kueue Workload of the current attempt's pod group, as Kueue reports it."""
+
+    name: str
+    admitted: bool = False
+    reason: str = ""  # of QuotaReserved when not admitted: Pending (no quota yet), Inadmissible...
+    message: str = ""
+
+
+def observe_workload(name: str, workload: Json) -> WorkloadState:
+    """A Kueue Workload reduced to admitted or not, and why not, from its conditions."""
     conditions = {
         c.get("type"): c
         for c in (workload.get("status") or {}).get("conditions") or []
@@ -204,7 +214,7 @@ def workload_state(workload: Json) -> tuple[bool, str, str]:
     }
     admitted = (conditions.get("Admitted") or {}).get("status") == "True"
     waiting = conditions.get("QuotaReserved") or {}
-    return admitted, str(waiting.get("reason") or ""), str(waiting.get("message") or "")
+    return WorkloadState(name, admitted, str(waiting.get("reason") or ""), str(waiting.get("message") or ""))
 
 
 def owned_by(pod: Json, uid: str | None) -> bool:

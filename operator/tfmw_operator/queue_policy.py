@@ -15,8 +15,7 @@ from dataclasses import dataclass
 
 from tfmw_operator.api import JobSpec
 from tfmw_operator.builders import pod_group_name
-from tfmw_operator.decision import WorkloadState
-from tfmw_operator.observed import ObservedPod
+from tfmw_operator.observed import ObservedPod, WorkloadState
 
 
 @dataclass(frozen=True)
@@ -47,8 +46,13 @@ def judge_queue(
     return Queued(reason, f"waiting in {where} {together} (Workload {workload.name}, {reason}{detail})")
 
 
-def workloads_over(job: JobSpec, pods: Sequence[ObservedPod], attempt: int) -> tuple[str, ...]:
-    """The Workloads of attempts before `attempt` that still have pods: delete them."""
+def workloads_of(job: JobSpec, pods: Sequence[ObservedPod]) -> tuple[str, ...]:
+    """The Workloads of the attempts these pods belong to; none for a job without a queue."""
     if not job.queue_name:
         return ()
-    return tuple(sorted({pod_group_name(job, p.attempt) for p in pods if p.attempt != attempt}))
+    return tuple(sorted({pod_group_name(job, p.attempt) for p in pods}))
+
+
+def workloads_over(job: JobSpec, pods: Sequence[ObservedPod], attempt: int) -> tuple[str, ...]:
+    """The Workloads of attempts other than `attempt` that still have pods: delete them."""
+    return workloads_of(job, [p for p in pods if p.attempt != attempt])

@@ -38,7 +38,7 @@ from tfmw_operator.decision import (
 from tfmw_operator.failure_policy import Fail, Restart, judge_failures
 from tfmw_operator.observed import ObservedPod
 from tfmw_operator.progress import next_progress
-from tfmw_operator.queue_policy import Queued, judge_queue, workloads_over
+from tfmw_operator.queue_policy import Queued, judge_queue, workloads_of, workloads_over
 from tfmw_operator.status import ConditionType, JobStatus, MarkerRecord, WorkerCounts
 from tfmw_operator.time_limits import active_deadline, judge_pending
 
@@ -449,10 +449,9 @@ def _clean_up(step: _Step, job: JobSpec, deleted: Sequence[ObservedPod] = ()) ->
     """A finished job: clean its pods per policy and delete it when its TTL ends."""
     completed = step.status.completion_time or step.now
     current, stale = _by_attempt(step.obs.pods, step.status.attempt)
-    if job.queue_name and step.obs.pods:
-        # Its quota goes back to the queue now: Kueue would hold a group whose pods were
-        # deleted unfinished (cleanPodPolicy) waiting for replacements that never come.
-        _end_workloads(step, sorted({pod_group_name(job, p.attempt) for p in step.obs.pods}))
+    # Its quota goes back to the queue now: Kueue would hold a group whose pods were
+    # deleted unfinished (cleanPodPolicy) waiting for replacements that never come.
+    _end_workloads(step, workloads_of(job, step.obs.pods))
     cleanup = after_finish(job, step.status.phase is Phase.SUCCEEDED, completed, current, stale, step.now)
     already = {p.name for p in deleted}
     step.delete([p for p in cleanup.delete if p.name not in already])

@@ -10,13 +10,11 @@ from typing import Any
 
 import tensorflow as tf
 
-from tfmw_trainer.progress import ProgressReporter
-
-BATCH_REPORT_SECONDS = 2.0
+from tfmw_trainer.progress import INTERIM_REPORT_SECONDS, ProgressReporter
 
 
 class ProgressCallback(tf.keras.callbacks.Callback):  # type: ignore[misc]
-    """Reports at every epoch's end, and within an epoch at most every BATCH_REPORT_SECONDS.
+    """Reports at every epoch's end, and within an epoch at most every INTERIM_REPORT_SECONDS.
 
     `global_batch` turns steps into examples per second. Give `enabled=False` on every
     worker but the chief: one writer per job.
@@ -45,7 +43,7 @@ class ProgressCallback(tf.keras.callbacks.Callback):  # type: ignore[misc]
 
     def on_train_batch_end(self, batch: int, logs: dict[str, Any] | None = None) -> None:
         now = time.monotonic()
-        if self.reporter.path is None or now - self._last_report < BATCH_REPORT_SECONDS:
+        if self.reporter.path is None or now - self._last_report < INTERIM_REPORT_SECONDS:
             return
         epochs, steps, total_steps = self._totals()
         done_in_epoch = batch + 1
@@ -57,7 +55,7 @@ class ProgressCallback(tf.keras.callbacks.Callback):  # type: ignore[misc]
         now = time.monotonic()
         epochs, steps, total_steps = self._totals()
         self._metrics = {k: float(v) for k, v in (logs or {}).items() if isinstance(v, (int, float))}
-        rate = (steps or 0) * self.global_batch / max(now - self._epoch_started, 1e-6) if steps else None
+        rate = steps * self.global_batch / max(now - self._epoch_started, 1e-6) if steps else None
         step = (epoch + 1) * steps if steps else None
         self._report(now, epoch + 1, epochs, step, total_steps, rate)
 

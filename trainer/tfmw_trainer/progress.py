@@ -23,6 +23,8 @@ from collections.abc import Mapping
 from pathlib import Path
 
 PROGRESS_PATH_ENV = "TFMW_PROGRESS_PATH"
+# Within an epoch, report at most this often; every epoch's end is reported as well.
+INTERIM_REPORT_SECONDS = 2.0
 
 
 def utc_now() -> str:

@@ -24,10 +24,9 @@ import tensorflow as tf
 from tfmw_trainer.cluster import Placement
 from tfmw_trainer.data import DIGITS, Dataset, load
 from tfmw_trainer.keras_progress import ProgressCallback
-from tfmw_trainer.progress import ProgressReporter
+from tfmw_trainer.progress import INTERIM_REPORT_SECONDS, ProgressReporter
 
 OWNER_FILE = "job.json"
-PROGRESS_REPORT_SECONDS = 2.0  # within an epoch; every epoch's end is reported as well
 
 
 @dataclass(frozen=True)
@@ -237,7 +236,7 @@ def _train_loop(
         for done in range(1, config.steps_per_epoch + 1):
             total += float(train_step(iterator))
             now = time.monotonic()
-            if now - last_report >= PROGRESS_REPORT_SECONDS and done < config.steps_per_epoch:
+            if now - last_report >= INTERIM_REPORT_SECONDS and done < config.steps_per_epoch:
                 rate = done * global_batch / (now - started)
                 step = (epoch - 1) * config.steps_per_epoch + done
                 reporter.report(epoch - 1, config.epochs, step, total_steps, metrics, rate)

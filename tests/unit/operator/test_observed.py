@@ -1,4 +1,4 @@
-from tfmw_operator.observed import observe_pod
+from tfmw_operator.observed import WorkloadState, observe_pod, observe_workload
 from wrappers import job, pod
 
 
@@ -86,3 +86,24 @@ def test_labels_that_are_not_numbers_make_a_pod_not_ours() -> None:
         observe_pod({"metadata": {"labels": {"tfmw.dev/replica-index": None, "tfmw.dev/attempt": "0"}}})
         is None
     )
+
+
+def test_a_kueue_workload_reads_as_admitted_or_why_not() -> None:
+    waiting = {
+        "status": {
+            "conditions": [
+                {
+                    "type": "QuotaReserved",
+                    "status": "False",
+                    "reason": "Pending",
+                    "message": "insufficient quota",
+                },
+                {"type": "Admitted", "status": "False", "reason": "NoReservation"},
+            ]
+        }
+    }
+    assert observe_workload("w", waiting) == WorkloadState("w", False, "Pending", "insufficient quota")
+    admitted = {"status": {"conditions": [{"type": "Admitted", "status": "True"}]}}
+    assert observe_workload("w", admitted).admitted
+    for junk in ({}, {"status": {"conditions": ["x", {"type": 3}]}}):
+        assert observe_workload("w", junk) == WorkloadState("w")

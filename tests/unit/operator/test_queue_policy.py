@@ -6,8 +6,8 @@ from typing import Any
 
 from tfmw_operator.api import parse_job
 from tfmw_operator.builders import build_pod, pod_group_name
-from tfmw_operator.decision import Decision, DeletePods, DeleteWorkloads, WorkloadState
-from tfmw_operator.observed import MarkerState
+from tfmw_operator.decision import Decision, DeletePods, DeleteWorkloads
+from tfmw_operator.observed import MarkerState, WorkloadState
 from tfmw_operator.status import ConditionType
 from wrappers import at, decide, job, pod
 
