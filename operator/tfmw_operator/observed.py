@@ -207,11 +207,9 @@ class WorkloadState:
 
 def observe_workload(name: str, workload: Json) -> WorkloadState:
     """A Kueue Workload reduced to admitted or not, and why not, from its conditions."""
-    conditions = {
-        c.get("type"): c
-        for c in (workload.get("status") or {}).get("conditions") or []
-        if isinstance(c, dict)
-    }
+    status = workload.get("status")
+    listed = status.get("conditions") if isinstance(status, dict) else None
+    conditions = {c.get("type"): c for c in listed if isinstance(c, dict)} if isinstance(listed, list) else {}
     admitted = (conditions.get("Admitted") or {}).get("status") == "True"
     waiting = conditions.get("QuotaReserved") or {}
     return WorkloadState(name, admitted, str(waiting.get("reason") or ""), str(waiting.get("message") or ""))

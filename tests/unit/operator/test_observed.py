@@ -105,5 +105,10 @@ def test_a_kueue_workload_reads_as_admitted_or_why_not() -> None:
     assert observe_workload("w", waiting) == WorkloadState("w", False, "Pending", "insufficient quota")
     admitted = {"status": {"conditions": [{"type": "Admitted", "status": "True"}]}}
     assert observe_workload("w", admitted).admitted
-    for junk in ({}, {"status": {"conditions": ["x", {"type": 3}]}}):
+    for junk in (
+        {},
+        {"status": "x"},
+        {"status": {"conditions": "x"}},
+        {"status": {"conditions": ["x", {"type": 3}]}},
+    ):
         assert observe_workload("w", junk) == WorkloadState("w")
