@@ -8,27 +8,8 @@
 set -euo pipefail
 source "$(dirname "$0")/lib.sh"
 out=$repo/.images
-sock=$dir/containerd/containerd.sock
 mkdir -p "$out"
 has_image() { buildah inspect --type image "$1" >/dev/null 2>&1; }
-
-# The image is imported only when containerd runs (hack/node.sh starts it first).
-import_image() { # name
-  local name=$1 archive=$out/${1%%:*}.tar
-  [[ -S $sock ]] || { log "containerd is not running; $name built but not imported"; return 0; }
-  local id stamp=$out/${1%%:*}.imported
-  id=$(buildah inspect --type image --format '{{.FromImageID}}' "$name")
-  if [[ -f $stamp && $(cat "$stamp") == "$id" ]] &&
-    [[ $(ctr --address "$sock" -n k8s.io images ls -q)$'\n' == *"/${name}"$'\n'* ]]; then
-    return 0
-  fi
-  rm -f "$archive"
-  buildah push -q "$name" "docker-archive:$archive:$name" >/dev/null
-  ctr --address "$sock" -n k8s.io images import --no-unpack=false "$archive" >/dev/null
-  rm -f "$archive"
-  echo "$id" >"$stamp"
-  log "imported $name into containerd"
-}
 
 start=$(date +%s)
 if ! has_image tfmw-base:bookworm; then
@@ -90,5 +71,5 @@ for target in operator trainer; do
   fi
 done
 
-for name in tfmw-pause:dev tfmw-operator:dev tfmw-trainer:dev; do import_image "$name"; done
+for name in tfmw-pause:dev tfmw-operator:dev tfmw-trainer:dev; do import_image "$name" "$out"; done
 log "images ready in $(( $(date +%s) - start ))s"

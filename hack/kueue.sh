@@ -19,8 +19,7 @@ build() {
 }
 
 image() {
-  local tag id stamp=$cache/image-imported
-  tag=tfmw-kueue:$KUEUE_VERSION
+  local tag=tfmw-kueue:$KUEUE_VERSION
   if ! buildah inspect --type image "$tag" >/dev/null 2>&1; then
     local container; container=$(buildah from scratch)
     buildah copy -q "$container" "$binary" /manager >/dev/null
@@ -30,14 +29,7 @@ image() {
     log "built $tag"
   fi
   buildah tag "$tag" tfmw-kueue:dev
-  id=$(buildah inspect --type image --format '{{.FromImageID}}' "$tag")
-  if [[ -f $stamp && $(cat "$stamp") == "$id" ]]; then return 0; fi
-  rm -f "$cache/kueue.tar"
-  buildah push -q tfmw-kueue:dev "docker-archive:$cache/kueue.tar:tfmw-kueue:dev" >/dev/null
-  ctr --address "$dir/containerd/containerd.sock" -n k8s.io images import "$cache/kueue.tar" >/dev/null
-  rm -f "$cache/kueue.tar"
-  echo "$id" >"$stamp"
-  log "imported tfmw-kueue:dev into containerd"
+  import_image tfmw-kueue:dev "$cache"
 }
 
 manifests() { # the module's config/ (read-only in the module cache) with our overlay beside it
@@ -59,7 +51,7 @@ up() {
   # The Workload CRD is too big for client-side apply's annotation.
   kubectl apply --server-side --force-conflicts -f "$cache/kueue.yaml" >/dev/null
   # A new image or configuration (a ConfigMap: no rollout of its own) needs a restart.
-  local applied; applied=$(cat "$cache/kueue.yaml" "$cache/image-imported" | sha256sum | cut -c1-16)
+  local applied; applied=$(cat "$cache/kueue.yaml" "$cache/tfmw-kueue.imported" | sha256sum | cut -c1-16)
   if [[ $(cat "$cache/applied" 2>/dev/null) != "$applied" ]]; then
     kubectl -n kueue-system rollout restart deployment/kueue-controller-manager >/dev/null
     echo "$applied" >"$cache/applied"

@@ -29,6 +29,26 @@ kubectl() { "$bin/kubectl" --kubeconfig "$kubeconfig" "$@"; }
 
 buildah() { command buildah --root "$image_store/storage" --runroot "$image_store/run" --storage-driver overlay "$@"; }
 
+# Puts a built image into the node's containerd (k8s.io namespace), unless it holds that
+# build already; `folder` keeps the stamp. Skipped while containerd is not running
+# (hack/node.sh starts it first).
+import_image() { # name folder
+  local name=$1 folder=$2 sock=$dir/containerd/containerd.sock
+  local archive=$folder/${name%%:*}.tar stamp=$folder/${name%%:*}.imported id
+  [[ -S $sock ]] || { log "containerd is not running; $name built but not imported"; return 0; }
+  id=$(buildah inspect --type image --format '{{.FromImageID}}' "$name")
+  if [[ -f $stamp && $(cat "$stamp") == "$id" ]] &&
+    [[ $(ctr --address "$sock" -n k8s.io images ls -q)$'\n' == *"/${name}"$'\n'* ]]; then
+    return 0
+  fi
+  rm -f "$archive"
+  buildah push -q "$name" "docker-archive:$archive:$name" >/dev/null
+  ctr --address "$sock" -n k8s.io images import --no-unpack=false "$archive" >/dev/null
+  rm -f "$archive"
+  echo "$id" >"$stamp"
+  log "imported $name into containerd"
+}
+
 alive() { [[ -f "$run/$1.pid" ]] && kill -0 "$(cat "$run/$1.pid")" 2>/dev/null; }
 
 start() { # name command...: start in its own process group unless already running
