@@ -7,8 +7,8 @@ source "$(dirname "$0")/lib.sh"
 cd "$repo/hack"
 source versions.env
 stamp="$bin/.versions"
-# Pins of what is built elsewhere (Kueue: hack/kueue.sh) do not rebuild the cluster's binaries.
-want="$(cat <(grep -v '^KUEUE_' versions.env) go.mod kubeall/main.go coredns/main.go coredns/go.mod 2>/dev/null |
+# Pins of what is built elsewhere (Kueue, the TFJob peer) do not rebuild the cluster's binaries.
+want="$(cat <(grep -v -E '^(KUEUE|TFJOB)_' versions.env) go.mod kubeall/main.go coredns/main.go coredns/go.mod 2>/dev/null |
   sha256sum | cut -d' ' -f1)"
 components=(kube-apiserver kube-controller-manager kube-scheduler kube-proxy kubelet kubectl etcd)
 if [[ -f "$stamp" && "$(cat "$stamp")" == "$want" && -x "$bin/kubeall" && -x "$bin/coredns" ]]; then

@@ -5,14 +5,13 @@ from __future__ import annotations
 import argparse
 import logging
 import os
+import re
 import sys
 
 import kopf
 from prometheus_client import start_http_server
 
-from tfmw_operator import leader
-from tfmw_operator.handlers import PROGRESS_INTERVAL_ENV, SHARED_ROOT_ENV
-from tfmw_operator.kube import load_api_client
+from tfmw_operator.handlers import NAMESPACES_ENV, PROGRESS_INTERVAL_ENV, SHARED_ROOT_ENV
 from tfmw_operator.progress import DEFAULT_PROGRESS_INTERVAL_SECONDS
 
 
@@ -35,10 +34,14 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--leader-election-namespace", default=os.environ.get("POD_NAMESPACE", "tfmw-system"))
     parser.add_argument("--leader-election-lease", default="tfmw-operator")
     args = parser.parse_args(argv)
+    for namespace in args.namespace:
+        if not re.fullmatch(r"[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?", namespace):
+            parser.error(f"--namespace {namespace!r}: give a namespace's exact name (no patterns)")
     if args.progress_interval < 1:
         parser.error("--progress-interval must be at least 1 second")
     os.environ[SHARED_ROOT_ENV] = args.shared_root
     os.environ[PROGRESS_INTERVAL_ENV] = str(args.progress_interval)
+    os.environ[NAMESPACES_ENV] = ",".join(args.namespace)
     if args.metrics_port:
         # Served from the start, also by a standby replica waiting for the lease: the
         # Deployment's liveness probe asks here.
@@ -47,10 +50,11 @@ def main(argv: list[str] | None = None) -> None:
     if not args.verbose:
         # kopf logs every handler call; at thousands of pods that is most of the CPU.
         logging.getLogger("kopf").setLevel(logging.WARNING)
-    me = leader.identity()
     if args.leader_elect:
+        from tfmw_operator import leader  # the client library, loaded only for the elector
+
         logging.basicConfig(level=logging.INFO)
-        load_api_client()  # the elector uses the client's default configuration
+        me = leader.identity()
         leader.lead(args.leader_election_namespace, args.leader_election_lease, me)
     kopf.run(
         standalone=True,

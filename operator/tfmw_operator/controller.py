@@ -13,8 +13,6 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import TypeVar
 
-from kubernetes.client.exceptions import ApiException
-
 from tfmw_operator import metrics
 from tfmw_operator.api import JobSpec, Json, Phase
 from tfmw_operator.builders import build_event, pod_group_name, pod_group_name_prefix
@@ -35,8 +33,9 @@ from tfmw_operator.decision import (
     RemoveMarker,
     parse_spec,
 )
-from tfmw_operator.kube import CreateRefused, Kube
-from tfmw_operator.observed import MarkerState, ObservedPod, WorkloadState, observe_workload
+from tfmw_operator.informer import Informer, LatestJobs
+from tfmw_operator.kube import ApiError, CreateRefused, Kube
+from tfmw_operator.observed import MarkerState, ObservedPod, Owned, WorkloadState, observe_workload
 from tfmw_operator.progress import DEFAULT_PROGRESS_INTERVAL_SECONDS, ProgressProblem, ProgressReading
 from tfmw_operator.reconcile import reconcile
 from tfmw_operator.status import JobStatus, merge_patch
@@ -66,12 +65,29 @@ STORAGE_THREADS = 16
 
 class JobController:
     def __init__(
-        self, kube: Kube, shared_root: Path, progress_interval: float = DEFAULT_PROGRESS_INTERVAL_SECONDS
+        self,
+        kube: Kube,
+        shared_root: Path,
+        progress_interval: float = DEFAULT_PROGRESS_INTERVAL_SECONDS,
+        namespaces: Sequence[str] = (),
     ) -> None:
         self.kube = kube
         self.shared_root = shared_root
         self.progress_interval = progress_interval
         self.queue = WorkQueue(self.reconcile)
+        # What the watches last saw; reconciles decide from it, without reading the API.
+        self.jobs = LatestJobs()
+        scopes = [f"/api/v1/namespaces/{n}" for n in namespaces] or ["/api/v1"]
+        self.pods = {
+            n: Informer(kube, f"{scope}/pods", Owned.pod_of, self.queue.trigger)
+            for n, scope in zip(namespaces or [""], scopes, strict=True)
+        }
+        self.services = {
+            n: Informer(kube, f"{scope}/services", Owned.service_of, self.queue.trigger)
+            for n, scope in zip(namespaces or [""], scopes, strict=True)
+        }
+        # Services named like a job that are not its own (found when creating ours failed).
+        self.foreign_services: dict[Key, Owned] = {}
         # Jobs whose marker may appear any moment: their marker's relative path.
         self.awaiting_marker: dict[Key, str] = {}
         # Running jobs' progress documents, and the signature (mtime, size) each had when last read.
@@ -91,16 +107,26 @@ class JobController:
         except TimeoutError:
             raise StorageError(relpath, f"no answer within {STORAGE_TIMEOUT_SECONDS:.0f}s") from None
 
+    def watches(self) -> list[Informer[Owned]]:
+        return [*self.pods.values(), *self.services.values()]
+
+    def _view(self, informers: dict[str, Informer[Owned]], namespace: str) -> Informer[Owned]:
+        return informers[namespace] if namespace in informers else informers[""]
+
     async def reconcile(self, key: Key) -> float | None:
         namespace, name = key
+        # As a restarted controller must: decide nothing before the view holds every object.
+        for watch in self.watches():
+            await watch.synced.wait()
         started = time.perf_counter()
-        job = await self.kube.get_job(namespace, name)
+        job = self.jobs.get(key)
         if job is None:
             self._forget(key)
             return None
-        raw_pods, service = await asyncio.gather(
-            self.kube.list_pods(namespace, name), self.kube.get_service(namespace, name)
-        )
+        pods = self._view(self.pods, namespace).of_job(key)
+        service = next((s for s in self._view(self.services, namespace).of_job(key) if s.name == name), None)
+        if key in self.foreign_services:
+            service = await self._namesake_service(key)
         spec = parse_spec(job)
         recorded = JobStatus.from_json(job.get("status"))
         marker, storage_error, progress, workload = MarkerState(), None, None, None
@@ -114,9 +140,9 @@ class JobController:
                 progress = await self._read_progress(key, spec.progress_relpath)
             if spec.queue_name and not recorded.finished:
                 workload = await self._workload(namespace, pod_group_name(spec, recorded.attempt))
-        observed = Observed.of(
+        observed = Observed.of_owned(
             job,
-            raw_pods,
+            pods,
             marker,
             datetime.now(UTC),
             spec,
@@ -135,6 +161,16 @@ class JobController:
         metrics.RECONCILE_SECONDS.observe(time.perf_counter() - started)
         # Cut short (a refused creation, a conflicting write): decide again from what is there now.
         return decision.requeue_after if completed else 0.0
+
+    async def _namesake_service(self, key: Key) -> Owned | None:
+        """A Service of the job's name that is not its own, as it is now (gone, or still there)."""
+        found = await self.kube.get_service(*key)
+        if found is None:
+            self.foreign_services.pop(key, None)
+            return None
+        service = Owned.service_of(found)
+        self.foreign_services[key] = service
+        return service
 
     async def _workload(self, namespace: str, name: str) -> WorkloadState | None:
         found = await self.kube.get_workload(namespace, name)
@@ -170,14 +206,26 @@ class JobController:
         by_name = {p.name: p for p in pods}
         warnings: list[tuple[str, str]] = []
         completed = True
-        for action in decision.actions:
+        actions = list(decision.actions)
+        while actions:
+            action = actions.pop(0)
             if isinstance(action, RemoveMarker):
                 await self._best_effort(warnings, self.storage(action.relpath, remove_marker, action.relpath))
             elif isinstance(action, EnsureJobDirectory):
                 call = self.storage(action.relpath, ensure_job_directory, action.relpath, action.job_uid)
                 await self._best_effort(warnings, call)
             elif isinstance(action, EnsureService):
-                await self.kube.create_service(namespace, action.service)
+                # The Service and the pods go out together: neither waits for the other.
+                following = actions[0] if actions else None
+                pods_too = following.pods if isinstance(following, CreatePods) else ()
+                if pods_too:
+                    actions.pop(0)
+                ours, created = await asyncio.gather(
+                    self._ensure_service(key, action.service), self._create_pods(key, namespace, pods_too)
+                )
+                if not (ours and created):
+                    completed = False
+                    break
             elif isinstance(action, CreatePods):
                 if not await self._create_pods(key, namespace, action.pods):
                     completed = False
@@ -202,6 +250,24 @@ class JobController:
         await asyncio.gather(*(self.kube.post_event(namespace, body) for body in bodies))
         return completed
 
+    async def _ensure_service(self, key: Key, service: Json) -> bool:
+        """False when a Service of that name is someone else's: decide again, knowing it."""
+        namespace = key[0]
+        created = await self.kube.create_service(namespace, service)
+        if created is not None:
+            self._view(self.services, namespace).put(created)
+            return True
+        # One of that name exists: ours (the view lags), or a namesake the view cannot see.
+        found = await self.kube.get_service(namespace, service["metadata"]["name"])
+        if found is None:
+            return True
+        uid = service["metadata"]["ownerReferences"][0]["uid"]
+        if uid in Owned.service_of(found).owners:
+            self._view(self.services, namespace).put(found)
+            return True
+        self.foreign_services[key] = Owned.service_of(found)
+        return False
+
     @staticmethod
     async def _best_effort(warnings: list[tuple[str, str]], call: Awaitable[object]) -> None:
         """Storage trouble while acting is reported and the job goes on being reconciled."""
@@ -217,7 +283,11 @@ class JobController:
         try:
             while remaining:
                 this_batch, remaining = remaining[:batch], remaining[batch:]
-                await asyncio.gather(*(self.kube.create_pod(namespace, pod) for pod in this_batch))
+                created = await asyncio.gather(*(self.kube.create_pod(namespace, pod) for pod in this_batch))
+                view = self._view(self.pods, namespace)
+                for pod in created:
+                    if pod is not None:
+                        view.put(pod)
                 batch *= 2
         except CreateRefused as refused:
             previous = self.create_errors.get(key)
@@ -231,8 +301,8 @@ class JobController:
 
     async def _patch_status(self, namespace: str, name: str, patch: Json, resource_version: str) -> bool:
         try:
-            await self.kube.patch_job_status(namespace, name, patch, resource_version)
-        except ApiException as error:
+            self.jobs.put(await self.kube.patch_job_status(namespace, name, patch, resource_version))
+        except ApiError as error:
             if error.status == 409:  # changed since it was read: decide again from the new one
                 return False
             if error.status == 404:
@@ -254,7 +324,7 @@ class JobController:
         and never holds the deletion up.
         """
         if action.force or pod.phase == "Pending":
-            await self.kube.delete_pod(namespace, pod.name, pod.uid, action.grace_seconds)
+            await self._delete_pod(namespace, pod, action.grace_seconds)
             return
         follow = pod.active
         reads = [
@@ -263,7 +333,7 @@ class JobController:
         ]
         if follow:
             await asyncio.sleep(0)  # let the log requests go out before the stop
-        await self.kube.delete_pod(namespace, pod.name, pod.uid, action.grace_seconds)
+        await self._delete_pod(namespace, pod, action.grace_seconds)
         texts = await asyncio.gather(*reads)
         job_relpath = f"{namespace}/{job_name}"
         for position, (container, text) in enumerate(zip(pod.containers, texts, strict=True)):
@@ -274,6 +344,14 @@ class JobController:
                 job_relpath, archive_log, job_relpath, pod.attempt, f"{pod.index}{suffix}", text
             )
             await self._best_effort(warnings, call)
+
+    async def _delete_pod(self, namespace: str, pod: ObservedPod, grace_seconds: int | None) -> None:
+        deleted = await self.kube.delete_pod(namespace, pod.name, pod.uid, grace_seconds)
+        view = self._view(self.pods, namespace)
+        if deleted is None:
+            view.remove(namespace, pod.name, lambda held: held.pod is not None and held.pod.uid == pod.uid)
+        else:
+            view.put(deleted)
 
     def _track(self, key: Key, decision: Decision, marker_time: datetime | None) -> None:
         milestones = decision.milestones

@@ -11,9 +11,10 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from datetime import datetime
 from enum import StrEnum
+from typing import Any
 
 from tfmw_operator.api import JobSpec, Json, SpecError, parse_job
-from tfmw_operator.observed import MarkerState, ObservedPod, WorkloadState, observe_pod, owned_by
+from tfmw_operator.observed import MarkerState, ObservedPod, Owned, WorkloadState
 from tfmw_operator.progress import DEFAULT_PROGRESS_INTERVAL_SECONDS, ProgressReading
 from tfmw_operator.status import JobStatus
 
@@ -159,9 +160,25 @@ class Observed:
         raw_pods: Iterable[Json],
         marker: MarkerState,
         now: datetime,
+        service: Json | None = None,
+        **observed: Any,
+    ) -> Observed:
+        """The job as found, from the pods and Service as the API server returns them."""
+        pods = [Owned.pod_of(p) for p in raw_pods]
+        return cls.of_owned(
+            job, pods, marker, now, service=None if service is None else Owned.service_of(service), **observed
+        )
+
+    @classmethod
+    def of_owned(
+        cls,
+        job: Json,
+        pods: Iterable[Owned],
+        marker: MarkerState,
+        now: datetime,
         spec: JobSpec | SpecError | None = None,
         status: JobStatus | None = None,
-        service: Json | None = None,
+        service: Owned | None = None,
         storage_error: str | None = None,
         create_error: CreateError | None = None,
         progress: ProgressReading | None = None,
@@ -173,16 +190,15 @@ class Observed:
         `service` is the Service named like the job, None when there is none.
         """
         uid = (job.get("metadata") or {}).get("uid")
-        raw = list(raw_pods)
-        pods = (observe_pod(p) for p in raw if owned_by(p, uid))
-        namesakes = [f"pod {(p.get('metadata') or {}).get('name')}" for p in raw if not owned_by(p, uid)]
-        if service is not None and not owned_by(service, uid):
-            namesakes.append(f"Service {(service.get('metadata') or {}).get('name')}")
+        found = sorted(pods, key=lambda p: p.name)  # as a LIST returns them
+        namesakes = [f"pod {p.name}" for p in found if uid not in p.owners]
+        if service is not None and uid not in service.owners:
+            namesakes.append(f"Service {service.name}")
         return cls(
             job=job,
             spec=parse_spec(job) if spec is None else spec,
             status=JobStatus.from_json(job.get("status")) if status is None else status,
-            pods=tuple(p for p in pods if p is not None),
+            pods=tuple(p.pod for p in found if p.pod is not None and uid in p.owners),
             marker=marker,
             now=now,
             namesakes=tuple(namesakes),

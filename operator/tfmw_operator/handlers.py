@@ -7,7 +7,6 @@ never writes to the job or its pods on its own and deletion never waits for us.
 from __future__ import annotations
 
 import asyncio
-import concurrent.futures
 import logging
 import os
 from collections.abc import Mapping
@@ -16,14 +15,14 @@ from typing import Any
 
 import kopf
 
-from tfmw_operator.api import GROUP, LABEL_JOB_NAME, LABEL_QUEUE_NAME, PLURAL, VERSION
+from tfmw_operator.api import GROUP, LABEL_QUEUE_NAME, PLURAL, VERSION
 from tfmw_operator.controller import JobController
-from tfmw_operator.kube import Kube, load_api_client
+from tfmw_operator.kube import Kube, connection_info
 from tfmw_operator.progress import DEFAULT_PROGRESS_INTERVAL_SECONDS
 
 SHARED_ROOT_ENV = "TFMW_SHARED_ROOT"
 PROGRESS_INTERVAL_ENV = "TFMW_PROGRESS_INTERVAL"
-API_THREADS = 64
+NAMESPACES_ENV = "TFMW_NAMESPACES"  # comma-separated; empty: every namespace
 
 logger = logging.getLogger(__name__)
 _controller: JobController | None = None
@@ -46,14 +45,14 @@ async def start(settings: kopf.OperatorSettings, **_: Any) -> None:
     # kopf keeps a worker, holding the last body, per object until it idles out; with
     # thousands of pods that is most of the operator's memory.
     settings.queueing.idle_timeout = 1.0
-    # Pod creations of a job run concurrently; give them threads to run in.
     loop = asyncio.get_running_loop()
-    loop.set_default_executor(concurrent.futures.ThreadPoolExecutor(max_workers=API_THREADS))
     shared_root = Path(os.environ.get(SHARED_ROOT_ENV, "/var/lib/tfmw/shared"))
     progress_interval = float(os.environ.get(PROGRESS_INTERVAL_ENV, DEFAULT_PROGRESS_INTERVAL_SECONDS))
-    api_client = await asyncio.to_thread(load_api_client)  # reads files: not on the event loop
-    _controller = JobController(Kube(api_client), shared_root, progress_interval)
-    _background.add(loop.create_task(_controller.watch_markers()))
+    namespaces = [n for n in os.environ.get(NAMESPACES_ENV, "").split(",") if n]
+    credentials = await asyncio.to_thread(connection_info)  # reads files: not on the event loop
+    _controller = JobController(Kube(credentials), shared_root, progress_interval, namespaces)
+    for work in (_controller.watch_markers(), *(w.run() for w in _controller.watches())):
+        _background.add(loop.create_task(work))
     logger.info("tfmw operator started; shared root %s, progress every %.0fs", shared_root, progress_interval)
 
 
@@ -69,20 +68,21 @@ async def stop(**_: Any) -> None:
         task.cancel()
     if _controller is not None:
         await _controller.queue.drain()
+        await _controller.kube.close()
 
 
 @kopf.on.event(GROUP, VERSION, PLURAL)
-async def job_event(type: str, namespace: str | None, name: str, body: kopf.Body, **_: Any) -> None:
+async def job_event(event: Mapping[str, Any], namespace: str | None, name: str, **_: Any) -> None:
+    """Pods and Services come from the controller's own watches: kopf can filter them by
+    label only after receiving every pod in the cluster."""
     key = (namespace or "", name)
-    if type == "DELETED":
+    job = event["object"]
+    if event["type"] == "DELETED":
+        controller().jobs.remove(job)
         controller().queue.forget(key)
-        meta = body.get("metadata", {})
+        meta = job.get("metadata", {})
         if (meta.get("labels") or {}).get(LABEL_QUEUE_NAME):
             await controller().forget_deleted(key, meta.get("uid", ""))
         return
-    controller().queue.trigger(key)
-
-
-@kopf.on.event("", "v1", "pods", labels={LABEL_JOB_NAME: kopf.PRESENT})
-async def pod_event(namespace: str | None, labels: Mapping[str, str], **_: Any) -> None:
-    controller().queue.trigger((namespace or "", labels[LABEL_JOB_NAME]))
+    if controller().jobs.put(job):  # not the echo of a status write of our own
+        controller().queue.trigger(key)

@@ -1,7 +1,8 @@
-"""Asynchronous access to the API server: the official client's calls, run off the event loop.
+"""Asynchronous access to the API server: plain JSON over one aiohttp session.
 
-Every call carries a timeout, so a half-open connection costs one reconcile a retry,
-never a thread and a job for ever.
+No client library models and no threads: a request is a coroutine on the event loop,
+and a response is the API server's JSON as dicts. Every request carries a timeout, so
+a half-open connection costs one reconcile a retry, never a job for ever.
 """
 
 from __future__ import annotations
@@ -10,51 +11,51 @@ import asyncio
 import collections
 import json
 import logging
-import os
+from collections.abc import AsyncIterator, Callable
 
-from kubernetes import client, config
-from kubernetes.client.exceptions import ApiException
+import aiohttp
+import kopf
 
-from tfmw_operator.api import GROUP, LABEL_JOB_NAME, PLURAL, VERSION, Json
+from tfmw_operator.api import GROUP, PLURAL, VERSION, Json
 
 MERGE_PATCH = "application/merge-patch+json"
 logger = logging.getLogger(__name__)
 CONNECTION_POOL_SIZE = 64
-# (connect, read) seconds for every request.
-REQUEST_TIMEOUT = (5.0, 30.0)
-LOG_TIMEOUT = (5.0, 60.0)
+REQUEST_TIMEOUT = aiohttp.ClientTimeout(total=30, sock_connect=5)
+LOG_TIMEOUT = aiohttp.ClientTimeout(total=60, sock_connect=5)
+# A watch ends on the server's side after WATCH_SECONDS; a silent one is given up sooner
+# than it could be alive (bookmarks come about once a minute).
+WATCH_SECONDS = 300
+WATCH_TIMEOUT = aiohttp.ClientTimeout(total=None, sock_connect=5, sock_read=WATCH_SECONDS + 30)
 KUEUE_GROUP, KUEUE_VERSION, WORKLOADS = "kueue.x-k8s.io", "v1beta2", "workloads"
+JOBS = f"/apis/{GROUP}/{VERSION}"
+Login = Callable[[], kopf.ConnectionInfo]
 
 
-def load_api_client() -> client.ApiClient:
-    try:
-        config.load_incluster_config()
-    except config.ConfigException:
-        # Read KUBECONFIG now: the client's default was fixed when it was imported.
-        config.load_kube_config(config_file=os.environ.get("KUBECONFIG"))
-    configuration = client.Configuration.get_default_copy()
-    configuration.connection_pool_maxsize = CONNECTION_POOL_SIZE
-    return client.ApiClient(configuration)
+class ApiError(Exception):
+    """The API server answered with an error status."""
 
+    def __init__(self, status: int, reason: str, body: bytes | str = b"") -> None:
+        self.status = status
+        self.reason = reason
+        self.body = body.decode("utf-8", "replace") if isinstance(body, bytes) else body
+        super().__init__(f"{status} {reason}: {self.message}")
 
-def _ignore(status: int, error: ApiException) -> None:
-    if error.status != status and not _namespace_terminating(error):
-        raise error
+    @property
+    def message(self) -> str:
+        """The API server's own words, e.g. which field it refused."""
+        try:
+            parsed = json.loads(self.body)
+        except ValueError:
+            return self.body[:500] or self.reason
+        message = parsed.get("message") if isinstance(parsed, dict) else None
+        return str(message) if message else self.reason
 
-
-def _namespace_terminating(error: ApiException) -> bool:
-    """Creating in a namespace being deleted is pointless, not an error: the job goes too."""
-    return error.status == 403 and "NamespaceTerminating" in str(error.body or "")
-
-
-def api_message(error: ApiException) -> str:
-    """The API server's own words from an error, e.g. which field it refused."""
-    try:
-        body = json.loads(error.body or "")
-    except (TypeError, ValueError):
-        return f"{error.status} {error.reason}"
-    message = body.get("message") if isinstance(body, dict) else None
-    return str(message) if message else f"{error.status} {error.reason}"
+    @property
+    def namespace_terminating(self) -> bool:
+        """Creating in a namespace being deleted is pointless, not an error: the job goes too
+        (a 404 on a create says the same of a namespace already gone)."""
+        return self.status == 403 and "NamespaceTerminating" in self.body
 
 
 class CreateRefused(Exception):
@@ -66,179 +67,190 @@ class CreateRefused(Exception):
         self.message = message
 
 
+def connection_info() -> kopf.ConnectionInfo:
+    """In a pod its service account, elsewhere $KUBECONFIG as it is now."""
+    settings = kopf.OperatorSettings()
+    credentials = kopf.login_with_service_account(
+        logger=logger, settings=settings
+    ) or kopf.login_with_kubeconfig(logger=logger, settings=settings)
+    if credentials is None:
+        raise RuntimeError("no credentials: not in a pod, and no usable $KUBECONFIG")
+    return credentials
+
+
+def _path(namespace: str, resource: str, name: str = "", prefix: str = "/api/v1") -> str:
+    path = f"{prefix}/namespaces/{namespace}/{resource}"
+    return f"{path}/{name}" if name else path
+
+
 class Kube:
-    """The handful of calls the operator makes; each runs in a worker thread."""
+    """The calls the operator makes, each a coroutine with a deadline."""
 
-    def __init__(self, api_client: client.ApiClient) -> None:
-        self.core = client.CoreV1Api(api_client)
-        self.custom = client.CustomObjectsApi(api_client)
-        self.sanitize = api_client.sanitize_for_serialization
+    def __init__(self, credentials: kopf.ConnectionInfo, relogin: Login = connection_info) -> None:
+        self._relogin = relogin
+        self._connect(credentials)
 
-    async def _get_custom(
-        self, group: str, version: str, plural: str, namespace: str, name: str
-    ) -> Json | None:
-        """A custom object; None when it (or its resource type) does not exist."""
-        try:
-            found: Json = await asyncio.to_thread(
-                self.custom.get_namespaced_custom_object,
-                group,
-                version,
-                namespace,
-                plural,
-                name,
-                _request_timeout=REQUEST_TIMEOUT,
-            )
-        except ApiException as error:
-            _ignore(404, error)
-            return None
-        return found
-
-    async def _delete_custom(self, group: str, version: str, plural: str, namespace: str, name: str) -> None:
-        try:
-            await asyncio.to_thread(
-                self.custom.delete_namespaced_custom_object,
-                group,
-                version,
-                namespace,
-                plural,
-                name,
-                propagation_policy="Background",
-                _request_timeout=REQUEST_TIMEOUT,
-            )
-        except ApiException as error:
-            _ignore(404, error)
-
-    async def get_job(self, namespace: str, name: str) -> Json | None:
-        return await self._get_custom(GROUP, VERSION, PLURAL, namespace, name)
-
-    async def list_pods(self, namespace: str, job_name: str) -> list[Json]:
-        # Plain JSON, not the client's model objects: at thousands of pods, building and
-        # converting those is most of the operator's CPU and memory.
-        response = await asyncio.to_thread(
-            self.core.list_namespaced_pod,
-            namespace,
-            label_selector=f"{LABEL_JOB_NAME}={job_name}",
-            _preload_content=False,
-            _request_timeout=REQUEST_TIMEOUT,
+    def _connect(self, credentials: kopf.ConnectionInfo) -> None:
+        self.server = credentials.server.rstrip("/")
+        self.session = aiohttp.ClientSession(
+            connector=aiohttp.TCPConnector(limit=CONNECTION_POOL_SIZE, ssl=credentials.as_ssl_context()),
+            headers={**credentials.as_http_headers(), "Accept": "application/json", "User-Agent": "tfmw"},
         )
-        pods: list[Json] = json.loads(response.data)["items"]
-        return pods
 
-    async def get_service(self, namespace: str, name: str) -> Json | None:
-        try:
-            response = await asyncio.to_thread(
-                self.core.read_namespaced_service,
-                name,
-                namespace,
-                _preload_content=False,
-                _request_timeout=REQUEST_TIMEOUT,
-            )
-        except ApiException as error:
-            _ignore(404, error)
-            return None
-        service: Json = json.loads(response.data)
-        return service
+    async def close(self) -> None:
+        await self.session.close()
 
-    async def create_pod(self, namespace: str, pod: Json) -> None:
-        """Create a pod exactly as built; a field the API server does not know is refused."""
+    async def _renew_credentials(self) -> None:
+        """A 401: the service account token was rotated; read it again, once."""
+        credentials = await asyncio.to_thread(self._relogin)
+        old = self.session
+        self._connect(credentials)
+        await old.close()
+
+    async def request(
+        self,
+        method: str,
+        path: str,
+        params: dict[str, str] | None = None,
+        body: Json | None = None,
+        content_type: str = "application/json",
+        timeout: aiohttp.ClientTimeout = REQUEST_TIMEOUT,
+    ) -> Json:
+        for attempt in (1, 2):
+            data = None if body is None else json.dumps(body, separators=(",", ":"))
+            headers = {"Content-Type": content_type} if data is not None else None
+            async with self.session.request(
+                method, self.server + path, params=params, data=data, headers=headers, timeout=timeout
+            ) as response:
+                raw = await response.read()
+                if response.status == 401 and attempt == 1:
+                    await self._renew_credentials()
+                    continue
+                if response.status >= 400:
+                    raise ApiError(response.status, response.reason or "", raw)
+                decoded: Json = json.loads(raw) if raw else {}
+                return decoded
+        raise AssertionError("unreachable")
+
+    async def stream_lines(self, path: str, params: dict[str, str]) -> AsyncIterator[bytes]:
+        """The lines of a watch; ends when the server closes it."""
+        async with self.session.get(self.server + path, params=params, timeout=WATCH_TIMEOUT) as response:
+            if response.status == 401:
+                await self._renew_credentials()
+            if response.status >= 400:
+                raise ApiError(response.status, response.reason or "", await response.read())
+            # Objects are larger than aiohttp's default line limit (a pod easily tops 64 KiB).
+            buffer = b""
+            async for chunk in response.content.iter_any():
+                buffer += chunk
+                *lines, buffer = buffer.split(b"\n")
+                for line in lines:
+                    if line:
+                        yield line
+
+    async def _get(self, path: str) -> Json | None:
+        """An object; None when it (or its resource type) does not exist."""
         try:
-            await asyncio.to_thread(
-                self.core.create_namespaced_pod,
-                namespace,
-                pod,
-                field_validation="Strict",
-                _preload_content=False,
-                _request_timeout=REQUEST_TIMEOUT,
-            )
-        except ApiException as error:
-            if error.status == 409:
-                return  # created by an earlier reconcile that did not record it
-            if error.status in (400, 422):
-                raise CreateRefused(True, api_message(error)) from error
-            if error.status == 403:
-                raise CreateRefused(False, api_message(error)) from error
+            return await self.request("GET", path)
+        except ApiError as error:
+            if error.status == 404:
+                return None
             raise
 
-    async def create_service(self, namespace: str, service: Json) -> None:
+    async def _delete(self, path: str, options: Json | None = None) -> Json | None:
+        """The deleted object as the API server returned it; None when it was gone already."""
         try:
-            await asyncio.to_thread(
-                self.core.create_namespaced_service,
-                namespace,
-                service,
-                _preload_content=False,
-                _request_timeout=REQUEST_TIMEOUT,
-            )
-        except ApiException as error:
-            _ignore(409, error)
+            return await self.request("DELETE", path, body=options)
+        except ApiError as error:
+            if error.status == 404:
+                return None
+            raise
 
-    async def delete_pod(self, namespace: str, name: str, uid: str, grace_seconds: int | None = None) -> None:
-        """Delete exactly the pod observed: a newer pod of the same name must survive."""
+    async def _create(self, path: str, body: Json, params: dict[str, str] | None = None) -> Json | None:
+        """The created object; None when the namespace is being deleted or is gone."""
+        try:
+            return await self.request("POST", path, params=params, body=body)
+        except ApiError as error:
+            if error.namespace_terminating or error.status == 404:
+                return None
+            raise
+
+    async def create_pod(self, namespace: str, pod: Json) -> Json | None:
+        """Create a pod exactly as built; a field the API server does not know is refused.
+
+        Returns the pod created, None when it existed already (created by an earlier
+        reconcile that did not record it) or the namespace is going.
+        """
+        try:
+            return await self._create(_path(namespace, "pods"), pod, {"fieldValidation": "Strict"})
+        except ApiError as error:
+            if error.status == 409:
+                return None
+            if error.status in (400, 422):
+                raise CreateRefused(True, error.message) from error
+            if error.status == 403:
+                raise CreateRefused(False, error.message) from error
+            raise
+
+    async def create_service(self, namespace: str, service: Json) -> Json | None:
+        """The Service created; None when one of that name exists (ours or a namesake)."""
+        try:
+            return await self._create(_path(namespace, "services"), service)
+        except ApiError as error:
+            if error.status == 409:
+                return None
+            raise
+
+    async def get_service(self, namespace: str, name: str) -> Json | None:
+        return await self._get(_path(namespace, "services", name))
+
+    async def delete_pod(
+        self, namespace: str, name: str, uid: str, grace_seconds: int | None = None
+    ) -> Json | None:
+        """Delete exactly the pod observed: a newer pod of the same name must survive.
+
+        Returns the pod as the deletion left it (terminating), None once it is gone.
+        """
         options: Json = {"preconditions": {"uid": uid}} if uid else {}
         if grace_seconds is not None:
             options["gracePeriodSeconds"] = grace_seconds
         try:
-            await asyncio.to_thread(
-                self.core.delete_namespaced_pod,
-                name,
-                namespace,
-                body=options or None,
-                _preload_content=False,
-                _request_timeout=REQUEST_TIMEOUT,
-            )
-        except ApiException as error:
-            if error.status != 409:  # 409: the precondition failed, that pod is already gone
-                _ignore(404, error)
+            deleted = await self._delete(_path(namespace, "pods", name), options or None)
+        except ApiError as error:
+            if error.status == 409:  # the precondition failed: that pod is already gone
+                return None
+            raise
+        # A pod deleted at once comes back as a Status, not as a pod.
+        return deleted if deleted is not None and deleted.get("kind") == "Pod" else None
 
-    async def patch_job_status(self, namespace: str, name: str, status: Json, resource_version: str) -> None:
-        """Patch the status only if the job is still as read: a stale writer gets a 409."""
-        await asyncio.to_thread(
-            self.custom.patch_namespaced_custom_object_status,
-            GROUP,
-            VERSION,
-            namespace,
-            PLURAL,
-            name,
-            {"metadata": {"resourceVersion": resource_version}, "status": status},
-            _content_type=MERGE_PATCH,
-            _request_timeout=REQUEST_TIMEOUT,
-        )
+    async def patch_job_status(self, namespace: str, name: str, status: Json, resource_version: str) -> Json:
+        """Patch the status only if the job is still as read: a stale writer gets a 409.
+        Returns the job as patched."""
+        body = {"metadata": {"resourceVersion": resource_version}, "status": status}
+        path = _path(namespace, PLURAL, name, JOBS) + "/status"
+        return await self.request("PATCH", path, body=body, content_type=MERGE_PATCH)
 
     async def delete_job(self, namespace: str, name: str) -> None:
-        await self._delete_custom(GROUP, VERSION, PLURAL, namespace, name)
+        await self._delete(_path(namespace, PLURAL, name, JOBS), {"propagationPolicy": "Background"})
 
     async def get_workload(self, namespace: str, name: str) -> Json | None:
         """A Kueue Workload; None when there is none (or Kueue is not installed)."""
-        return await self._get_custom(KUEUE_GROUP, KUEUE_VERSION, WORKLOADS, namespace, name)
+        return await self._get(_path(namespace, WORKLOADS, name, f"/apis/{KUEUE_GROUP}/{KUEUE_VERSION}"))
 
     async def list_workload_names(self, namespace: str) -> list[str]:
-        try:
-            listed: Json = await asyncio.to_thread(
-                self.custom.list_namespaced_custom_object,
-                KUEUE_GROUP,
-                KUEUE_VERSION,
-                namespace,
-                WORKLOADS,
-                _request_timeout=REQUEST_TIMEOUT,
-            )
-        except ApiException as error:
-            _ignore(404, error)
-            return []
-        return [item["metadata"]["name"] for item in listed.get("items") or []]
+        listed = await self._get(_path(namespace, WORKLOADS, prefix=f"/apis/{KUEUE_GROUP}/{KUEUE_VERSION}"))
+        return [item["metadata"]["name"] for item in (listed or {}).get("items") or []]
 
     async def delete_workload(self, namespace: str, name: str) -> None:
-        await self._delete_custom(KUEUE_GROUP, KUEUE_VERSION, WORKLOADS, namespace, name)
+        path = _path(namespace, WORKLOADS, name, f"/apis/{KUEUE_GROUP}/{KUEUE_VERSION}")
+        await self._delete(path, {"propagationPolicy": "Background"})
 
     async def post_event(self, namespace: str, event: Json) -> None:
         try:
-            await asyncio.to_thread(
-                self.core.create_namespaced_event,
-                namespace,
-                event,
-                _preload_content=False,
-                _request_timeout=REQUEST_TIMEOUT,
-            )
-        except ApiException as error:  # an Event is worth a log line, not a failed reconcile
-            logger.warning("could not post event %s in %s: %s", event.get("reason"), namespace, error.reason)
+            await self._create(_path(namespace, "events"), event)
+        except (ApiError, aiohttp.ClientError, TimeoutError) as error:
+            # An Event is worth a log line, not a failed reconcile.
+            logger.warning("could not post event %s in %s: %s", event.get("reason"), namespace, error)
 
     async def container_log(
         self, namespace: str, pod: str, container: str, limit_bytes: int, follow: bool = False
@@ -248,38 +260,29 @@ class Kube:
         With `follow`, reading goes on until the container ends (or LOG_TIMEOUT passes),
         so a worker being stopped is read to its last line.
         """
-        return await asyncio.to_thread(self._container_log, namespace, pod, container, limit_bytes, follow)
-
-    def _container_log(self, namespace: str, pod: str, container: str, limit_bytes: int, follow: bool) -> str:
         tail: collections.deque[bytes] = collections.deque()
         kept = 0
+        params = {"container": container, "follow": "true" if follow else "false"}
+        url = self.server + _path(namespace, "pods", pod) + "/log"
         try:
-            response = self.core.read_namespaced_pod_log(
-                pod,
-                namespace,
-                container=container,
-                follow=follow,
-                _preload_content=False,
-                _request_timeout=LOG_TIMEOUT,
-            )
-            try:
-                for chunk in response.stream(64 * 1024):
+            async with self.session.get(url, params=params, timeout=LOG_TIMEOUT) as response:
+                if response.status >= 400:
+                    error = ApiError(response.status, response.reason or "", await response.read())
+                    if error.status not in (400, 404):  # never started, or already gone
+                        logger.warning(
+                            "cannot read the log of %s/%s [%s]: %s", namespace, pod, container, error
+                        )
+                    return ""
+                async for chunk in response.content.iter_chunked(64 * 1024):
                     tail.append(chunk)
                     kept += len(chunk)
                     while kept - len(tail[0]) >= limit_bytes:
                         kept -= len(tail.popleft())
-            finally:
-                response.release_conn()
-        except ApiException as error:
-            if error.status not in (400, 404):  # 400/404: never started, or already gone
-                logger.warning(
-                    "cannot read the log of %s/%s [%s]: %s", namespace, pod, container, api_message(error)
-                )
-        except Exception as error:  # a read timeout or a dropped stream: keep what came
+        except (aiohttp.ClientError, TimeoutError) as error:  # a dropped stream: keep what came
             logger.warning("log of %s/%s [%s] cut short: %s", namespace, pod, container, error)
         data = b"".join(tail)[-limit_bytes:]
         # A byte limit may split a UTF-8 character, and programs print any bytes at all.
         return data.decode("utf-8", "replace")
 
 
-__all__ = ["CreateRefused", "Kube", "api_message", "load_api_client"]
+__all__ = ["ApiError", "CreateRefused", "Kube", "connection_info"]

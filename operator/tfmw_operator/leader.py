@@ -17,7 +17,7 @@ import uuid
 from datetime import UTC, datetime
 from typing import Any
 
-from kubernetes import client
+from kubernetes import client, config
 from kubernetes.leaderelection import electionconfig, leaderelection
 from kubernetes.leaderelection.resourcelock.leaselock import LeaseLock
 
@@ -75,15 +75,22 @@ class SafeLeaseLock(LeaseLock):  # type: ignore[misc]
             return False
 
 
+def load_client_config() -> None:
+    """The elector uses the client library's default configuration: in a pod its service
+    account, elsewhere $KUBECONFIG as it is now (not as it was at import time)."""
+    try:
+        config.load_incluster_config()
+    except config.ConfigException:
+        config.load_kube_config(config_file=os.environ.get("KUBECONFIG"))
+
+
 def identity() -> str:
     return f"{socket.gethostname()}-{uuid.uuid4().hex[:6]}"
 
 
 def lead(namespace: str, name: str, me: str) -> None:
-    """Block until this process holds the lease; keep renewing it in the background.
-
-    The API client configuration must be loaded already (the elector uses the default one).
-    """
+    """Block until this process holds the lease; keep renewing it in the background."""
+    load_client_config()
     leading = threading.Event()
 
     def lost() -> None:

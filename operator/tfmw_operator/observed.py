@@ -215,7 +215,24 @@ def observe_workload(name: str, workload: Json) -> WorkloadState:
     return WorkloadState(name, admitted, str(waiting.get("reason") or ""), str(waiting.get("message") or ""))
 
 
-def owned_by(pod: Json, uid: str | None) -> bool:
-    """Pods of an earlier job of the same name are not this job's workers."""
-    owners = (pod.get("metadata") or {}).get("ownerReferences") or []
-    return uid is not None and any(o.get("uid") == uid for o in owners)
+def owner_uids(obj: Json) -> frozenset[str]:
+    owners = (obj.get("metadata") or {}).get("ownerReferences") or []
+    return frozenset(str(o.get("uid")) for o in owners if isinstance(o, dict) and o.get("uid"))
+
+
+@dataclass(frozen=True)
+class Owned:
+    """A pod or Service as the operator keeps it between reconciles: its name, its owners,
+    and for a pod what the core needs of it (None: not one of our workers)."""
+
+    name: str
+    owners: frozenset[str]
+    pod: ObservedPod | None = None
+
+    @classmethod
+    def pod_of(cls, raw: Json) -> Owned:
+        return cls(str((raw.get("metadata") or {}).get("name") or ""), owner_uids(raw), observe_pod(raw))
+
+    @classmethod
+    def service_of(cls, raw: Json) -> Owned:
+        return cls(str((raw.get("metadata") or {}).get("name") or ""), owner_uids(raw))

@@ -145,3 +145,30 @@ def test_deleting_the_job_removes_pods_and_service_through_the_garbage_collector
         return not kube.pods(namespace, "gc") and not services
 
     wait_for("pods and service garbage-collected", gone, timeout=30)
+
+
+def test_a_service_of_the_jobs_name_that_is_not_its_own_holds_the_launch(
+    kube: ClusterClient, namespace: str
+) -> None:
+    # Someone's own Service, without our labels: the operator's watch never shows it, so it
+    # learns of it from the refused creation (the pods went out with it), and waits until
+    # the name is free before it counts the attempt as launched.
+    kube.core.create_namespaced_service(
+        namespace,
+        {"metadata": {"name": "taken"}, "spec": {"ports": [{"port": 80}], "selector": {"app": "x"}}},
+    )
+    kube.create_job(namespace, simulated_job("taken").manifest())
+    status = kube.wait_phase(namespace, "taken", "Pending")
+    stalled = wait_for(
+        "the Stalled condition",
+        lambda: next(
+            (c for c in kube.status(namespace, "taken").get("conditions", []) if c["type"] == "Stalled"), None
+        ),
+    )
+    assert stalled["reason"] == "NameInUse" and "Service taken" in stalled["message"], status
+    assert "launchedAttempt" not in kube.status(namespace, "taken")
+    kube.core.delete_namespaced_service("taken", namespace)
+    wait_for("the attempt launched", lambda: "launchedAttempt" in kube.status(namespace, "taken"), timeout=15)
+    assert len(kube.pods(namespace, "taken")) == 2
+    owners = kube.core.read_namespaced_service("taken", namespace).metadata.owner_references
+    assert owners and owners[0].kind == "TFMultiWorkerJob"
