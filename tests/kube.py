@@ -15,9 +15,10 @@ from pathlib import Path
 from typing import Any, TypeVar
 
 import yaml
-from kubernetes import client, config, watch
+from kubernetes import client, config
 from kubernetes.client.exceptions import ApiException
 from tfmw_operator.api import GROUP, LABEL_JOB_NAME, PLURAL, VERSION, format_time
+from watching import follow
 from wrappers import SIM_NODE
 
 REPO = Path(__file__).resolve().parent.parent
@@ -106,6 +107,7 @@ class ClusterClient:
         self.api_client = api_client
         self.core = client.CoreV1Api(api_client)
         self.custom = client.CustomObjectsApi(api_client)
+        self.apiext = client.ApiextensionsV1Api(api_client)
         self.sanitize = api_client.sanitize_for_serialization
         self.created_namespaces: list[str] = []
 
@@ -251,30 +253,24 @@ class SimulatedKubelet:
 
     def _finish_deletions(self) -> None:
         """A real kubelet confirms a graceful deletion once the containers stop."""
-        while not self._stop.is_set():
-            try:
-                stream = watch.Watch().stream(
-                    self.kube.core.list_pod_for_all_namespaces,
-                    field_selector=f"spec.nodeName={SIM_NODE}",
-                    timeout_seconds=30,
-                )
-                for event in stream:
-                    pod = event["object"]
-                    if self._stop.is_set():
-                        return
-                    if pod.metadata.deletion_timestamp and event["type"] != "DELETED":
-                        self._confirm_later(pod)
-            except Exception:  # a dropped watch is restarted, as a kubelet would
-                time.sleep(0.2)
+        follow(
+            self.kube.core.list_pod_for_all_namespaces,
+            field_selector=f"spec.nodeName={SIM_NODE}",
+            on_event=self._confirm_later,
+            stop=self._stop,
+        )
 
-    def _confirm_later(self, pod: Any) -> None:
-        uid = pod.metadata.uid
+    def _confirm_later(self, kind: str, pod: Json) -> None:
+        meta = pod["metadata"]
+        if kind == "DELETED" or not meta.get("deletionTimestamp"):
+            return
+        uid = meta["uid"]
         with self._lock:
             if uid in self._confirming:
                 return
             self._confirming.add(uid)
-        grace = min(float(pod.metadata.deletion_grace_period_seconds or 0), self.GRACE_CAP_SECONDS)
-        timer = threading.Timer(grace, self.force_delete, (pod.metadata.namespace, pod.metadata.name, uid))
+        grace = min(float(meta.get("deletionGracePeriodSeconds") or 0), self.GRACE_CAP_SECONDS)
+        timer = threading.Timer(grace, self.force_delete, (meta["namespace"], meta["name"], uid))
         timer.daemon = True
         timer.start()
 

@@ -8,6 +8,12 @@ import os
 import re
 import sys
 
+if "--leader-elect" not in sys.argv:
+    # kopf imports the client library, when installed, only to recognise its objects; the
+    # operator never hands it any, and without it starts 0.4 s sooner and ~19 MB smaller.
+    # (The leader elector uses it: with --leader-elect it is loaded.)
+    sys.modules.setdefault("kubernetes", None)  # type: ignore[arg-type]
+
 import kopf
 from prometheus_client import start_http_server
 

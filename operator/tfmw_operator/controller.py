@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import TypeVar
 
 from tfmw_operator import metrics
-from tfmw_operator.api import JobSpec, Json, Phase
+from tfmw_operator.api import PROGRESS_FILE, JobSpec, Json, Phase
 from tfmw_operator.builders import build_event, pod_group_name, pod_group_name_prefix
 from tfmw_operator.decision import (
     CreateError,
@@ -33,6 +33,7 @@ from tfmw_operator.decision import (
     RemoveMarker,
     parse_spec,
 )
+from tfmw_operator.file_watch import FolderEvents
 from tfmw_operator.informer import Informer, LatestJobs
 from tfmw_operator.kube import ApiError, CreateRefused, Kube
 from tfmw_operator.observed import MarkerState, ObservedPod, Owned, WorkloadState, observe_workload
@@ -55,7 +56,12 @@ logger = logging.getLogger(__name__)
 T = TypeVar("T")
 
 MARKER_POLL_SECONDS = 0.2
-PROGRESS_POLL_TICKS = 5  # progress documents are looked at every fifth marker tick: once a second
+MAX_POLL_SECONDS = 2.0
+MAX_POLL_STATS_PER_SECOND = 500
+PROGRESS_POLL_SECONDS = 1.0
+SWEEP_SECONDS = 10.0
+EVENT_POSTERS = 4
+MAX_WAITING_EVENTS = 10_000
 LOG_ARCHIVE_BYTES = 4 * 1024 * 1024
 # A hung network filesystem must not hang reconciles: storage calls get their own threads
 # and a deadline (a thread stuck in the kernel stays stuck, but the job goes on).
@@ -96,6 +102,8 @@ class JobController:
         self.active: set[Key] = set()
         # What the last pod creations of a job ran into; forgotten once creations succeed.
         self.create_errors: dict[Key, CreateError] = {}
+        self._watching: set[Key] = set()  # keys whose folders inotify watches
+        self._events: asyncio.Queue[tuple[str, Json]] = asyncio.Queue(MAX_WAITING_EVENTS)
         self.storage_pool = concurrent.futures.ThreadPoolExecutor(STORAGE_THREADS, "tfmw-storage")
 
     async def storage(self, relpath: str, call: Callable[..., T], *args: object) -> T:
@@ -246,9 +254,29 @@ class JobController:
         events = [(e.type, e.reason, e.message) for e in decision.events] if completed else []
         events += [("Warning", reason, message) for reason, message in warnings]
         now = datetime.now(UTC)
-        bodies = (build_event(job, *event, now, uuid.uuid4().hex[:12]) for event in events)
-        await asyncio.gather(*(self.kube.post_event(namespace, body) for body in bodies))
+        for event in events:
+            self._post(namespace, build_event(job, *event, now, uuid.uuid4().hex[:12]))
         return completed
+
+    def _post(self, namespace: str, event: Json) -> None:
+        """Events are posted by a few background posters, after the work they tell of: a
+        burst of launches creates pods first, and its Events follow."""
+        try:
+            self._events.put_nowait((namespace, event))
+        except asyncio.QueueFull:
+            logger.warning("too many Events waiting; dropped %s: %s", event["reason"], event.get("message"))
+
+    async def post_events(self) -> None:
+        """One of EVENT_POSTERS; runs until cancelled, then posts what is left."""
+        try:
+            while True:
+                namespace, event = await self._events.get()
+                await self.kube.post_event(namespace, event)
+        except asyncio.CancelledError:
+            while not self._events.empty():
+                namespace, event = self._events.get_nowait()
+                await self.kube.post_event(namespace, event)
+            raise
 
     async def _ensure_service(self, key: Key, service: Json) -> bool:
         """False when a Service of that name is someone else's: decide again, knowing it."""
@@ -416,26 +444,102 @@ class JobController:
         ]
 
     async def watch_markers(self) -> None:
-        """Poll the markers of running jobs; a new one triggers that job's reconcile at once.
-        Every PROGRESS_POLL_TICKS, a progress document changed since it was last read
-        triggers one too, once its job's throttle allows a write.
+        """Notice a new marker, or a changed progress document, and reconcile that job.
 
-        One stat per running job per tick is far cheaper than a reconcile per job per tick.
+        Where the shared storage is local (inotify), the kernel names the folder that
+        changed: nothing is done per running job per tick, and a full look at every job's
+        files every SWEEP_SECONDS catches anything missed. Elsewhere (NFS, ...) the
+        markers are polled, less often the more jobs there are (at most about
+        MAX_POLL_STATS_PER_SECOND), and progress documents once a second.
         """
-        tick = 0
-        while True:
-            await asyncio.sleep(MARKER_POLL_SECONDS)
-            tick += 1
-            watched = list(self.awaiting_marker.items())
-            progress = self._progress_to_check() if tick % PROGRESS_POLL_TICKS == 0 else []
-            if not watched and not progress:
-                continue
-            try:
-                found = await self.storage(".", self._markers_present, watched) if watched else []
-                if progress:
-                    found += await self.storage(".", self._progress_changed, progress)
-            except (OSError, StorageError):  # storage trouble must not end marker detection for good
-                logger.exception("cannot look for markers under %s", self.shared_root)
-                continue
-            for key in found:
+        events = await asyncio.to_thread(FolderEvents.open, self.shared_root)
+        loop = asyncio.get_running_loop()
+        if events is not None:
+            loop.add_reader(events.fd, self._on_folder_events, events)
+        last_sweep = last_progress = loop.time()
+        try:
+            while True:
+                count = len(self.awaiting_marker)
+                interval = MARKER_POLL_SECONDS
+                if events is None:
+                    interval = min(
+                        MAX_POLL_SECONDS, max(MARKER_POLL_SECONDS, count / MAX_POLL_STATS_PER_SECOND)
+                    )
+                await asyncio.sleep(interval)
+                now = loop.time()
+                if events is not None:
+                    unwatched = self._sync_watches(events, full=now - last_sweep >= SWEEP_SECONDS)
+                    sweep = now - last_sweep >= SWEEP_SECONDS
+                else:
+                    unwatched, sweep = set(self.awaiting_marker), True
+                if sweep:
+                    last_sweep = now
+                markers = [(k, r) for k, r in self.awaiting_marker.items() if sweep or k in unwatched]
+                progress_due = now - last_progress >= PROGRESS_POLL_SECONDS and (events is None or sweep)
+                progress = self._progress_to_check() if progress_due else []
+                if progress_due:
+                    last_progress = now
+                await self._look(markers, progress)
+        finally:
+            if events is not None:
+                loop.remove_reader(events.fd)
+                events.close()
+
+    async def _look(
+        self, markers: list[tuple[Key, str]], progress: list[tuple[Key, str, tuple[int, int] | None]]
+    ) -> None:
+        """Stat the markers and progress documents given; trigger the jobs whose changed."""
+        if not markers and not progress:
+            return
+        try:
+            found = await self.storage(".", self._markers_present, markers) if markers else []
+            if progress:
+                found += await self.storage(".", self._progress_changed, progress)
+        except (OSError, StorageError):  # storage trouble must not end marker detection for good
+            logger.exception("cannot look for markers under %s", self.shared_root)
+            return
+        for key in found:
+            self.queue.trigger(key)
+
+    def _folders_of(self, key: Key) -> set[str]:
+        folders = set()
+        if (marker := self.awaiting_marker.get(key)) is not None:
+            folders.add(marker.rsplit("/", 1)[0])
+        if (watch := self.watched_progress.get(key)) is not None:
+            folders.add(watch.relpath.rsplit("/", 1)[0])
+        return folders
+
+    def _sync_watches(self, events: FolderEvents, full: bool) -> set[Key]:
+        """Watch the folders of every job that awaits a marker; the keys that could not be."""
+        keys = set(self.awaiting_marker) | set(self.watched_progress)
+        for gone in events.keys() - keys:
+            events.forget(gone)
+        unwatched = set()
+        for key in keys if full else keys - self._watching:
+            if not events.watch(key, self._folders_of(key)):
+                unwatched.add(key)
+        # A folder whose watch the kernel dropped (it was removed or moved) is watched again
+        # on the next tick; until then, and while it cannot be, it is polled.
+        self._watching = {k for k in keys - unwatched if events.watched(k) == self._folders_of(k)}
+        return keys - self._watching
+
+    def _on_folder_events(self, events: FolderEvents) -> None:
+        changed = events.changed()
+        if changed is None:  # the kernel dropped events: look at everything
+            for key in self.awaiting_marker:
                 self.queue.trigger(key)
+            return
+        now = datetime.now(UTC)
+        for key, names in changed.items():
+            marker = self.awaiting_marker.get(key)
+            progress = self.watched_progress.get(key)
+            urgent = {""}
+            if marker is not None:
+                inside = marker.split("/", 2)[2] if marker.count("/") >= 2 else marker
+                urgent |= {inside.split("/", 1)[0], marker.rsplit("/", 1)[-1]}
+            if names & urgent:
+                self._watching.discard(key)  # a folder may have come or gone: watch again
+                self.queue.trigger(key)
+            elif progress is not None and PROGRESS_FILE in names:
+                wait = (progress.not_before - now).total_seconds() if progress.not_before else 0.0
+                self.queue.trigger_later(key, max(0.0, wait))

@@ -7,6 +7,7 @@ never writes to the job or its pods on its own and deletion never waits for us.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 import os
 from collections.abc import Mapping
@@ -16,7 +17,7 @@ from typing import Any
 import kopf
 
 from tfmw_operator.api import GROUP, LABEL_QUEUE_NAME, PLURAL, VERSION
-from tfmw_operator.controller import JobController
+from tfmw_operator.controller import EVENT_POSTERS, JobController
 from tfmw_operator.kube import Kube, connection_info
 from tfmw_operator.progress import DEFAULT_PROGRESS_INTERVAL_SECONDS
 
@@ -51,7 +52,8 @@ async def start(settings: kopf.OperatorSettings, **_: Any) -> None:
     namespaces = [n for n in os.environ.get(NAMESPACES_ENV, "").split(",") if n]
     credentials = await asyncio.to_thread(connection_info)  # reads files: not on the event loop
     _controller = JobController(Kube(credentials), shared_root, progress_interval, namespaces)
-    for work in (_controller.watch_markers(), *(w.run() for w in _controller.watches())):
+    posters = (_controller.post_events() for _ in range(EVENT_POSTERS))
+    for work in (_controller.watch_markers(), *(w.run() for w in _controller.watches()), *posters):
         _background.add(loop.create_task(work))
     logger.info("tfmw operator started; shared root %s, progress every %.0fs", shared_root, progress_interval)
 
@@ -64,10 +66,14 @@ def login(**kwargs: Any) -> kopf.ConnectionInfo | None:
 
 @kopf.on.cleanup()
 async def stop(**_: Any) -> None:
+    if _controller is not None:
+        await _controller.queue.drain()  # no reconcile starts after this
     for task in _background:
         task.cancel()
+    # The Event posters post what is left before they end.
+    with contextlib.suppress(TimeoutError):
+        await asyncio.wait_for(asyncio.gather(*_background, return_exceptions=True), timeout=10)
     if _controller is not None:
-        await _controller.queue.drain()
         await _controller.kube.close()
 
 

@@ -93,6 +93,11 @@ def _directory(shared_root: Path, relpath: str, create: bool = False) -> Iterato
         os.close(fd)
 
 
+def open_directory(shared_root: Path, relpath: str) -> contextlib.AbstractContextManager[int]:
+    """A descriptor of the folder `relpath` under the root, reached without following links."""
+    return _directory(shared_root, relpath)
+
+
 def _split(relpath: str) -> tuple[str, str]:
     parts = _parts(relpath)
     return "/".join(parts[:-1]), parts[-1]

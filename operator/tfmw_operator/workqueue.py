@@ -26,14 +26,19 @@ class WorkQueue:
         self._running: dict[Key, asyncio.Task[None]] = {}
         self._dirty: set[Key] = set()
         self._timers: dict[Key, asyncio.TimerHandle] = {}
+        self._closed = False
 
     def trigger(self, key: Key) -> None:
+        if self._closed:
+            return
         if key in self._running:
             self._dirty.add(key)
             return
         self._running[key] = asyncio.get_running_loop().create_task(self._run(key))
 
     def trigger_later(self, key: Key, delay: float) -> None:
+        if self._closed:
+            return
         loop = asyncio.get_running_loop()
         when = loop.time() + delay
         existing = self._timers.get(key)
@@ -63,12 +68,14 @@ class WorkQueue:
                     requeue = RETRY_AFTER_ERROR_SECONDS
                 if requeue is not None:
                     self.trigger_later(key, requeue)
-                if key not in self._dirty:
+                if self._closed or key not in self._dirty:
                     return
         finally:
             del self._running[key]
 
     async def drain(self) -> None:
+        """Finish the reconciles running; start no more."""
+        self._closed = True
         for timer in self._timers.values():
             timer.cancel()
         self._timers.clear()

@@ -1,17 +1,18 @@
-"""Control-plane benchmark: the operator against the local API server, pods simulated.
+"""Control-plane benchmark: tfmw's operator against the incumbent and against the limit.
 
     make bench            (or: PYTHONPATH=tests python3 -m bench.control_plane)
 
-Prints a table and writes bench/results/control-plane.json. Figures:
-  - API create of a job -> all its pods created (watch ADDED), 1/8/64 workers: median, p99
-  - the same with 100 jobs submitted at once
-  - marker written -> phase Succeeded: median, p99
-  - 500 jobs x 4 workers submitted at once: time until all Running, operator peak RSS, CPU s
-  - then every chief of those 500 reports progress every second for a minute: status
-    writes per job per minute, operator CPU and peak RSS
-  - API write requests per job on the happy path (from the API server's own counters)
-  - a bare client's concurrent pod-creation rate on the same server, and the operator's
-    pod-creation rate as a fraction of it
+One run, one local API server, pods never scheduled (only the controllers work):
+  - side by side, tfmw vs Kubeflow's TFJob controller (training-operator, as shipped and
+    tuned): create -> all pods, and -> all pods + Services, for 1/8/64 workers (median,
+    p99); 100 jobs x 8 workers at once; controller CPU and peak RSS; API writes for one
+    8-worker job; ready after start (process start -> pods of a job waiting for it)
+  - a bare concurrent client's pod-creation rate, and tfmw's as a fraction of it
+  - 500 jobs x 4 workers (simulated kubelet) until all Running; then their chiefs report
+    progress every second for a minute; then markers -> Succeeded with 500 jobs running
+  - 10,000 pods of another workload: what they cost the operator's memory
+Prints progress as it goes, then one table with ratio columns; writes
+bench/results/control-plane.json.
 """
 
 from __future__ import annotations
@@ -29,6 +30,17 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
+from bench.peer import (
+    CERT_DIR,
+    Contender,
+    TFJob,
+    Tfmw,
+    cpu_seconds,
+    install_tfjob_crd,
+    peak_rss_mb,
+    remove_tfjob_crd,
+    scratch_log,
+)
 from kube import (
     LOCAL_KUBECONFIG,
     REPO,
@@ -38,12 +50,23 @@ from kube import (
     pause_deployed_operator,
     wait_for,
 )
-from kubernetes import watch
 from operator_process import OperatorProcess
+from watching import follow_in_thread
 from wrappers import simulated_job, write_marker
 
 RESULTS = REPO / "bench" / "results"
 THREADS = 32
+SIZES = ((1, 15), (8, 10), (64, 6))
+# Between lone jobs: the latency of a lone job, not of one queued behind the last one's
+# status writes and Events (nor behind a client rate limiter the last one emptied).
+LONE_JOB_PAUSE_SECONDS = 1.5
+BURST_JOBS, BURST_WORKERS = 100, 8
+FOREIGN_PODS = 10_000
+Json = dict[str, Any]
+
+
+def say(message: str) -> None:
+    print(f"[bench {time.strftime('%H:%M:%S')}] {message}", flush=True)
 
 
 def percentile(values: list[float], q: float) -> float:
@@ -61,40 +84,43 @@ def summary(values: list[float]) -> dict[str, float]:
     }
 
 
-class PodWatcher:
-    """Records when each pod of the namespace was first seen, per job."""
+class Seen:
+    """When each pod and Service of a namespace was first seen, per job (from watches)."""
 
-    def __init__(self, kube: ClusterClient, namespace: str) -> None:
-        self.kube = kube
-        self.namespace = namespace
-        self.first_seen: dict[str, dict[str, float]] = defaultdict(dict)
+    def __init__(self, kube: ClusterClient, namespace: str, job_label: str) -> None:
+        self.job_label = job_label
+        self.first: dict[str, dict[str, dict[str, float]]] = {
+            "pods": defaultdict(dict),
+            "services": defaultdict(dict),
+        }
         self.lock = threading.Lock()
         self.stop = threading.Event()
-        self.thread = threading.Thread(target=self._run, daemon=True)
-        self.thread.start()
-
-    def _run(self) -> None:
-        while not self.stop.is_set():
-            stream = watch.Watch().stream(
-                self.kube.core.list_namespaced_pod, self.namespace, timeout_seconds=5
+        for kind, call in (
+            ("pods", kube.core.list_namespaced_pod),
+            ("services", kube.core.list_namespaced_service),
+        ):
+            follow_in_thread(
+                call, namespace, label_selector=job_label, on_event=self._recorder(kind), stop=self.stop
             )
-            for event in stream:
-                if event["type"] != "ADDED":
-                    continue
-                pod = event["object"]
-                job = (pod.metadata.labels or {}).get("tfmw.dev/job-name", "")
-                with self.lock:
-                    self.first_seen[job].setdefault(pod.metadata.name, time.monotonic())
 
-    def all_created(self, job: str, count: int) -> float | None:
+    def _recorder(self, kind: str) -> Any:
+        def record(event: str, obj: Json) -> None:
+            meta = obj["metadata"]
+            job = (meta.get("labels") or {}).get(self.job_label, "")
+            with self.lock:
+                self.first[kind][job].setdefault(meta["name"], time.monotonic())
+
+        return record
+
+    def all_at(self, job: str, pods: int, services: int) -> tuple[float, float] | None:
+        """(all pods seen, all pods and Services seen), once both are."""
         with self.lock:
-            seen = self.first_seen.get(job, {})
-            return max(seen.values()) if len(seen) >= count else None
-
-
-def start_operator(namespace: str, shared_root: Path) -> OperatorProcess:
-    # As the operator image sets it: fewer malloc arenas, a smaller RSS.
-    return OperatorProcess(namespace, shared_root, env={"MALLOC_ARENA_MAX": "2"}).start()
+            seen_pods = self.first["pods"].get(job, {})
+            seen_services = self.first["services"].get(job, {})
+            if len(seen_pods) < pods or len(seen_services) < services:
+                return None
+            last_pod = max(seen_pods.values())
+            return last_pod, max(last_pod, *seen_services.values())
 
 
 def api_writes() -> dict[tuple[str, str, str], float]:
@@ -113,33 +139,96 @@ def api_writes() -> dict[tuple[str, str, str], float]:
     return counts
 
 
-def submit(kube: ClusterClient, namespace: str, jobs: list[dict[str, Any]]) -> dict[str, float]:
-    """Create jobs concurrently; return when each API create returned."""
+def create_jobs(
+    kube: ClusterClient, contender: Contender, namespace: str, jobs: list[Json]
+) -> dict[str, float]:
+    """Create jobs concurrently; when each API create was sent."""
+    group, version, plural = contender.api
     started: dict[str, float] = {}
 
-    def create(job: dict[str, Any]) -> None:
+    def create(job: Json) -> None:
         started[job["metadata"]["name"]] = time.monotonic()
-        kube.create_job(namespace, job)
+        kube.custom.create_namespaced_custom_object(group, version, namespace, plural, job)
 
     with ThreadPoolExecutor(THREADS) as pool:
         list(pool.map(create, jobs))
     return started
 
 
-def pods_created(watcher: PodWatcher, name: str, workers: int) -> Callable[[], float | None]:
-    return lambda: watcher.all_created(name, workers)
+def wait_all(
+    seen: Seen, contender: Contender, name: str, workers: int, timeout: float = 600
+) -> tuple[float, float]:
+    services = contender.services(name, workers)
+    return wait_for(
+        f"pods and Services of {name}", lambda: seen.all_at(name, workers, services), timeout, 0.002
+    )
 
 
-def creation_latency(
-    kube: ClusterClient, watcher: PodWatcher, namespace: str, jobs: list[dict[str, Any]]
-) -> list[float]:
-    started = submit(kube, namespace, jobs)
-    latencies = []
-    for job in jobs:
-        name, workers = job["metadata"]["name"], job["spec"]["workers"]
-        done = wait_for(f"pods of {name}", pods_created(watcher, name, workers), timeout=300, interval=0.01)
-        latencies.append(done - started[name])
-    return latencies
+def versus(kube: ClusterClient, name: str, make: Callable[[str], Contender]) -> dict[str, Any]:
+    """The same workload through one contender, from its start to its stop."""
+    # A quiet API server: the last contender's namespace is gone (its deletions would count).
+    wait_for("no terminating namespace", lambda: not terminating_namespaces(kube), timeout=300, interval=1)
+    namespace = kube.new_namespace(f"vs-{name}")
+    contender = make(namespace)
+    contender.prepare(kube, namespace)
+    seen = Seen(kube, namespace, contender.job_label)
+    out: dict[str, Any] = {}
+    try:
+        create_jobs(kube, contender, namespace, [contender.job("early", 1)])
+        contender.start(scratch_log(contender.name))
+        contender.after_start(kube, namespace)
+        _, ready = wait_all(seen, contender, "early", 1, timeout=120)
+        out["ready_after_start_s"] = round(ready - contender.started_at, 3)
+        for workers, repeats in SIZES:
+            pods_only, with_services = [], []
+            for r in range(repeats):  # one at a time: the latency of a lone job
+                name = f"c{workers}-{r}"
+                started = create_jobs(kube, contender, namespace, [contender.job(name, workers)])[name]
+                pods_at, all_at = wait_all(seen, contender, name, workers)
+                pods_only.append(pods_at - started)
+                with_services.append(all_at - started)
+                time.sleep(LONE_JOB_PAUSE_SECONDS)
+            out[f"pods_{workers}_workers"] = summary(pods_only)
+            out[f"pods_and_services_{workers}_workers"] = summary(with_services)
+            say(
+                f"{contender.name}: {workers} workers, median {statistics.median(with_services) * 1000:.0f} ms to all pods + Services"
+            )
+        time.sleep(2)
+        before = api_writes()
+        create_jobs(kube, contender, namespace, [contender.job("writes", 8)])
+        wait_all(seen, contender, "writes", 8)
+        time.sleep(3)  # status writes and events that follow the pods
+        after = api_writes()
+        ignored = {"secrets", "validatingwebhookconfigurations"}  # the peer's certificate rotation
+        writes = {
+            f"{verb} {resource}{'/' + sub if sub else ''}": round(after[key] - before.get(key, 0))
+            for key in after
+            if (verb := key[0], resource := key[1], sub := key[2])
+            and after[key] > before.get(key, 0)
+            and resource not in ignored
+            and not (verb == "POST" and resource == contender.api[2] and not sub)  # the bench's own create
+        }
+        out["api_writes_one_8_worker_job"] = {"total": sum(writes.values()), **writes}
+        cpu_before = cpu_seconds(contender.pid)
+        jobs = [contender.job(f"burst-{i}", BURST_WORKERS) for i in range(BURST_JOBS)]
+        begin = time.monotonic()
+        create_jobs(kube, contender, namespace, jobs)
+        for job in jobs:
+            wait_all(seen, contender, job["metadata"]["name"], BURST_WORKERS)
+        elapsed = time.monotonic() - begin
+        out["burst_100_jobs_x_8_workers"] = {
+            "all_pods_and_services_s": round(elapsed, 3),
+            "pods_per_s": round(BURST_JOBS * BURST_WORKERS / elapsed, 1),
+            "controller_cpu_s": round(cpu_seconds(contender.pid) - cpu_before, 2),
+        }
+        say(f"{contender.name}: 100 jobs x 8 workers in {elapsed:.1f} s")
+        out["controller_cpu_s_whole_run"] = round(cpu_seconds(contender.pid), 2)
+        out["controller_peak_rss_mb"] = round(peak_rss_mb(contender.pid), 1)
+    finally:
+        contender.stop()
+        seen.stop.set()
+        kube.delete_namespace(namespace)
+    return out
 
 
 def terminating_namespaces(kube: ClusterClient) -> list[str]:
@@ -148,16 +237,22 @@ def terminating_namespaces(kube: ClusterClient) -> list[str]:
 
 def bare_client_rate(kube: ClusterClient, namespace: str, count: int, offset: int) -> float:
     """Pods per second that concurrent creates from a bare client reach: the ceiling."""
-    template = simulated_job("bare").manifest()["spec"]["template"]
+    template = Tfmw(namespace, Path()).job("bare", 1)["spec"]["template"]
 
     def create(i: int) -> None:
-        pod = {"metadata": {"name": f"bare-{i}"}, "spec": template["spec"]}
-        kube.core.create_namespaced_pod(namespace, pod)
+        kube.core.create_namespaced_pod(
+            namespace, {"metadata": {"name": f"bare-{i}"}, "spec": template["spec"]}
+        )
 
     begin = time.monotonic()
     with ThreadPoolExecutor(THREADS) as pool:
         list(pool.map(create, range(offset, offset + count)))
     return count / (time.monotonic() - begin)
+
+
+def start_operator(namespace: str, shared_root: Path) -> OperatorProcess:
+    # As the operator image sets it: fewer malloc arenas, a smaller RSS.
+    return OperatorProcess(namespace, shared_root, env={"MALLOC_ARENA_MAX": "2"}).start()
 
 
 def write_progress(job_dir: Path, uid: str, step: int) -> None:
@@ -214,122 +309,31 @@ def progress_load(
     }
 
 
-def main() -> None:
-    os.environ.setdefault("KUBECONFIG", LOCAL_KUBECONFIG)
-    os.environ["PATH"] = f"{REPO / 'hack' / 'bin'}:{os.environ['PATH']}"
-    kubectl("apply", "-f", str(REPO / "crds" / "tfmwjobs.tfmw.dev.yaml"))
-    resume_deployed_operator = pause_deployed_operator()
-    kube = ClusterClient()
-    SimulatedKubelet.register_node(kube)
-    kubelet = SimulatedKubelet(kube).start()
-    # Counting writes needs a quiet API server: no namespace of an earlier run still being
-    # emptied (the simulated kubelet finishes their pods' deletions).
-    wait_for("no terminating namespace", lambda: not terminating_namespaces(kube), timeout=300, interval=1)
-    namespace = kube.new_namespace("bench")
-    shared_root = Path(tempfile.mkdtemp(prefix="tfmw-bench-"))
+def at_scale(kube: ClusterClient, kubelet: SimulatedKubelet, shared_root: Path) -> dict[str, Any]:
+    """500 jobs of 4 workers, the simulated kubelet starting pods as they come; then their
+    progress reports; then markers, with all of them running."""
+    namespace = kube.new_namespace("bench500")
     operator = start_operator(namespace, shared_root)
-    watcher = PodWatcher(kube, namespace)
-    scale_namespace = kube.new_namespace("bench500")
+    stop_runner = threading.Event()
     results: dict[str, Any] = {}
     try:
-        # Warm-up, and the operator's happy-path write count.
-        before = api_writes()
-        created = kube.create_job(namespace, simulated_job("writes", workers=4).manifest())
-        kube.wait_pods(namespace, "writes", 4, timeout=60)
-        kubelet.run_all(namespace, "writes")
-        kube.wait_phase(namespace, "writes", "Running")
-        # As the trainer does: the chief writes the marker, then the workers exit.
-        write_marker(shared_root / namespace / "writes", created["metadata"]["uid"])
-        kube.wait_phase(namespace, "writes", "Succeeded")
-        for i in range(4):
-            kubelet.exit(namespace, f"writes-worker-{i}", 0)
-        time.sleep(2)
-        after = api_writes()
-        delta = {k: after[k] - before.get(k, 0) for k in after if after[k] - before.get(k, 0) > 0}
-        operator_writes = {
-            f"{verb} {resource}{'/' + sub if sub else ''}": n
-            for (verb, resource, sub), n in delta.items()
-            if (verb, resource, sub)
-            in {
-                ("POST", "pods", ""),
-                ("DELETE", "pods", ""),
-                ("POST", "services", ""),
-                ("PATCH", "tfmwjobs", "status"),
-                ("POST", "events", ""),
-            }
-        }
-        results["happy_path_writes_per_4_worker_job"] = {
-            "total": sum(operator_writes.values()),
-            **operator_writes,
-        }
-
-        for workers, repeats in ((1, 20), (8, 15), (64, 10)):
-            jobs = [simulated_job(f"c{workers}-{r}", workers=workers).manifest() for r in range(repeats)]
-            latencies = []
-            for job in jobs:  # one at a time: the latency of a lone job
-                latencies += creation_latency(kube, watcher, namespace, [job])
-            results[f"create_to_all_pods_{workers}_workers"] = summary(latencies)
-
-        for workers in (1, 8):
-            jobs = [simulated_job(f"burst{workers}-{r}", workers=workers).manifest() for r in range(100)]
-            begin = time.monotonic()
-            latencies = creation_latency(kube, watcher, namespace, jobs)
-            elapsed = time.monotonic() - begin
-            results[f"create_to_all_pods_100_jobs_x_{workers}_workers"] = {
-                **summary(latencies),
-                "all_pods_s": round(elapsed, 3),
-                "operator_pods_per_s": round(100 * workers / elapsed, 1),
-            }
-
-        bare_namespace = kube.new_namespace("bare")
-        rates = [bare_client_rate(kube, bare_namespace, 400, offset=400 * run) for run in range(3)]
-        rate = statistics.median(rates)
-        operator_rate = results["create_to_all_pods_100_jobs_x_8_workers"]["operator_pods_per_s"]
-        results["bare_client_pods_per_s"] = round(rate, 1)
-        results["operator_rate_fraction_of_bare_client"] = round(operator_rate / rate, 3)
-        kube.delete_namespace(bare_namespace)
-
-        marker_latencies = []
-        for r in range(30):
-            name = f"marker-{r}"
-            job = kube.create_job(namespace, simulated_job(name, workers=2).manifest())
-            kube.wait_pods(namespace, name, 2)
-            kubelet.run_all(namespace, name)
-            kube.wait_phase(namespace, name, "Running")
-            write_marker(shared_root / namespace / name, job["metadata"]["uid"])
-            written = time.monotonic()
-            kube.wait_phase(namespace, name, "Succeeded", timeout=30)
-            marker_latencies.append(time.monotonic() - written)
-        results["marker_to_succeeded"] = summary(marker_latencies)
-
-        # 500 jobs of 4 workers at once, the simulated kubelet starting pods as they come.
-        operator.stop()
-        operator = start_operator(scale_namespace, shared_root)
+        operator.wait_started()
         cpu_before = operator.cpu_seconds()
-        stop_runner = threading.Event()
+        pool = ThreadPoolExecutor(16)
 
-        def start_pods() -> None:
-            with ThreadPoolExecutor(16) as pool:
-                while not stop_runner.is_set():
-                    stream = watch.Watch().stream(
-                        kube.core.list_namespaced_pod, scale_namespace, timeout_seconds=5
-                    )
-                    for event in stream:
-                        pod = event["object"]
-                        if event["type"] == "ADDED" and pod.status.phase == "Pending":
-                            pool.submit(kubelet.run, scale_namespace, pod.metadata.name)
-                        if stop_runner.is_set():
-                            return
+        def start_pod(kind: str, pod: Json) -> None:
+            if kind == "ADDED" and (pod.get("status") or {}).get("phase") == "Pending":
+                pool.submit(kubelet.run, namespace, pod["metadata"]["name"])
 
-        runner = threading.Thread(target=start_pods, daemon=True)
-        runner.start()
+        follow_in_thread(kube.core.list_namespaced_pod, namespace, on_event=start_pod, stop=stop_runner)
         begin = time.monotonic()
-        submit(kube, scale_namespace, [simulated_job(f"s{i}", workers=4).manifest() for i in range(500)])
+        manifests = [simulated_job(f"s{i}", workers=4).manifest() for i in range(500)]
+        create_jobs(kube, Tfmw(namespace, shared_root), namespace, manifests)
 
         def running_count() -> int | None:
-            items = kube.custom.list_namespaced_custom_object(
-                "tfmw.dev", "v1alpha1", scale_namespace, "tfmwjobs"
-            )["items"]
+            items = kube.custom.list_namespaced_custom_object("tfmw.dev", "v1alpha1", namespace, "tfmwjobs")[
+                "items"
+            ]
             running = sum(1 for j in items if (j.get("status") or {}).get("phase") == "Running")
             return running if running == 500 else None
 
@@ -339,27 +343,165 @@ def main() -> None:
             "operator_peak_rss_mb": round(operator.peak_rss_mb(), 1),
             "operator_cpu_s": round(operator.cpu_seconds() - cpu_before, 1),
         }
+        say(f"500 jobs Running after {results['500_jobs_x_4_workers']['all_running_s']} s")
         stop_runner.set()
         results["500_jobs_reporting_progress_for_60_s"] = progress_load(
-            kube, scale_namespace, shared_root, operator
+            kube, namespace, shared_root, operator
         )
+        say("markers of 30 jobs, one at a time, with 500 jobs running ...")
+        cpu_before, idle_begin = operator.cpu_seconds(), time.monotonic()
+        time.sleep(10)
+        idle_cpu = (operator.cpu_seconds() - cpu_before) / (time.monotonic() - idle_begin)
+        latencies = []
+        for i in range(30):
+            name = f"s{i}"
+            uid = kube.get_job(namespace, name)["metadata"]["uid"]  # type: ignore[index]
+            write_marker(shared_root / namespace / name, uid)
+            written = time.monotonic()
+            kube.wait_phase(namespace, name, "Succeeded", timeout=30)
+            latencies.append(time.monotonic() - written)
+        results["marker_to_succeeded_with_500_running"] = {
+            **summary(latencies),
+            "operator_idle_cpu_percent": round(idle_cpu * 100, 2),
+        }
     finally:
+        stop_runner.set()
         operator.stop()
-        watcher.stop.set()
-        for bench_namespace in (namespace, scale_namespace):
-            kube.delete_namespace(bench_namespace)
+        kube.delete_namespace(namespace)
+    return results
+
+
+def foreign_pods_cost(kube: ClusterClient, shared_root: Path) -> dict[str, Any]:
+    """The operator's memory beside 10,000 pods that are not its own, against none."""
+    namespace = kube.new_namespace("foreign")
+
+    def settled_rss() -> float:
+        operator = start_operator(namespace, shared_root)
+        try:
+            operator.wait_started()
+            time.sleep(5)
+            return operator.peak_rss_mb()
+        finally:
+            operator.stop()
+
+    try:
+        empty = settled_rss()
+        template = Tfmw(namespace, Path()).job("x", 1)["spec"]["template"]["spec"]
+
+        def create(i: int) -> None:
+            pod = {"metadata": {"name": f"other-{i}", "labels": {"app": "other"}}, "spec": template}
+            kube.core.create_namespaced_pod(namespace, pod)
+
+        say(f"creating {FOREIGN_PODS} pods of another workload ...")
+        with ThreadPoolExecutor(THREADS) as pool:
+            list(pool.map(create, range(FOREIGN_PODS)))
+        crowded = settled_rss()
+    finally:
+        kube.delete_namespace(namespace)
+    return {
+        "operator_rss_mb_empty": round(empty, 1),
+        f"operator_rss_mb_beside_{FOREIGN_PODS}_foreign_pods": round(crowded, 1),
+        "difference_mb": round(crowded - empty, 1),
+    }
+
+
+ROWS = (
+    ("create -> all pods + Services, 1 worker, median (ms)", "pods_and_services_1_workers", "median_s", 1000),
+    ("... pods only, 1 worker, median (ms)", "pods_1_workers", "median_s", 1000),
+    ("... pods + Services, 8 workers, median (ms)", "pods_and_services_8_workers", "median_s", 1000),
+    ("... pods + Services, 64 workers, median (ms)", "pods_and_services_64_workers", "median_s", 1000),
+    ("... 64 workers, p99 (ms)", "pods_and_services_64_workers", "p99_s", 1000),
+    (
+        "100 jobs x 8 workers at once, all pods + Services (s)",
+        "burst_100_jobs_x_8_workers",
+        "all_pods_and_services_s",
+        1,
+    ),
+    ("controller CPU for that burst (s)", "burst_100_jobs_x_8_workers", "controller_cpu_s", 1),
+    ("API writes for one 8-worker job", "api_writes_one_8_worker_job", "total", 1),
+    ("controller CPU, whole run (s)", "controller_cpu_s_whole_run", None, 1),
+    ("controller peak RSS (MB)", "controller_peak_rss_mb", None, 1),
+    ("ready after start (s)", "ready_after_start_s", None, 1),
+)
+
+
+def table(side: dict[str, dict[str, Any]]) -> str:
+    names = list(side)
+    header = (
+        f"{'measure':<56}"
+        + "".join(f"{n:>15}" for n in names)
+        + "".join(f"{'tfmw/' + n:>20}" for n in names[1:])
+    )
+    lines = [header, "-" * len(header)]
+    for label, key, sub, scale in ROWS:
+        values = [(side[n][key][sub] if sub else side[n][key]) * scale for n in names]
+        ratios = [values[0] / v if v else float("nan") for v in values[1:]]
+        lines.append(
+            f"{label:<56}" + "".join(f"{v:>15.4g}" for v in values) + "".join(f"{r:>20.3f}" for r in ratios)
+        )
+    return "\n".join(lines)
+
+
+def main() -> None:
+    os.environ.setdefault("KUBECONFIG", LOCAL_KUBECONFIG)
+    os.environ["PATH"] = f"{REPO / 'hack' / 'bin'}:{os.environ['PATH']}"
+    began = time.monotonic()
+    kubectl("apply", "-f", str(REPO / "crds" / "tfmwjobs.tfmw.dev.yaml"))
+    resume_deployed_operator = pause_deployed_operator()
+    kube = ClusterClient()
+    say("building the TFJob controller (once) and creating its CRD ...")
+    binary = install_tfjob_crd(kube)
+    SimulatedKubelet.register_node(kube)
+    kubelet = SimulatedKubelet(kube).start()
+    # Counting writes needs a quiet API server: no namespace of an earlier run still being
+    # emptied (the simulated kubelet finishes their pods' deletions).
+    wait_for("no terminating namespace", lambda: not terminating_namespaces(kube), timeout=300, interval=1)
+    shared_root = Path(tempfile.mkdtemp(prefix="tfmw-bench-"))
+    results: dict[str, Any] = {}
+    try:
+        side: dict[str, dict[str, Any]] = {}
+        contenders: dict[str, Callable[[str], Contender]] = {
+            "tfmw": lambda ns: Tfmw(ns, shared_root),
+            "tfjob-shipped": lambda ns: TFJob(binary, ns, tuned=False),
+            "tfjob-tuned": lambda ns: TFJob(binary, ns, tuned=True),
+        }
+        for name, make in contenders.items():
+            say(f"{name}: the side-by-side workload ...")
+            side[name] = versus(kube, name, make)
+        results["side_by_side"] = side
+
+        bare_namespace = kube.new_namespace("bare")
+        rates = [bare_client_rate(kube, bare_namespace, 400, offset=400 * run) for run in range(3)]
+        kube.delete_namespace(bare_namespace)
+        rate = statistics.median(rates)
+        results["bare_client_pods_per_s"] = round(rate, 1)
+        results["tfmw_rate_fraction_of_bare_client"] = round(
+            side["tfmw"]["burst_100_jobs_x_8_workers"]["pods_per_s"] / rate, 3
+        )
+        say(f"bare client: {rate:.0f} pods/s")
+
+        results.update(at_scale(kube, kubelet, shared_root))
+        results["foreign_pods"] = foreign_pods_cost(kube, shared_root)
+    finally:
         # The simulated kubelet must outlive the namespaces: it confirms their pods' deletion.
         wait_for("bench namespaces gone", lambda: not terminating_namespaces(kube), timeout=600, interval=1)
         kubelet.stop()
         SimulatedKubelet.remove_node(kube)
+        remove_tfjob_crd(kube)
+        for cert in CERT_DIR.glob("*"):
+            cert.unlink()
         resume_deployed_operator()
 
+    results["bench_seconds"] = round(time.monotonic() - began)
     RESULTS.mkdir(parents=True, exist_ok=True)
     (RESULTS / "control-plane.json").write_text(json.dumps(results, indent=2) + "\n")
-    print(f"\n{'measure':<48} value")
+    print()
+    print(table(results["side_by_side"]))
+    print()
     for key, value in results.items():
-        print(f"{key:<48} {json.dumps(value)}")
-    print(f"\nsaved to {RESULTS / 'control-plane.json'}")
+        if key != "side_by_side":
+            print(f"{key:<48} {json.dumps(value)}")
+    print(f"\nsaved to {RESULTS / 'control-plane.json'} ({results['bench_seconds']} s)")
 
 
 if __name__ == "__main__":

@@ -8,6 +8,7 @@ import itertools
 import json
 import re
 import subprocess
+import threading
 import urllib.parse
 import urllib.request
 from collections.abc import Callable, Iterator
@@ -18,8 +19,8 @@ from typing import Any
 import pytest
 from e2e.test_training import NAMESPACE, TRAINING_TIMEOUT, epoch_lines, sample, submit
 from kube import REPO, ClusterClient, kubectl, wait_for
-from kubernetes import watch
 from tfmw_operator.api import GROUP, PLURAL, VERSION
+from watching import follow_in_thread
 
 Json = dict[str, Any]
 ARTIFACTS = REPO / "build" / "test-artifacts"
@@ -39,20 +40,25 @@ def watched_job(kube: ClusterClient, shared_dir: Path, module_name: Callable[[st
     name = module_name("progress")
     submit(kube, manifest, name)
     seen: list[Json] = []
-    stream = watch.Watch().stream(
+    finished = threading.Event()
+
+    def record(kind: str, job: Json) -> None:
+        status = job.get("status") or {}
+        seen.append(copy.deepcopy(status))
+        if status.get("phase") in ("Succeeded", "Failed"):
+            finished.set()
+
+    follow_in_thread(
         kube.custom.list_namespaced_custom_object,
         GROUP,
         VERSION,
         NAMESPACE,
         PLURAL,
         field_selector=f"metadata.name={name}",
-        timeout_seconds=TRAINING_TIMEOUT,
+        on_event=record,
+        stop=finished,
     )
-    for event in stream:
-        status = event["object"].get("status") or {}
-        seen.append(copy.deepcopy(status))
-        if status.get("phase") in ("Succeeded", "Failed"):
-            break
+    assert finished.wait(TRAINING_TIMEOUT), f"{name} did not finish; statuses seen: {seen[-3:]}"
     job_dir = shared_dir / NAMESPACE / name
     marker = json.loads((job_dir / "multiworker-complete.txt").read_text())
     # The chief's log: from the pod, or from the shared folder if cleanPodPolicy took the pod.

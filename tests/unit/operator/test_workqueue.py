@@ -55,3 +55,29 @@ def test_requeue_after_runs_again_and_errors_are_retried() -> None:
         return seen
 
     assert asyncio.run(scenario()) == ["job", "job", "job"]
+
+
+def test_a_drained_queue_finishes_what_runs_and_starts_nothing_more() -> None:
+    async def scenario() -> list[str]:
+        calls: list[str] = []
+        gate = asyncio.Event()
+
+        async def worker(key: Key) -> float | None:
+            calls.append(key[1])
+            await gate.wait()
+            return 0.0  # wants to run again at once
+
+        queue = WorkQueue(worker)
+        queue.trigger(("ns", "a"))
+        await asyncio.sleep(0.01)
+        queue.trigger(("ns", "a"))  # dirty: would run once more
+        draining = asyncio.ensure_future(queue.drain())
+        await asyncio.sleep(0.01)
+        queue.trigger(("ns", "b"))
+        queue.trigger_later(("ns", "c"), 0)
+        gate.set()
+        await draining
+        await asyncio.sleep(0.02)
+        return calls
+
+    assert asyncio.run(scenario()) == ["a"]

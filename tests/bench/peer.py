@@ -1,0 +1,219 @@
+"""The benchmark's contenders, run side by side on one API server: tfmw's operator and the
+incumbent, Kubeflow's training-operator (its TFJob controller), as shipped and tuned.
+
+Pods name a scheduler that does not exist, so only the controllers work. Each contender
+knows how to describe the same workload (N workers, one container) in its own API, and
+which pods and Services a job of N workers must have.
+"""
+
+from __future__ import annotations
+
+import base64
+import os
+import re
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import yaml
+from kube import REPO, ClusterClient, wait_for
+from kubernetes.client.exceptions import ApiException
+from wrappers import JobWrapper
+
+Json = dict[str, Any]
+NO_SCHEDULER = "tfmw-bench-no-scheduler"
+CERT_DIR = Path("/tmp/k8s-webhook-server/serving-certs")  # fixed in the training-operator's source
+WEBHOOK_SECRET = "training-operator-webhook-cert"
+TUNED = ("--kube-api-qps=1000", "--kube-api-burst=2000", "--controller-threads=16")
+
+
+def pod_template() -> Json:
+    return {
+        "spec": {
+            "schedulerName": NO_SCHEDULER,
+            "containers": [{"name": "tensorflow", "image": "tfmw-trainer:dev", "command": ["true"]}],
+        }
+    }
+
+
+def peak_rss_mb(pid: int) -> float:
+    status = Path(f"/proc/{pid}/status").read_text()
+    return int(re.search(r"VmHWM:\s+(\d+)", status).group(1)) / 1024  # type: ignore[union-attr]
+
+
+def cpu_seconds(pid: int) -> float:
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+@dataclass
+class Contender:
+    """A controller process and the API it is driven through."""
+
+    name: str
+    command: list[str]
+    job_label: str  # the pod and Service label that names the job
+    api: tuple[str, str, str]  # group, version, plural
+    env: dict[str, str] = field(default_factory=dict)
+    process: subprocess.Popen[bytes] | None = None
+    started_at: float = 0.0
+
+    def job(self, name: str, workers: int) -> Json:
+        raise NotImplementedError
+
+    def services(self, name: str, workers: int) -> int:
+        raise NotImplementedError
+
+    def prepare(self, kube: ClusterClient, namespace: str) -> None:
+        """Whatever the contender needs in its namespace before it starts."""
+
+    def start(self, log: Path) -> None:
+        with log.open("ab") as out:
+            self.started_at = time.monotonic()
+            self.process = subprocess.Popen(
+                self.command, env={**os.environ, **self.env}, stdout=out, stderr=subprocess.STDOUT
+            )
+
+    def after_start(self, kube: ClusterClient, namespace: str) -> None:
+        """Whatever must happen once it runs before it works."""
+
+    def stop(self) -> None:
+        if self.process is not None and self.process.poll() is None:
+            self.process.send_signal(signal.SIGTERM)
+            try:
+                self.process.wait(timeout=30)
+            except subprocess.TimeoutExpired:
+                self.process.kill()
+                self.process.wait()
+
+    @property
+    def pid(self) -> int:
+        assert self.process is not None
+        return self.process.pid
+
+
+class Tfmw(Contender):
+    def __init__(self, namespace: str, shared_root: Path) -> None:
+        super().__init__(
+            "tfmw",
+            [
+                sys.executable,
+                "-m",
+                "tfmw_operator",
+                "--shared-root",
+                str(shared_root),
+                "--namespace",
+                namespace,
+                "--metrics-port",
+                "0",
+                "--liveness",
+                "",
+            ],
+            "tfmw.dev/job-name",
+            ("tfmw.dev", "v1alpha1", "tfmwjobs"),
+            # As the operator image sets it: fewer malloc arenas, a smaller RSS.
+            env={"MALLOC_ARENA_MAX": "2"},
+        )
+
+    def job(self, name: str, workers: int) -> Json:
+        return JobWrapper(name, workers=workers).template(pod_template()).manifest()
+
+    def services(self, name: str, workers: int) -> int:
+        return 1  # one headless Service for the whole gang
+
+
+class TFJob(Contender):
+    """The training-operator out of cluster, as its issue tracker describes running it."""
+
+    def __init__(self, binary: str, namespace: str, tuned: bool) -> None:
+        super().__init__(
+            "tfjob-tuned" if tuned else "tfjob-shipped",
+            [
+                binary,
+                "--enable-scheme=tfjob",
+                f"--namespace={namespace}",
+                "--leader-elect=false",
+                "--metrics-bind-address=0",
+                "--health-probe-bind-address=0",
+                *(TUNED if tuned else ()),
+            ],
+            "training.kubeflow.org/job-name",
+            ("kubeflow.org", "v1", "tfjobs"),
+            env={"MY_POD_NAMESPACE": namespace},
+        )
+
+    def job(self, name: str, workers: int) -> Json:
+        return {
+            "apiVersion": "kubeflow.org/v1",
+            "kind": "TFJob",
+            "metadata": {"name": name},
+            "spec": {
+                "tfReplicaSpecs": {
+                    "Worker": {"replicas": workers, "restartPolicy": "Never", "template": pod_template()}
+                }
+            },
+        }
+
+    def services(self, name: str, workers: int) -> int:
+        return workers  # one Service per replica
+
+    def prepare(self, kube: ClusterClient, namespace: str) -> None:
+        # Its certificate rotator needs the Secret to exist, then waits for the files a
+        # Secret volume would hold.
+        kube.core.create_namespaced_secret(namespace, {"metadata": {"name": WEBHOOK_SECRET}})
+        for stale in CERT_DIR.glob("*"):
+            stale.unlink()
+
+    def after_start(self, kube: ClusterClient, namespace: str) -> None:
+        def certificates() -> Json | None:
+            data = kube.core.read_namespaced_secret(WEBHOOK_SECRET, namespace).data or {}
+            return data if "tls.crt" in data and "tls.key" in data else None
+
+        data = wait_for("the training-operator's certificates", certificates, timeout=60, interval=0.05)
+        CERT_DIR.mkdir(parents=True, exist_ok=True)
+        for key, value in data.items():
+            (CERT_DIR / key).write_bytes(base64.b64decode(value))
+
+
+def install_tfjob_crd(kube: ClusterClient) -> str:
+    """Build the training-operator (once) and create its TFJob CRD; returns the binary.
+
+    The CRD is 576 KB: created through the API, as client-side apply cannot store it.
+    """
+    binary = subprocess.run(
+        [str(REPO / "hack" / "tfjob.sh")], check=True, stdout=subprocess.PIPE, text=True
+    ).stdout.strip()
+    crd = yaml.safe_load((REPO / ".tfjob" / "tfjobs-crd.yaml").read_text())
+    try:
+        kube.apiext.create_custom_resource_definition(crd)
+    except ApiException as error:
+        if error.status != 409:
+            raise
+    wait_for(
+        "the TFJob CRD to serve",
+        lambda: any(
+            c.type == "Established" and c.status == "True"
+            for c in (
+                kube.apiext.read_custom_resource_definition("tfjobs.kubeflow.org").status.conditions or []
+            )
+        ),
+        timeout=60,
+    )
+    return binary
+
+
+def remove_tfjob_crd(kube: ClusterClient) -> None:
+    try:
+        kube.apiext.delete_custom_resource_definition("tfjobs.kubeflow.org")
+    except ApiException as error:
+        if error.status != 404:
+            raise
+
+
+def scratch_log(name: str) -> Path:
+    return Path(tempfile.gettempdir()) / f"tfmw-bench-{name}.log"
