@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import concurrent.futures
+import contextlib
 import functools
 import logging
 import time
@@ -62,6 +63,7 @@ PROGRESS_POLL_SECONDS = 1.0
 SWEEP_SECONDS = 10.0
 EVENT_POSTERS = 4
 MAX_WAITING_EVENTS = 10_000
+MAX_EVENT_DELAY_SECONDS = 2.0
 LOG_ARCHIVE_BYTES = 4 * 1024 * 1024
 # A hung network filesystem must not hang reconciles: storage calls get their own threads
 # and a deadline (a thread stuck in the kernel stays stuck, but the job goes on).
@@ -104,6 +106,9 @@ class JobController:
         self.create_errors: dict[Key, CreateError] = {}
         self._watching: set[Key] = set()  # keys whose folders inotify watches
         self._events: asyncio.Queue[tuple[str, Json]] = asyncio.Queue(MAX_WAITING_EVENTS)
+        self._creating = 0  # reconciles creating pods now
+        self._not_creating = asyncio.Event()
+        self._not_creating.set()
         self.storage_pool = concurrent.futures.ThreadPoolExecutor(STORAGE_THREADS, "tfmw-storage")
 
     async def storage(self, relpath: str, call: Callable[..., T], *args: object) -> T:
@@ -215,13 +220,16 @@ class JobController:
         warnings: list[tuple[str, str]] = []
         completed = True
         actions = list(decision.actions)
+        alongside: list[asyncio.Future[None]] = []
         while actions:
             action = actions.pop(0)
             if isinstance(action, RemoveMarker):
                 await self._best_effort(warnings, self.storage(action.relpath, remove_marker, action.relpath))
             elif isinstance(action, EnsureJobDirectory):
+                # Made while the Service and pods are created: no worker starts within the
+                # millisecond it takes, and a failure is only reported either way.
                 call = self.storage(action.relpath, ensure_job_directory, action.relpath, action.job_uid)
-                await self._best_effort(warnings, call)
+                alongside.append(asyncio.ensure_future(self._best_effort(warnings, call)))
             elif isinstance(action, EnsureService):
                 # The Service and the pods go out together: neither waits for the other.
                 following = actions[0] if actions else None
@@ -251,6 +259,7 @@ class JobController:
                 await asyncio.gather(*(self.kube.delete_workload(namespace, n) for n in action.names))
             elif isinstance(action, DeleteJob):
                 await self.kube.delete_job(namespace, name)
+        await asyncio.gather(*alongside)
         events = [(e.type, e.reason, e.message) for e in decision.events] if completed else []
         events += [("Warning", reason, message) for reason, message in warnings]
         now = datetime.now(UTC)
@@ -267,10 +276,13 @@ class JobController:
             logger.warning("too many Events waiting; dropped %s: %s", event["reason"], event.get("message"))
 
     async def post_events(self) -> None:
-        """One of EVENT_POSTERS; runs until cancelled, then posts what is left."""
+        """One of EVENT_POSTERS; runs until cancelled, then posts what is left. While pods
+        are being created, it waits: in a burst of launches, the pods come first."""
         try:
             while True:
                 namespace, event = await self._events.get()
+                with contextlib.suppress(TimeoutError):  # but never for long
+                    await asyncio.wait_for(self._not_creating.wait(), MAX_EVENT_DELAY_SECONDS)
                 await self.kube.post_event(namespace, event)
         except asyncio.CancelledError:
             while not self._events.empty():
@@ -308,6 +320,10 @@ class JobController:
     async def _create_pods(self, key: Key, namespace: str, pods: Sequence[Json]) -> bool:
         """Create in slow-start batches (1, 2, 4, ...): a doomed template costs one request."""
         remaining, batch = list(pods), 1
+        if not remaining:
+            return True
+        self._creating += 1
+        self._not_creating.clear()
         try:
             while remaining:
                 this_batch, remaining = remaining[:batch], remaining[batch:]
@@ -324,6 +340,10 @@ class JobController:
             self.create_errors[key] = CreateError(kind, refused.message, failures, datetime.now(UTC))
             logger.warning("creating pods of %s/%s refused: %s", *key, refused.message)
             return False
+        finally:
+            self._creating -= 1
+            if not self._creating:
+                self._not_creating.set()
         self.create_errors.pop(key, None)
         return True
 

@@ -20,7 +20,10 @@ from tfmw_operator.api import GROUP, PLURAL, VERSION, Json
 
 MERGE_PATCH = "application/merge-patch+json"
 logger = logging.getLogger(__name__)
-CONNECTION_POOL_SIZE = 64
+# Few connections, kept busy: more only make the API server juggle (on 2 cores, 8 gave the
+# fastest burst, and each TLS connection costs memory). Watches and log streams, which
+# hold a connection for minutes, have a session of their own with no limit.
+CONNECTION_POOL_SIZE = 8
 REQUEST_TIMEOUT = aiohttp.ClientTimeout(total=30, sock_connect=5)
 LOG_TIMEOUT = aiohttp.ClientTimeout(total=60, sock_connect=5)
 # A watch ends on the server's side after WATCH_SECONDS; a silent one is given up sooner
@@ -92,20 +95,25 @@ class Kube:
 
     def _connect(self, credentials: kopf.ConnectionInfo) -> None:
         self.server = credentials.server.rstrip("/")
+        ssl = credentials.as_ssl_context()
+        headers = {**credentials.as_http_headers(), "Accept": "application/json", "User-Agent": "tfmw"}
         self.session = aiohttp.ClientSession(
-            connector=aiohttp.TCPConnector(limit=CONNECTION_POOL_SIZE, ssl=credentials.as_ssl_context()),
-            headers={**credentials.as_http_headers(), "Accept": "application/json", "User-Agent": "tfmw"},
+            connector=aiohttp.TCPConnector(limit=CONNECTION_POOL_SIZE, ssl=ssl), headers=headers
         )
+        unlimited = aiohttp.TCPConnector(limit=0, ssl=ssl)
+        self.streams = aiohttp.ClientSession(connector=unlimited, headers=headers)
 
     async def close(self) -> None:
         await self.session.close()
+        await self.streams.close()
 
     async def _renew_credentials(self) -> None:
         """A 401: the service account token was rotated; read it again, once."""
         credentials = await asyncio.to_thread(self._relogin)
-        old = self.session
+        old = (self.session, self.streams)
         self._connect(credentials)
-        await old.close()
+        for session in old:
+            await session.close()
 
     async def request(
         self,
@@ -134,7 +142,7 @@ class Kube:
 
     async def stream_lines(self, path: str, params: dict[str, str]) -> AsyncIterator[bytes]:
         """The lines of a watch; ends when the server closes it."""
-        async with self.session.get(self.server + path, params=params, timeout=WATCH_TIMEOUT) as response:
+        async with self.streams.get(self.server + path, params=params, timeout=WATCH_TIMEOUT) as response:
             if response.status == 401:
                 await self._renew_credentials()
             if response.status >= 400:
@@ -265,7 +273,7 @@ class Kube:
         params = {"container": container, "follow": "true" if follow else "false"}
         url = self.server + _path(namespace, "pods", pod) + "/log"
         try:
-            async with self.session.get(url, params=params, timeout=LOG_TIMEOUT) as response:
+            async with self.streams.get(url, params=params, timeout=LOG_TIMEOUT) as response:
                 if response.status >= 400:
                     error = ApiError(response.status, response.reason or "", await response.read())
                     if error.status not in (400, 404):  # never started, or already gone

@@ -1,0 +1,92 @@
+"""The watch-backed view: what it holds after events, our own writes, and a re-list."""
+
+from typing import Any
+
+from tfmw_operator.informer import Informer, LatestJobs
+from tfmw_operator.observed import Owned
+
+Json = dict[str, Any]
+JOB = ("ns", "job")
+
+
+def pod(name: str, version: int, deleting: bool = False) -> Json:
+    meta: Json = {
+        "name": name,
+        "namespace": "ns",
+        "resourceVersion": str(version),
+        "uid": f"uid-{name}-{version}",
+        "labels": {"tfmw.dev/job-name": "job", "tfmw.dev/replica-index": "0", "tfmw.dev/attempt": "0"},
+        "ownerReferences": [{"uid": "job-uid"}],
+    }
+    if deleting:
+        meta["deletionTimestamp"] = "2026-01-01T00:00:00Z"
+    return {"metadata": meta, "status": {"phase": "Pending"}}
+
+
+def view() -> tuple[Informer[Owned], list[tuple[str, str]]]:
+    told: list[tuple[str, str]] = []
+    return Informer(None, "/api/v1/pods", Owned.pod_of, told.append), told  # type: ignore[arg-type]
+
+
+def names(informer: Informer[Owned]) -> dict[str, bool]:
+    return {o.name: bool(o.pod and o.pod.deleting) for o in informer.of_job(JOB)}
+
+
+def test_events_are_kept_by_job_and_each_change_tells_the_job() -> None:
+    informer, told = view()
+    informer._apply("ADDED", pod("job-worker-0", 5))
+    informer._apply("MODIFIED", pod("job-worker-0", 6, deleting=True))
+    assert names(informer) == {"job-worker-0": True}
+    informer._apply("DELETED", pod("job-worker-0", 7, deleting=True))
+    assert names(informer) == {}
+    assert told == [JOB, JOB, JOB]
+
+
+def test_an_own_write_goes_in_silently_and_its_echo_or_an_older_answer_changes_nothing() -> None:
+    informer, told = view()
+    informer.put(pod("job-worker-0", 10, deleting=True))
+    informer._apply("MODIFIED", pod("job-worker-0", 10, deleting=True))  # the echo
+    informer.put(pod("job-worker-0", 8))  # a late answer, older than what is held
+    assert names(informer) == {"job-worker-0": True}
+    assert told == []
+
+
+def test_a_deletion_with_the_version_held_removes_and_nothing_older_brings_it_back() -> None:
+    informer, _ = view()
+    informer.put(pod("job-worker-0", 10))  # a deletion answered at once carries its final version
+    informer._apply("DELETED", pod("job-worker-0", 10))
+    informer.put(pod("job-worker-0", 10))  # that answer arriving after the event
+    informer._apply("MODIFIED", pod("job-worker-0", 9))
+    assert names(informer) == {}
+    informer._apply("ADDED", pod("job-worker-0", 12))  # a new pod of the same name
+    assert names(informer) == {"job-worker-0": False}
+
+
+def test_removing_after_a_refused_delete_spares_a_newer_namesake() -> None:
+    informer, _ = view()
+    informer._apply("ADDED", pod("job-worker-0", 12))
+    informer.remove("ns", "job-worker-0", lambda held: held.pod is not None and held.pod.uid == "uid-old")
+    assert names(informer) == {"job-worker-0": False}
+
+
+def test_a_relist_replaces_the_view_but_keeps_own_writes_newer_than_the_list() -> None:
+    informer, told = view()
+    informer._apply("ADDED", pod("job-worker-0", 5))
+    informer._apply("ADDED", pod("job-worker-9", 6))  # deleted while the watch was down
+    informer.put(pod("job-worker-1", 30))  # created by us after the list was taken
+    informer._replace([pod("job-worker-0", 5)], listed_at=20)
+    assert names(informer) == {"job-worker-0": False, "job-worker-1": False}
+    assert JOB in told
+
+
+def test_the_newest_job_is_kept_and_a_deleted_one_never_returns() -> None:
+    jobs = LatestJobs()
+    job: Json = {"metadata": {"namespace": "ns", "name": "job", "uid": "u1", "resourceVersion": "5"}}
+    newer: Json = {"metadata": {**job["metadata"], "resourceVersion": "7"}}
+    assert jobs.put(newer)
+    assert not jobs.put(job)  # older
+    assert not jobs.put(newer)  # the echo of our own write
+    assert jobs.get(JOB) is newer
+    jobs.remove(newer)
+    assert not jobs.put({"metadata": {**job["metadata"], "resourceVersion": "9"}})  # late answer
+    assert jobs.get(JOB) is None
