@@ -42,6 +42,7 @@ WATCH_MASK = IN_CLOSE_WRITE | IN_MOVED_TO | IN_CREATE | IN_DELETE_SELF | IN_MOVE
 # folder the descriptor holds (reached without following links).
 WATCH_FLAGS = IN_ONLYDIR
 _EVENT = struct.Struct("iIII")  # wd, mask, cookie, len
+MAX_READS_PER_CALL = 8
 
 # Filesystems whose every write goes through this kernel, so inotify sees all of them.
 LOCAL_FILESYSTEMS = frozenset(
@@ -151,7 +152,9 @@ class FolderEvents:
         changed in them ("" for the folder itself); None when the kernel dropped events."""
         found: dict[Key, set[str]] = {}
         overflow = False
-        while True:
+        # A bounded read per call: a worker flooding its folder with files cannot hold the
+        # event loop; the rest is read on the next call.
+        for _ in range(MAX_READS_PER_CALL):
             try:
                 data = os.read(self.fd, 64 * 1024)
             except BlockingIOError:
