@@ -120,7 +120,7 @@ class Seen:
             if len(seen_pods) < pods or len(seen_services) < services:
                 return None
             last_pod = max(seen_pods.values())
-            return last_pod, max(last_pod, *seen_services.values())
+            return last_pod, max([last_pod, *seen_services.values()])
 
 
 def api_writes() -> dict[tuple[str, str, str], float]:
@@ -456,6 +456,11 @@ def table(side: dict[str, dict[str, Any]]) -> str:
     return "\n".join(lines)
 
 
+def save(results: dict[str, Any]) -> None:
+    RESULTS.mkdir(parents=True, exist_ok=True)
+    (RESULTS / "control-plane.json").write_text(json.dumps(results, indent=2) + "\n")
+
+
 def main() -> None:
     os.environ.setdefault("KUBECONFIG", LOCAL_KUBECONFIG)
     os.environ["PATH"] = f"{REPO / 'hack' / 'bin'}:{os.environ['PATH']}"
@@ -483,6 +488,7 @@ def main() -> None:
             say(f"{name}: the side-by-side workload ...")
             side[name] = versus(kube, name, make)
         results["side_by_side"] = side
+        save(results)  # each phase's figures are kept, whatever comes after
 
         rate = bare_client_rate(kube, 400)
         results["bare_client_pods_per_s"] = round(rate, 1)
@@ -492,6 +498,7 @@ def main() -> None:
         say(f"bare client: {rate:.0f} pods/s")
 
         results.update(at_scale(kube, kubelet, shared_root))
+        save(results)
         results["foreign_pods"] = foreign_pods_cost(kube, shared_root)
     finally:
         # The simulated kubelet must outlive the namespaces: it confirms their pods' deletion.
@@ -504,8 +511,7 @@ def main() -> None:
         resume_deployed_operator()
 
     results["bench_seconds"] = round(time.monotonic() - began)
-    RESULTS.mkdir(parents=True, exist_ok=True)
-    (RESULTS / "control-plane.json").write_text(json.dumps(results, indent=2) + "\n")
+    save(results)
     print()
     print(table(results["side_by_side"]))
     print()
