@@ -61,6 +61,7 @@ MAX_POLL_SECONDS = 2.0
 MAX_POLL_STATS_PER_SECOND = 500
 PROGRESS_POLL_SECONDS = 1.0
 SWEEP_SECONDS = 10.0
+QUEUE_RECHECK_SECONDS = 2.0
 EVENT_POSTERS = 4
 MAX_WAITING_EVENTS = 10_000
 MAX_EVENT_DELAY_SECONDS = 2.0
@@ -173,7 +174,13 @@ class JobController:
             self._track(key, decision, marker.modified)
         metrics.RECONCILE_SECONDS.observe(time.perf_counter() - started)
         # Cut short (a refused creation, a conflicting write): decide again from what is there now.
-        return decision.requeue_after if completed else 0.0
+        requeue = decision.requeue_after if completed else 0.0
+        waiting = workload is None or not workload.admitted
+        if isinstance(spec, JobSpec) and spec.queue_name and not decision.finished and waiting:
+            # Kueue's verdict changes only the Workload, which nothing here watches: look
+            # again soon while the gang waits for it.
+            requeue = QUEUE_RECHECK_SECONDS if requeue is None else min(requeue, QUEUE_RECHECK_SECONDS)
+        return requeue
 
     async def _namesake_service(self, key: Key) -> Owned | None:
         """A Service of the job's name that is not its own, as it is now (gone, or still there)."""
