@@ -87,14 +87,14 @@ class JobController:
         # What the watches last saw; reconciles decide from it, without reading the API.
         self.jobs = LatestJobs()
         scopes = [f"/api/v1/namespaces/{n}" for n in namespaces] or ["/api/v1"]
-        self.pods = {
-            n: Informer(kube, f"{scope}/pods", Owned.pod_of, self.queue.trigger)
-            for n, scope in zip(namespaces or [""], scopes, strict=True)
-        }
-        self.services = {
-            n: Informer(kube, f"{scope}/services", Owned.service_of, self.queue.trigger)
-            for n, scope in zip(namespaces or [""], scopes, strict=True)
-        }
+        by_scope = list(zip(namespaces or [""], scopes, strict=True))
+
+        def views(resource: str, reduce: Callable[[Json], Owned]) -> dict[str, Informer[Owned]]:
+            trigger = self.queue.trigger
+            return {n: Informer(kube, f"{scope}/{resource}", reduce, trigger) for n, scope in by_scope}
+
+        self.pods = views("pods", Owned.pod_of)
+        self.services = views("services", Owned.service_of)
         # Services named like a job that are not its own (found when creating ours failed).
         self.foreign_services: dict[Key, Owned] = {}
         # Jobs whose marker may appear any moment: their marker's relative path.
@@ -448,6 +448,7 @@ class JobController:
         self.progress_seen.pop(key, None)
         metrics.forget_job_progress(*key)
         self.create_errors.pop(key, None)
+        self.foreign_services.pop(key, None)
         self.queue.forget(key)
         metrics.ACTIVE_JOBS.set(len(self.active))
 
@@ -494,11 +495,8 @@ class JobController:
                     )
                 await asyncio.sleep(interval)
                 now = loop.time()
-                if events is not None:
-                    unwatched = self._sync_watches(events, full=now - last_sweep >= SWEEP_SECONDS)
-                    sweep = now - last_sweep >= SWEEP_SECONDS
-                else:
-                    unwatched, sweep = set(self.awaiting_marker), True
+                sweep = events is None or now - last_sweep >= SWEEP_SECONDS
+                unwatched = set() if events is None else self._sync_watches(events, full=sweep)
                 if sweep:
                     last_sweep = now
                 markers = [(k, r) for k, r in self.awaiting_marker.items() if sweep or k in unwatched]
