@@ -164,8 +164,12 @@ def test_a_worker_killed_in_a_queued_gang_restarts_and_is_readmitted_whole(
     status = wait_for("the job to finish", finished, timeout=TRAINING_TIMEOUT, interval=0.5)
     assert status["phase"] == "Succeeded" and status["restarts"] == 1 and status["attempt"] == 1, status
     assert sorted(g.rsplit("-", 1)[1] for g in groups) == ["0", "1"], groups  # a new group per attempt
-    workloads = kubectl("get", "workloads.kueue.x-k8s.io", "-n", NAMESPACE, "-o", "name").stdout
-    assert not any(g in workloads for g in groups), workloads  # both given back
+
+    def given_back() -> bool:  # both Workloads; Kueue's finalizer makes a deletion take a moment
+        workloads = kubectl("get", "workloads.kueue.x-k8s.io", "-n", NAMESPACE, "-o", "name").stdout
+        return not any(g in workloads for g in groups)
+
+    wait_for("both attempts' Workloads to be deleted", given_back, timeout=30, interval=0.5)
 
 
 def test_a_job_naming_a_queue_that_does_not_exist_is_queued_as_inadmissible(
