@@ -7,8 +7,8 @@ source "$(dirname "$0")/lib.sh"
 cd "$repo/hack"
 source versions.env
 stamp="$bin/.versions"
-# Pins of what is built elsewhere (Kueue, the TFJob peer) do not rebuild the cluster's binaries.
-want="$(cat <(grep -v -E '^(KUEUE|TFJOB)_' versions.env) go.mod kubeall/main.go coredns/main.go coredns/go.mod 2>/dev/null |
+# Pins of what is built elsewhere (Kueue, the TFJob peer, kind) do not rebuild the cluster's binaries.
+want="$(cat <(grep -v -E '^(KUEUE|TFJOB|KIND)_' versions.env) go.mod kubeall/main.go coredns/main.go coredns/go.mod 2>/dev/null |
   sha256sum | cut -d' ' -f1)"
 components=(kube-apiserver kube-controller-manager kube-scheduler kube-proxy kubelet kubectl etcd)
 if [[ -f "$stamp" && "$(cat "$stamp")" == "$want" && -x "$bin/kubeall" && -x "$bin/coredns" ]]; then
@@ -21,15 +21,8 @@ if [[ $pinned_coredns != "$COREDNS_VERSION" ]]; then
 fi
 mkdir -p "$bin"
 start=$(date +%s)
-minor=${KUBE_VERSION#v1.}; minor=${minor%%.*}
-build_date=$(date -u +%Y-%m-%dT%H:%M:%SZ)
-ldflags="-s -w"
-for pkg in k8s.io/component-base/version k8s.io/client-go/pkg/version; do
-  ldflags+=" -X ${pkg}.gitVersion=${KUBE_VERSION} -X ${pkg}.gitMajor=1 -X ${pkg}.gitMinor=${minor}"
-  ldflags+=" -X ${pkg}.gitTreeState=clean -X ${pkg}.buildDate=${build_date}"
-done
 echo "building kubeall (Kubernetes ${KUBE_VERSION}, etcd ${ETCD_VERSION}) ..."
-CGO_ENABLED=0 go build -trimpath -ldflags "$ldflags" -o "$bin/kubeall" ./kubeall
+CGO_ENABLED=0 go build -trimpath -ldflags "$(kube_ldflags "$KUBE_VERSION")" -o "$bin/kubeall" ./kubeall
 for c in "${components[@]}"; do ln -sf kubeall "$bin/$c"; done
 echo "building coredns ${COREDNS_VERSION} ..."
 (cd coredns && CGO_ENABLED=0 go build -trimpath -ldflags "-s -w" -o "$bin/coredns" .)

@@ -49,6 +49,19 @@ import_image() { # name folder
   log "imported $name into containerd"
 }
 
+# Linker flags that stamp a Kubernetes component with its release, as upstream's build
+# does: kubectl version, kubeadm's choice of images and the node's version read it.
+kube_ldflags() { # version
+  local minor=${1#v1.} pkg flags="-s -w" built
+  minor=${minor%%.*}
+  built=$(date -u +%Y-%m-%dT%H:%M:%SZ)
+  for pkg in k8s.io/component-base/version k8s.io/client-go/pkg/version; do
+    flags+=" -X ${pkg}.gitVersion=$1 -X ${pkg}.gitMajor=1 -X ${pkg}.gitMinor=${minor}"
+    flags+=" -X ${pkg}.gitTreeState=clean -X ${pkg}.buildDate=${built}"
+  done
+  echo "$flags"
+}
+
 alive() { [[ -f "$run/$1.pid" ]] && kill -0 "$(cat "$run/$1.pid")" 2>/dev/null; }
 
 start() { # name command...: start in its own process group unless already running

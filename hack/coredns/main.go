@@ -1,6 +1,7 @@
-// Command coredns is CoreDNS with only the plugins the local cluster's DNS uses:
-// cluster names come from the kubernetes plugin; nothing is forwarded, because
-// this machine reaches no outside resolver.
+// Command coredns is CoreDNS with only the plugins our clusters' DNS uses: the local
+// cluster's Corefile (hack/node.sh: cluster names only, nothing forwarded, because this
+// machine reaches no outside resolver) and the one kubeadm writes in a kind node
+// (hack/kind.sh), which adds prometheus, forward, loop and reload.
 package main
 
 import (
@@ -9,18 +10,23 @@ import (
 	_ "github.com/coredns/coredns/plugin/bind"
 	_ "github.com/coredns/coredns/plugin/cache"
 	_ "github.com/coredns/coredns/plugin/errors"
+	_ "github.com/coredns/coredns/plugin/forward"
 	_ "github.com/coredns/coredns/plugin/health"
 	_ "github.com/coredns/coredns/plugin/kubernetes"
 	_ "github.com/coredns/coredns/plugin/loadbalance"
 	_ "github.com/coredns/coredns/plugin/log"
+	_ "github.com/coredns/coredns/plugin/loop"
+	_ "github.com/coredns/coredns/plugin/metrics"
 	_ "github.com/coredns/coredns/plugin/ready"
+	_ "github.com/coredns/coredns/plugin/reload"
 	_ "github.com/coredns/coredns/plugin/whoami"
 )
 
 func init() {
 	// Upstream's plugin.cfg order, which is the order queries pass the plugins in.
 	dnsserver.Directives = []string{
-		"bind", "ready", "health", "errors", "log", "loadbalance", "cache", "kubernetes", "whoami",
+		"reload", "bind", "ready", "health", "prometheus", "errors", "log", "loadbalance", "cache",
+		"kubernetes", "loop", "forward", "whoami",
 	}
 }
 
