@@ -11,7 +11,7 @@ PYTEST := python3 -m pytest -p no:cacheprovider
 STAMP := build/.installed
 
 .PHONY: install lint test test-unit test-integration test-e2e test-faults faults run images cluster-up cluster-down \
-	cluster-status deploy demo bench mutate golden kueue-up kueue-down kind-up kind-deploy kind-e2e clean
+	cluster-status deploy demo bench mutate golden kueue-up kueue-down kind-up kind-deploy kind-e2e kind-down test-kind clean
 
 $(STAMP): pyproject.toml hack/versions.env hack/go.mod hack/install-deps.sh
 	hack/install-deps.sh
@@ -93,24 +93,32 @@ bench: install
 	hack/cluster.sh up --no-node
 	PYTHONPATH=tests python3 -m bench.control_plane
 
-# kind: for machines with Docker and kind (not this one: it has no Docker engine).
-# The shared folder /tmp/tfmw-shared on the host is /var/lib/tfmw/shared in the node.
+# kind (hack/kind.sh): with Docker and kind installed, plain kind and its node image; on
+# a machine with neither (this one), Docker from Debian, kind from its Go module and a
+# node image built here from our binaries. The host folder $(KIND_SHARED_DIR) is
+# /var/lib/tfmw/shared in the node (deploy/kind/cluster.yaml).
 KIND_CLUSTER ?= tfmw
 KIND_KUBECONFIG ?= $(HOME)/.kube/config
-KIND_ENV := KUBECONFIG=$(KIND_KUBECONFIG)
-kind-up:
-	mkdir -p /tmp/tfmw-shared && chmod 0777 /tmp/tfmw-shared
-	$(KIND_ENV) kind create cluster --name $(KIND_CLUSTER) --config deploy/kind/cluster.yaml
+KIND_SHARED_DIR ?= /tmp/tfmw-shared
+export KIND_CLUSTER KIND_KUBECONFIG KIND_SHARED_DIR
+kind-up: install
+	hack/kind.sh up
 
-kind-deploy:
-	docker build --target operator -t tfmw-operator:dev .
-	docker build --target trainer -t tfmw-trainer:dev .
-	kind load docker-image --name $(KIND_CLUSTER) tfmw-operator:dev tfmw-trainer:dev
-	$(KIND_ENV) kubectl apply -k deploy/
-	$(KIND_ENV) kubectl -n tfmw-system rollout status deployment/tfmw-operator --timeout=180s
+kind-deploy: install
+	hack/kind.sh deploy
 
 kind-e2e: kind-deploy
-	TFMW_E2E_KUBECONFIG=$(KIND_KUBECONFIG) TFMW_E2E_SHARED_DIR=/tmp/tfmw-shared $(PYTEST) tests/e2e
+	TFMW_E2E_KUBECONFIG=$(KIND_KUBECONFIG) TFMW_E2E_SHARED_DIR=$(KIND_SHARED_DIR) \
+	  TFMW_KIND_CLUSTER=$(KIND_CLUSTER) TFMW_KIND_KUBECONFIG=$(KIND_KUBECONFIG) $(PYTEST) tests/e2e
+
+kind-down:
+	hack/kind.sh down
+
+# The kind path end to end, as CI runs it: up, the e2e tests, and down (also on failure).
+test-kind: install
+	@hack/stage.sh "kind up" hack/kind.sh up && \
+	  hack/stage.sh "kind e2e" $(MAKE) --no-print-directory kind-e2e; \
+	  status=$$?; hack/stage.sh "kind down" hack/kind.sh down || status=1; exit $$status
 
 clean: cluster-down
 	rm -rf build .cluster

@@ -24,6 +24,7 @@ set -euo pipefail
 source "$(dirname "$0")/lib.sh"
 log_prefix=kind
 source "$repo/hack/versions.env"
+export PATH=$bin:$PATH  # our kind, once built
 state=$repo/.kind
 cluster=${KIND_CLUSTER:-tfmw}
 kind_kubeconfig=${KIND_KUBECONFIG:-$HOME/.kube/config}
@@ -34,6 +35,7 @@ docker_root=${TFMW_DOCKER_ROOT:-/var/lib/tfmw/docker}
 node_image=tfmw-kind-node:$KUBE_VERSION
 base_image=tfmw-kind-base:bookworm
 repository=tfmw.local
+kind_cluster=$cluster target_kubeconfig=$kind_kubeconfig  # lib.sh's kubectl and load_into_kind
 mkdir -p "$state"
 
 ours() { [[ -f $state/dockerd.pid ]] && kill -0 "$(cat "$state/dockerd.pid")" 2>/dev/null; }
@@ -126,9 +128,9 @@ build_base() {
     "$files/etc/containerd/config.toml" >"$rootfs/etc/containerd/config.toml"
   # containerd's unit asks for oom_score_adj -999, which this VM refuses.
   printf '[Service]\nOOMScoreAdjust=0\n' >"$rootfs/etc/systemd/system/containerd.service.d/10-tfmw.conf"
-  chroot "$rootfs" ctr oci spec |
-    jq '.hooks.createContainer[.hooks.createContainer | length] |= . + {"path": "/kind/bin/mount-product-files.sh"}' |
-    jq 'del(.process.rlimits)' >"$rootfs/etc/containerd/cri-base.json"
+  chroot "$rootfs" sh -c 'ctr oci spec |
+    jq ".hooks.createContainer[.hooks.createContainer | length] |= . + {\"path\": \"/kind/bin/mount-product-files.sh\"}" |
+    jq "del(.process.rlimits)"' >"$rootfs/etc/containerd/cri-base.json"
   find "$rootfs/lib/systemd/system/sysinit.target.wants/" -name systemd-tmpfiles-setup.service -delete
   rm -f "$rootfs"/lib/systemd/system/multi-user.target.wants/* "$rootfs"/etc/systemd/system/*.wants/* \
     "$rootfs"/lib/systemd/system/local-fs.target.wants/* "$rootfs"/lib/systemd/system/sockets.target.wants/*udev* \
@@ -255,8 +257,10 @@ up() {
   t0=$(date +%s)
   ensure_docker
   ensure_kind
+  [[ -d $kind_shared ]] || made made-shared
   mkdir -p "$kind_shared" && chmod 0777 "$kind_shared"
-  [[ -d /lib/modules ]] || { mkdir -p /lib/modules && touch "$state/made-lib-modules"; }  # kind mounts it
+  [[ -d /lib/modules ]] || { made made-lib-modules; mkdir -p /lib/modules; }  # kind mounts it
+  [[ -e $kind_kubeconfig ]] || made made-kubeconfig
   image=$(chosen_image)
   if kind get clusters 2>/dev/null | grep -qx "$cluster"; then
     log "kind cluster $cluster is up"
@@ -272,47 +276,79 @@ up() {
   [[ -n $image ]] && args+=(--image "$image")
   kind create cluster "${args[@]}" --config "$config"
   echo "$image" >"$state/image"
-  log "kind cluster $cluster up in $(( $(date +%s) - t0 ))s: $(KUBECONFIG=$kind_kubeconfig "$bin/kubectl" version -o json |
+  log "kind cluster $cluster up in $(( $(date +%s) - t0 ))s, Kubernetes $(kubectl version -o json |
     python3 -c 'import json,sys; print(json.load(sys.stdin)["serverVersion"]["gitVersion"])')"
 }
 
 deploy() {
-  local t0 target
+  local t0 target existed
   t0=$(date +%s)
   if [[ $(cat "$state/image" 2>/dev/null) == "$node_image" ]]; then
     # No registry here to pull a Python base from: the images hack/images.sh builds.
     "$repo/hack/images.sh"
-    for target in operator trainer; do buildah push -q "tfmw-$target:dev" "docker-daemon:tfmw-$target:dev"; done
+    for target in operator trainer; do load_into_kind "tfmw-$target:dev"; done
   else
     for target in operator trainer; do docker build -q --target "$target" -t "tfmw-$target:dev" "$repo" >/dev/null; done
+    kind load docker-image --name "$cluster" tfmw-operator:dev tfmw-trainer:dev >/dev/null
   fi
-  kind load docker-image --name "$cluster" tfmw-operator:dev tfmw-trainer:dev
-  KUBECONFIG=$kind_kubeconfig "$bin/kubectl" apply -k "$repo/deploy/" >/dev/null
-  KUBECONFIG=$kind_kubeconfig "$bin/kubectl" -n tfmw-system rollout restart deployment/tfmw-operator >/dev/null
-  KUBECONFIG=$kind_kubeconfig "$bin/kubectl" -n tfmw-system rollout status deployment/tfmw-operator --timeout=180s
+  existed=$(kubectl -n tfmw-system get deployment/tfmw-operator -o name 2>/dev/null || true)
+  kubectl apply -k "$repo/deploy/" >/dev/null
+  # The same tag with a new build: the running pods must start again to take it.
+  [[ -z $existed ]] || kubectl -n tfmw-system rollout restart deployment/tfmw-operator >/dev/null
+  kubectl -n tfmw-system rollout status deployment/tfmw-operator --timeout=180s >/dev/null
   log "deployed in $(( $(date +%s) - t0 ))s"
 }
 
 down() {
+  local started=0
+  ! ours || started=1
   if command -v kind >/dev/null && docker info >/dev/null 2>&1; then
-    kind delete cluster --name "$cluster" --kubeconfig "$kind_kubeconfig" 2>/dev/null || true
+    kind delete cluster --name "$cluster" --kubeconfig "$kind_kubeconfig" >/dev/null 2>&1 || true
     docker network rm kind >/dev/null 2>&1 || true
   fi
   if ours; then
     local pid
     pid=$(cat "$state/dockerd.pid")
     kill "$pid"
-    for _ in $(seq 100); do kill -0 "$pid" 2>/dev/null || break; sleep 0.2; done
+    for _ in $(seq 150); do kill -0 "$pid" 2>/dev/null || break; sleep 0.2; done
     log "stopped dockerd"
   fi
   rm -f "$state/dockerd.pid" "$state/image"
-  if [[ -f $state/made-lib-modules ]]; then rmdir /lib/modules 2>/dev/null || true; rm -f "$state/made-lib-modules"; fi
+  undo made-lib-modules rmdir /lib/modules
+  undo made-shared find "$kind_shared" -depth -type d -empty -delete
+  undo made-kubeconfig sh -c "[ -s '$kind_kubeconfig' ] && grep -q 'clusters: null' '$kind_kubeconfig' && rm -f '$kind_kubeconfig'"
+  [[ $started == 0 ]] || leftovers
+}
+
+# `up` notes what it made on this machine (a flag file in .kind); `down` takes it away.
+made() { touch "$state/$1"; }
+undo() { # flag command...
+  local flag=$state/$1; shift
+  [[ -f $flag ]] || return 0
+  "$@" 2>/dev/null || true
+  rm -f "$flag"
+}
+
+# What Docker started here would leave behind if it had not been stopped cleanly: none of
+# it may outlive `down`, so that the local cluster finds the machine as it was.
+leftovers() {
+  local found
+  found=$( { pgrep -a -f '^(dockerd|containerd --config /var/run/docker)' || true
+    ip -o link show | awk -F': ' '$2 ~ /^(docker0|br-)/ {print "link " $2}'
+    iptables-save 2>/dev/null | grep -i docker | sed 's/^/iptables /' || true
+    findmnt -rn -o TARGET | grep -E "^($docker_root|/run/docker|/var/run/docker)" | sed 's/^/mount /' || true
+  } )
+  if [[ -n $found ]]; then
+    printf 'left behind by Docker or kind:\n%s\n' "$found" >&2
+    exit 1
+  fi
 }
 
 case ${1:-} in
   up) up ;;
   deploy) deploy ;;
   down) down ;;
+  leftovers) leftovers ;;
   node-image) ensure_docker; node_image ;;
-  *) echo "usage: $0 up|deploy|down|node-image" >&2; exit 2 ;;
+  *) echo "usage: $0 up|deploy|down|leftovers|node-image" >&2; exit 2 ;;
 esac

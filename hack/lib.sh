@@ -24,8 +24,13 @@ log_prefix=${log_prefix:-$(basename "$0" .sh)}
 
 log() { printf '[%s %s] %s\n' "$log_prefix" "$(date +%H:%M:%S)" "$*"; }
 
-# hack/ manages the local cluster: its own kubeconfig, whatever $KUBECONFIG says.
-kubectl() { "$bin/kubectl" --kubeconfig "$kubeconfig" "$@"; }
+# hack/ manages the local cluster: its own kubeconfig, whatever $KUBECONFIG says. Under
+# `make kind-e2e` (TFMW_KIND_CLUSTER set) what it installs (Kueue) goes to the kind
+# cluster instead: kubectl talks to it and images are loaded into its node.
+kind_cluster=${TFMW_KIND_CLUSTER:-}
+target_kubeconfig=$kubeconfig
+[[ -z $kind_cluster ]] || target_kubeconfig=${TFMW_KIND_KUBECONFIG:-$HOME/.kube/config}
+kubectl() { "$bin/kubectl" --kubeconfig "$target_kubeconfig" "$@"; }
 
 buildah() { command buildah --root "$image_store/storage" --runroot "$image_store/run" --storage-driver overlay "$@"; }
 
@@ -34,6 +39,7 @@ buildah() { command buildah --root "$image_store/storage" --runroot "$image_stor
 # (hack/node.sh starts it first).
 import_image() { # name folder
   local name=$1 folder=$2 sock=$dir/containerd/containerd.sock
+  if [[ -n $kind_cluster ]]; then load_into_kind "$name"; return 0; fi
   local archive=$folder/${name%%:*}.tar stamp=$folder/${name%%:*}.imported id
   [[ -S $sock ]] || { log "containerd is not running; $name built but not imported"; return 0; }
   id=$(buildah inspect --type image --format '{{.FromImageID}}' "$name")
@@ -60,6 +66,17 @@ kube_ldflags() { # version
     flags+=" -X ${pkg}.gitTreeState=clean -X ${pkg}.buildDate=${built}"
   done
   echo "$flags"
+}
+
+# A built image into the kind cluster's node, by way of Docker (skipped when Docker holds
+# that build already; kind skips a node that holds it).
+load_into_kind() { # name
+  local id
+  id=$(buildah inspect --type image --format '{{.FromImageID}}' "$1")
+  if [[ $(docker image inspect -f '{{.Id}}' "$1" 2>/dev/null) != "sha256:$id" ]]; then
+    buildah push -q "$1" "docker-daemon:$1" >/dev/null
+  fi
+  kind load docker-image --name "$kind_cluster" "$1" >/dev/null
 }
 
 alive() { [[ -f "$run/$1.pid" ]] && kill -0 "$(cat "$run/$1.pid")" 2>/dev/null; }
