@@ -92,12 +92,18 @@ kind_files() { # kind's own base-image files, from its module
   go mod download -json "sigs.k8s.io/kind@$KIND_VERSION" | python3 -c 'import json,sys; print(json.load(sys.stdin)["Dir"])'
 }
 
-# What makes our images: a change to any of these rebuilds them.
-inputs_hash() {
-  cat "$repo/hack/versions.env" "$repo/hack/kind.sh" "$repo"/hack/kind/* "$bin/.versions" | sha256sum | cut -c1-16
+# What makes each image, so a change to any of it (and only that) rebuilds it: the
+# functions that build it, the files they copy, the versions they pin.
+base_inputs() {
+  { declare -f build_base image_tag; echo "$KIND_VERSION $KUBE_VERSION"; cat "$repo/hack/kind/runc-capped"; } |
+    sha256sum | cut -c1-16
 }
-
-has_docker_image() { docker image inspect "$1" >/dev/null 2>&1; }
+node_inputs() {
+  { declare -f build_node build_control_plane_images image_tag; cat "$repo/hack/versions.env" "$bin/.versions"
+    cat "$repo/hack/kind/10-tfmw-bridge.conflist"; docker image inspect -f '{{.Id}}' "$base_image"; } |
+    sha256sum | cut -c1-16
+}
+label_of() { docker image inspect -f '{{index .Config.Labels "tfmw.dev/inputs"}}' "$1" 2>/dev/null || true; }
 
 build_base() {
   local rootfs=$state/rootfs files
@@ -142,7 +148,7 @@ build_base() {
   rm -rf "$rootfs"/var/cache/apt/archives/*.deb "$rootfs"/var/lib/apt/lists/*
   # (kind's STOPSIGNAL SIGRTMIN+3 is left out: docker import cannot set it, and kind
   # removes its nodes with a kill.)
-  tar -C "$rootfs" -c . | docker import --change 'ENV container=docker' \
+  tar -C "$rootfs" -c . | docker import --change 'ENV container=docker' --change "LABEL tfmw.dev/inputs=$1" \
     --change 'ENTRYPOINT ["/usr/local/bin/entrypoint", "/sbin/init"]' - "$base_image" >/dev/null
   rm -rf "$rootfs"
   log "built $base_image"
@@ -235,11 +241,12 @@ node_image() { # builds ours when its inputs changed
   t0=$(date +%s)
   "$repo/hack/build.sh"
   source_kubeadm
-  hash=$(inputs_hash)
-  has_docker_image "$base_image" || build_base
-  if [[ $(docker image inspect -f '{{index .Config.Labels "tfmw.dev/inputs"}}' "$node_image" 2>/dev/null) != "$hash" ]]; then
-    build_node "$hash"
-  fi
+  hash=$(base_inputs)
+  [[ $(label_of "$base_image") == "$hash" ]] || build_base "$hash"
+  hash=$(node_inputs)
+  [[ $(label_of "$node_image") == "$hash" ]] || build_node "$hash"
+  # What those replaced (now untagged) only takes disk space; only our own Docker's.
+  ! ours || docker image prune -f >/dev/null
   log "node image $node_image ready in $(( $(date +%s) - t0 ))s"
 }
 
@@ -316,7 +323,8 @@ down() {
   rm -f "$state/dockerd.pid" "$state/image"
   undo made-lib-modules rmdir /lib/modules
   undo made-shared find "$kind_shared" -depth -type d -empty -delete
-  undo made-kubeconfig sh -c "[ -s '$kind_kubeconfig' ] && grep -q 'clusters: null' '$kind_kubeconfig' && rm -f '$kind_kubeconfig'"
+  # kind leaves the kubeconfig it made with no cluster in it.
+  undo made-kubeconfig sh -c "! grep -q 'server:' '$kind_kubeconfig' && rm -f '$kind_kubeconfig'"
   [[ $started == 0 ]] || leftovers
 }
 
