@@ -8,7 +8,7 @@
 #   `--iptables=false --ip-forward=false` so it never touches the rules the local
 #   cluster's kube-proxy keeps (kind's one node needs no NAT: the API port is reached
 #   through docker-proxy), and, where root lacks a capability that `--privileged`
-#   asks for (CAP_SYS_RESOURCE here), hack/kind/runc-capped as its default runtime;
+#   asks for (CAP_SYS_RESOURCE here), hack/kind/runc_capped.py as its default runtime;
 # - kind built from its Go module (KIND_VERSION in versions.env) into hack/bin;
 # - a node image built without any registry (tfmw-kind-node:$KUBE_VERSION): a Debian 12
 #   base made by debootstrap to kind's base-image contract (systemd, containerd, runc,
@@ -61,10 +61,10 @@ ensure_docker() {
   fi
   local runtime=()
   if [[ $(missing_capabilities) == 1 ]]; then
-    runtime=(--add-runtime "capped=$repo/hack/kind/runc-capped" --default-runtime capped)
+    runtime=(--add-runtime "capped=$repo/hack/kind/runc_capped.py" --default-runtime capped)
   fi
   mkdir -p "$docker_root" "$state/logs"
-  log "starting dockerd (data $docker_root${runtime:+, runtime hack/kind/runc-capped}) ..."
+  log "starting dockerd (data $docker_root${runtime:+, runtime hack/kind/runc_capped.py}) ..."
   setsid dockerd --data-root "$docker_root" --pidfile "$state/dockerd.pid" \
     --iptables=false --ip-forward=false --ip-masq=false --bridge=none "${runtime[@]}" \
     >>"$state/logs/dockerd.log" 2>&1 </dev/null &
@@ -95,7 +95,7 @@ kind_files() { # kind's own base-image files, from its module
 # What makes each image, so a change to any of it (and only that) rebuilds it: the
 # functions that build it, the files they copy, the versions they pin.
 base_inputs() {
-  { declare -f build_base image_tag; echo "$KIND_VERSION $KUBE_VERSION"; cat "$repo/hack/kind/runc-capped"; } |
+  { declare -f build_base image_tag; echo "$KIND_VERSION $KUBE_VERSION"; cat "$repo/hack/kind/runc_capped.py"; } |
     sha256sum | cut -c1-16
 }
 node_inputs() {
@@ -110,7 +110,8 @@ build_base() {
   files=$(kind_files)/images/base/files
   log "debootstrap Debian 12 for kind's base image (a minute or two) ..."
   rm -rf "$rootfs"
-  debootstrap --variant=minbase \
+  mkdir -p "$image_store/debootstrap"  # the .debs, kept: a rebuild downloads nothing
+  debootstrap --variant=minbase --cache-dir="$image_store/debootstrap" \
     --include=systemd,conntrack,iptables,nftables,iproute2,ethtool,util-linux,mount,kmod,libseccomp2,pigz,bash,ca-certificates,curl,jq,procps,containerd,runc,containernetworking-plugins,python3 \
     bookworm "$rootfs" >"$state/debootstrap.log" 2>&1 || { tail -20 "$state/debootstrap.log" >&2; exit 1; }
   # kind's images/base/Dockerfile, step by step, with Debian's containerd, runc and CNI plugins.
@@ -125,7 +126,7 @@ build_base() {
   install -m 0644 "$files"/etc/systemd/system/kubelet.service.d/* "$rootfs/etc/systemd/system/kubelet.service.d/"
   ln -sf /usr/bin/containerd "$rootfs/usr/local/bin/containerd"  # where kind's unit looks
   ln -sfn /usr/lib/cni "$rootfs/opt/cni/bin"
-  install -m 0755 "$repo/hack/kind/runc-capped" "$rootfs/usr/local/sbin/runc-capped"
+  install -m 0755 "$repo/hack/kind/runc_capped.py" "$rootfs/usr/local/sbin/runc-capped"
   # kind's containerd config, and: our pause; oom_score_adj only raised (lowering it is
   # refused on this VM, as on the local node); runc through runc-capped.
   sed -e "s|sandbox_image = .*|sandbox_image = \"$repository/pause:$(image_tag pause)\"|" \

@@ -1,4 +1,5 @@
 #!/usr/bin/python3 -S
+# Installed as runc-capped: dockerd's runtime here, and the kind node's containerd's.
 """runc, asked only for capabilities this machine can grant.
 
 `docker run --privileged` (kind's node) and privileged pods ask for every capability,
@@ -9,24 +10,60 @@ capability outside our own bounding set, then hands over to runc. Where nothing 
 missing it changes nothing. hack/kind.sh registers it with dockerd, and the node
 image's containerd uses it, only on a machine that needs it.
 """
+
 import json
 import os
 import sys
 
 RUNC = os.environ.get("TFMW_REAL_RUNC", "/usr/sbin/runc")
 # Capability numbers, as in linux/capability.h.
-NAMES = (
-    "CHOWN DAC_OVERRIDE DAC_READ_SEARCH FOWNER FSETID KILL SETGID SETUID SETPCAP "
-    "LINUX_IMMUTABLE NET_BIND_SERVICE NET_BROADCAST NET_ADMIN NET_RAW IPC_LOCK IPC_OWNER "
-    "SYS_MODULE SYS_RAWIO SYS_CHROOT SYS_PTRACE SYS_PACCT SYS_ADMIN SYS_BOOT SYS_NICE "
-    "SYS_RESOURCE SYS_TIME SYS_TTY_CONFIG MKNOD LEASE AUDIT_WRITE AUDIT_CONTROL SETFCAP "
-    "MAC_OVERRIDE MAC_ADMIN SYSLOG WAKE_ALARM BLOCK_SUSPEND AUDIT_READ PERFMON BPF "
-    "CHECKPOINT_RESTORE"
-).split()
+NAMES = [
+    "CHOWN",
+    "DAC_OVERRIDE",
+    "DAC_READ_SEARCH",
+    "FOWNER",
+    "FSETID",
+    "KILL",
+    "SETGID",
+    "SETUID",
+    "SETPCAP",
+    "LINUX_IMMUTABLE",
+    "NET_BIND_SERVICE",
+    "NET_BROADCAST",
+    "NET_ADMIN",
+    "NET_RAW",
+    "IPC_LOCK",
+    "IPC_OWNER",
+    "SYS_MODULE",
+    "SYS_RAWIO",
+    "SYS_CHROOT",
+    "SYS_PTRACE",
+    "SYS_PACCT",
+    "SYS_ADMIN",
+    "SYS_BOOT",
+    "SYS_NICE",
+    "SYS_RESOURCE",
+    "SYS_TIME",
+    "SYS_TTY_CONFIG",
+    "MKNOD",
+    "LEASE",
+    "AUDIT_WRITE",
+    "AUDIT_CONTROL",
+    "SETFCAP",
+    "MAC_OVERRIDE",
+    "MAC_ADMIN",
+    "SYSLOG",
+    "WAKE_ALARM",
+    "BLOCK_SUSPEND",
+    "AUDIT_READ",
+    "PERFMON",
+    "BPF",
+    "CHECKPOINT_RESTORE",
+]
 
 
-def bounding_set() -> set[str]:
-    with open("/proc/self/status") as f:
+def bounding_set(status: str = "/proc/self/status") -> set[str]:
+    with open(status) as f:
         mask = next(int(line.split()[1], 16) for line in f if line.startswith("CapBnd:"))
     return {"CAP_" + name for bit, name in enumerate(NAMES) if mask >> bit & 1}
 
@@ -55,12 +92,12 @@ def subcommand(args: list[str]) -> str | None:
     return None
 
 
-def keep_grantable(path: str, process_only: bool) -> None:
+def keep_grantable(path: str, process_only: bool, held: set[str]) -> None:
+    """Rewrites the spec at `path` with only the capabilities in `held`; untouched if all are."""
     with open(path) as f:
         spec = json.load(f)
     process = spec if process_only else spec.get("process") or {}
     caps = process.get("capabilities") or {}
-    held = bounding_set()
     if all(c in held for values in caps.values() for c in values or []):
         return
     for key, values in caps.items():
@@ -69,12 +106,22 @@ def keep_grantable(path: str, process_only: bool) -> None:
         json.dump(spec, f)
 
 
-args = sys.argv[1:]
-command = subcommand(args)
-if command in ("create", "run"):
-    keep_grantable(os.path.join(value_after(args, "--bundle", "-b") or ".", "config.json"), False)
-elif command == "exec":
-    process = value_after(args, "--process", "-p")
-    if process:
-        keep_grantable(process, True)
-os.execv(RUNC, [RUNC, *args])
+def spec_to_fix(args: list[str]) -> tuple[str, bool] | None:
+    """The file runc will read the capabilities from, and whether it is a process (exec)."""
+    command = subcommand(args)
+    if command in ("create", "run"):
+        return os.path.join(value_after(args, "--bundle", "-b") or ".", "config.json"), False
+    process = value_after(args, "--process", "-p") if command == "exec" else None
+    return (process, True) if process else None
+
+
+def main() -> None:
+    args = sys.argv[1:]
+    found = spec_to_fix(args)
+    if found:
+        keep_grantable(*found, held=bounding_set())
+    os.execv(RUNC, [RUNC, *args])
+
+
+if __name__ == "__main__":
+    main()
