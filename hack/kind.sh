@@ -88,10 +88,6 @@ ensure_kind() { # ours (hack/bin, pinned) if built, else the user's, else build 
   GOBIN=$bin CGO_ENABLED=0 go install "sigs.k8s.io/kind@$KIND_VERSION"
 }
 
-kind_files() { # kind's own base-image files, from its module
-  go mod download -json "sigs.k8s.io/kind@$KIND_VERSION" | python3 -c 'import json,sys; print(json.load(sys.stdin)["Dir"])'
-}
-
 # What makes each image, so a change to any of it (and only that) rebuilds it: the
 # functions that build it, the files they copy, the versions they pin.
 base_inputs() {
@@ -107,7 +103,7 @@ label_of() { docker image inspect -f '{{index .Config.Labels "tfmw.dev/inputs"}}
 
 build_base() {
   local rootfs=$state/rootfs files
-  files=$(kind_files)/images/base/files
+  files=$(module_dir "sigs.k8s.io/kind@$KIND_VERSION")/images/base/files  # kind's own
   log "debootstrap Debian 12 for kind's base image (a minute or two) ..."
   rm -rf "$rootfs"
   mkdir -p "$image_store/debootstrap"  # the .debs, kept: a rebuild downloads nothing
@@ -156,21 +152,28 @@ build_base() {
 }
 
 # The images `kubeadm init` runs, from our binaries, saved as docker archives in $1.
+# The four that are kubeall share one layer of it, so the node holds it once.
 build_control_plane_images() {
-  local out=$1 kubeall component container name
+  local out=$1 kubeall component container mount layer=$repository/kubeall:$KUBE_VERSION
   kubeall=$(readlink -f "$bin/kubeall")
+  container=$(buildah from scratch)
+  buildah copy -q "$container" "$kubeall" /usr/local/bin/kubeall >/dev/null
+  buildah config --env PATH=/usr/local/bin "$container"
+  buildah commit -q --rm "$container" "$layer" >/dev/null
   for component in kube-apiserver kube-controller-manager kube-scheduler etcd; do
-    container=$(buildah from scratch)
-    buildah copy -q "$container" "$kubeall" /usr/local/bin/kubeall >/dev/null
-    buildah config --env PATH=/usr/local/bin --entrypoint "[\"/usr/local/bin/$component\"]" "$container"
+    container=$(buildah from "$layer")
     mount=$(buildah mount "$container")
     ln -s kubeall "$mount/usr/local/bin/$component"
     buildah umount "$container" >/dev/null
-    name=$repository/$component:$(image_tag "$component")
-    buildah commit -q "$container" "$name" >/dev/null
-    buildah rm "$container" >/dev/null
-    buildah push -q "$name" "docker-archive:$out/$component.tar:$name" >/dev/null
+    buildah config --entrypoint "[\"/usr/local/bin/$component\"]" "$container"
+    save_image "$container" "$repository/$component:$(image_tag "$component")" "$out/$component.tar"
   done
+  container=$(buildah from scratch)
+  buildah copy -q "$container" "$bin/coredns" /coredns >/dev/null
+  buildah config --entrypoint '["/coredns"]' "$container"
+  save_image "$container" "$repository/coredns:$COREDNS_VERSION" "$out/coredns.tar"
+  "$repo/hack/images.sh" >/dev/null  # builds tfmw-pause:dev among the rest
+  save_image "$(buildah from tfmw-pause:dev)" "$repository/pause:$(image_tag pause)" "$out/pause.tar"
   # kube-proxy programs iptables: it runs on the node's own userland.
   container=$(docker create "$base_image")
   docker cp "$kubeall" "$container:/usr/local/bin/kube-proxy" >/dev/null
@@ -178,17 +181,11 @@ build_control_plane_images() {
     "$repository/kube-proxy:$KUBE_VERSION" >/dev/null
   docker rm "$container" >/dev/null
   docker save "$repository/kube-proxy:$KUBE_VERSION" -o "$out/kube-proxy.tar"
-  container=$(buildah from scratch)
-  buildah copy -q "$container" "$bin/coredns" /coredns >/dev/null
-  buildah config --entrypoint '["/coredns"]' "$container"
-  buildah commit -q "$container" "$repository/coredns:$COREDNS_VERSION" >/dev/null
-  buildah rm "$container" >/dev/null
-  buildah push -q "$repository/coredns:$COREDNS_VERSION" \
-    "docker-archive:$out/coredns.tar:$repository/coredns:$COREDNS_VERSION" >/dev/null
-  "$repo/hack/images.sh" >/dev/null  # builds tfmw-pause:dev among the rest
-  buildah tag tfmw-pause:dev "$repository/pause:$(image_tag pause)"
-  buildah push -q "$repository/pause:$(image_tag pause)" \
-    "docker-archive:$out/pause.tar:$repository/pause:$(image_tag pause)" >/dev/null
+}
+
+save_image() { # buildah-container name archive: commit it as name, removed, and save name there
+  buildah commit -q --rm "$1" "$2" >/dev/null
+  buildah push -q "$2" "docker-archive:$3:$2" >/dev/null
 }
 
 # The tag kubeadm asks for under our repository: our release of each, and for pause the

@@ -34,8 +34,7 @@ image() {
 
 manifests() { # the module's config/ (read-only in the module cache) with our overlay beside it
   local module config=$cache/config
-  module=$(cd "$repo/hack" && go mod download -json "sigs.k8s.io/kueue@$KUEUE_VERSION" |
-    python3 -c 'import json, sys; print(json.load(sys.stdin)["Dir"])')
+  module=$(module_dir "sigs.k8s.io/kueue@$KUEUE_VERSION")
   rm -rf "$config"
   cp -r "$module/config" "$config"
   chmod -R u+w "$config"

@@ -68,6 +68,12 @@ kube_ldflags() { # version
   echo "$flags"
 }
 
+# Where a Go module's source is (read-only, in the module cache), fetched if need be:
+# manifests and files that other projects ship beside their code.
+module_dir() { # module@version
+  (cd "$repo/hack" && go mod download -json "$1") | python3 -c 'import json, sys; print(json.load(sys.stdin)["Dir"])'
+}
+
 # A built image into the kind cluster's node, by way of Docker (skipped when Docker holds
 # that build already; kind skips a node that holds it).
 load_into_kind() { # name

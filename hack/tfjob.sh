@@ -16,7 +16,6 @@ if [[ ! -x $binary ]]; then
   log "built in $(( $(date +%s) - start ))s" >&2
 fi
 # Its TFJob CRD, from the same module.
-module=$(cd "$repo/hack" && go mod download -json "github.com/kubeflow/training-operator@$TFJOB_VERSION" |
-  python3 -c 'import json, sys; print(json.load(sys.stdin)["Dir"])')
+module=$(module_dir "github.com/kubeflow/training-operator@$TFJOB_VERSION")
 ln -sfn "$module/manifests/base/crds/kubeflow.org_tfjobs.yaml" "$cache/tfjobs-crd.yaml"
 echo "$binary"
