@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import asyncio
 import logging
 import os
 import re
@@ -15,6 +16,7 @@ if "--leader-elect" not in sys.argv:
     sys.modules.setdefault("kubernetes", None)  # type: ignore[arg-type]
 
 import kopf
+import uvloop
 from prometheus_client import start_http_server
 
 from tfmw_operator.handlers import NAMESPACES_ENV, PROGRESS_INTERVAL_ENV, SHARED_ROOT_ENV
@@ -62,12 +64,16 @@ def main(argv: list[str] | None = None) -> None:
         logging.basicConfig(level=logging.INFO)
         me = leader.identity()
         leader.lead(args.leader_election_namespace, args.leader_election_lease, me)
-    kopf.run(
-        standalone=True,
-        clusterwide=not args.namespace,
-        namespaces=args.namespace,
-        liveness_endpoint=args.liveness or None,
-    )
+    # uvloop: a launch's path through the event loop (watch event, reconcile, TLS request)
+    # is a few milliseconds shorter than on asyncio's own loop.
+    with asyncio.Runner(loop_factory=uvloop.new_event_loop) as runner:
+        kopf.run(
+            loop=runner.get_loop(),
+            standalone=True,
+            clusterwide=not args.namespace,
+            namespaces=args.namespace,
+            liveness_endpoint=args.liveness or None,
+        )
     if args.leader_elect:
         leader.release(args.leader_election_namespace, args.leader_election_lease, me)
 

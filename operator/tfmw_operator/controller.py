@@ -34,7 +34,7 @@ from tfmw_operator.decision import (
     RemoveMarker,
     parse_spec,
 )
-from tfmw_operator.file_watch import FolderEvents
+from tfmw_operator.file_watch import FolderEvents, WatchSync
 from tfmw_operator.informer import Informer, LatestJobs
 from tfmw_operator.kube import ApiError, CreateRefused, Kube
 from tfmw_operator.observed import MarkerState, ObservedPod, Owned, WorkloadState, observe_workload
@@ -105,7 +105,7 @@ class JobController:
         self.active: set[Key] = set()
         # What the last pod creations of a job ran into; forgotten once creations succeed.
         self.create_errors: dict[Key, CreateError] = {}
-        self._watching: set[Key] = set()  # keys whose folders inotify watches
+        self._watch_sync: WatchSync | None = None  # while inotify watches the job folders
         self._events: asyncio.Queue[tuple[str, Json]] = asyncio.Queue(MAX_WAITING_EVENTS)
         self._creating = 0  # reconciles creating pods now
         self._not_creating = asyncio.Event()
@@ -238,15 +238,11 @@ class JobController:
                 call = self.storage(action.relpath, ensure_job_directory, action.relpath, action.job_uid)
                 alongside.append(asyncio.ensure_future(self._best_effort(warnings, call)))
             elif isinstance(action, EnsureService):
-                # The Service and the pods go out together: neither waits for the other.
                 following = actions[0] if actions else None
                 pods_too = following.pods if isinstance(following, CreatePods) else ()
                 if pods_too:
                     actions.pop(0)
-                ours, created = await asyncio.gather(
-                    self._ensure_service(key, action.service), self._create_pods(key, namespace, pods_too)
-                )
-                if not (ours and created):
+                if not await self._launch(key, namespace, action.service, pods_too):
                     completed = False
                     break
             elif isinstance(action, CreatePods):
@@ -297,6 +293,21 @@ class JobController:
                 await self.kube.post_event(namespace, event)
             raise
 
+    async def _launch(self, key: Key, namespace: str, service: Json, pods: Sequence[Json]) -> bool:
+        """The first pod alone, then the Service alongside the other pods.
+
+        On a busy API server the Service's creation, and the Endpoints and EndpointSlice
+        the controller-manager writes for it at once, slow a pod created beside them; a
+        lone worker's pod need not wait for either, and a gang's Service still goes out
+        with its second batch. False when either means deciding again.
+        """
+        created = await self._create_pods(key, namespace, pods[:1])
+        ours, rest_created = await asyncio.gather(
+            self._ensure_service(key, service),
+            self._create_pods(key, namespace, pods[1:] if created else (), first_batch=2),
+        )
+        return created and ours and rest_created
+
     async def _ensure_service(self, key: Key, service: Json) -> bool:
         """False when a Service of that name is someone else's: decide again, knowing it."""
         namespace = key[0]
@@ -324,9 +335,11 @@ class JobController:
             logger.warning("shared storage: %s", error)
             warnings.append(("StorageError", f"shared storage: {error}"))
 
-    async def _create_pods(self, key: Key, namespace: str, pods: Sequence[Json]) -> bool:
+    async def _create_pods(
+        self, key: Key, namespace: str, pods: Sequence[Json], first_batch: int = 1
+    ) -> bool:
         """Create in slow-start batches (1, 2, 4, ...): a doomed template costs one request."""
-        remaining, batch = list(pods), 1
+        remaining, batch = list(pods), first_batch
         if not remaining:
             return True
         self._creating += 1
@@ -425,6 +438,7 @@ class JobController:
             self.active.discard(key)
         else:
             self.active.add(key)
+        folders = self._folders_of(key)
         if decision.watch_marker is None:
             self.awaiting_marker.pop(key, None)
         else:
@@ -434,6 +448,8 @@ class JobController:
             self.progress_seen.pop(key, None)
         else:
             self.watched_progress[key] = decision.watch_progress
+        if self._watch_sync is not None and self._folders_of(key) != folders:
+            self._watch_sync.changed(key)
         progress = decision.status.progress
         if decision.finished or progress is None:
             metrics.forget_job_progress(*key)
@@ -442,6 +458,8 @@ class JobController:
         metrics.ACTIVE_JOBS.set(len(self.active))
 
     def _forget(self, key: Key) -> None:
+        if self._watch_sync is not None:
+            self._watch_sync.changed(key)
         self.active.discard(key)
         self.awaiting_marker.pop(key, None)
         self.watched_progress.pop(key, None)
@@ -483,8 +501,10 @@ class JobController:
         events = await asyncio.to_thread(FolderEvents.open, self.shared_root)
         loop = asyncio.get_running_loop()
         if events is not None:
+            self._watch_sync = WatchSync(events)
             loop.add_reader(events.fd, self._on_folder_events, events)
-        last_sweep = last_progress = loop.time()
+        last_progress = loop.time()
+        last_sweep = last_progress - SWEEP_SECONDS  # the first tick: jobs tracked until now
         try:
             while True:
                 count = len(self.awaiting_marker)
@@ -496,10 +516,15 @@ class JobController:
                 await asyncio.sleep(interval)
                 now = loop.time()
                 sweep = events is None or now - last_sweep >= SWEEP_SECONDS
-                unwatched = set() if events is None else self._sync_watches(events, full=sweep)
+                unwatched = set()
+                if self._watch_sync is not None:
+                    every = self.awaiting_marker.keys() | self.watched_progress.keys() if sweep else None
+                    unwatched = self._watch_sync.sync(self._folders_of, every)
                 if sweep:
                     last_sweep = now
-                markers = [(k, r) for k, r in self.awaiting_marker.items() if sweep or k in unwatched]
+                    markers = list(self.awaiting_marker.items())
+                else:
+                    markers = [(k, self.awaiting_marker[k]) for k in unwatched if k in self.awaiting_marker]
                 progress_due = now - last_progress >= PROGRESS_POLL_SECONDS and (events is None or sweep)
                 progress = self._progress_to_check() if progress_due else []
                 if progress_due:
@@ -507,6 +532,7 @@ class JobController:
                 await self._look(markers, progress)
         finally:
             if events is not None:
+                self._watch_sync = None
                 loop.remove_reader(events.fd)
                 events.close()
 
@@ -534,20 +560,6 @@ class JobController:
             folders.add(watch.relpath.rsplit("/", 1)[0])
         return folders
 
-    def _sync_watches(self, events: FolderEvents, full: bool) -> set[Key]:
-        """Watch the folders of every job that awaits a marker; the keys that could not be."""
-        keys = set(self.awaiting_marker) | set(self.watched_progress)
-        for gone in events.keys() - keys:
-            events.forget(gone)
-        unwatched = set()
-        for key in keys if full else keys - self._watching:
-            if not events.watch(key, self._folders_of(key)):
-                unwatched.add(key)
-        # A folder whose watch the kernel dropped (it was removed or moved) is watched again
-        # on the next tick; until then, and while it cannot be, it is polled.
-        self._watching = {k for k in keys - unwatched if events.watched(k) == self._folders_of(k)}
-        return keys - self._watching
-
     def _on_folder_events(self, events: FolderEvents) -> None:
         changed = events.changed()
         if changed is None:  # the kernel dropped events: look at everything
@@ -563,7 +575,8 @@ class JobController:
                 inside = marker.split("/", 2)[2] if marker.count("/") >= 2 else marker
                 urgent |= {inside.split("/", 1)[0], marker.rsplit("/", 1)[-1]}
             if names & urgent:
-                self._watching.discard(key)  # a folder may have come or gone: watch again
+                if self._watch_sync is not None:  # a folder may have come or gone: watch again
+                    self._watch_sync.changed(key)
                 self.queue.trigger(key)
             elif progress is not None and PROGRESS_FILE in names:
                 wait = (progress.not_before - now).total_seconds() if progress.not_before else 0.0

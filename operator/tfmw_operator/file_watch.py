@@ -18,6 +18,7 @@ import errno
 import logging
 import os
 import struct
+from collections.abc import Callable, Iterable
 from pathlib import Path
 
 from tfmw_operator.storage import StorageError, open_directory
@@ -184,3 +185,43 @@ class FolderEvents:
             if held == wd:
                 del folders[relpath]
         self._libc.inotify_rm_watch(self.fd, wd)
+
+
+class WatchSync:
+    """Keeps the watches of `events` in line with the folders each key wants, at a cost per
+    change: `changed(key)` when what a key wants may have changed, `sync()` each tick."""
+
+    def __init__(self, events: FolderEvents) -> None:
+        self.events = events
+        self._pending: set[Key] = set()
+        self._unwatched: set[Key] = set()
+
+    def changed(self, key: Key) -> None:
+        self._pending.add(key)
+
+    def sync(self, wanted: Callable[[Key], set[str]], every: Iterable[Key] | None = None) -> set[Key]:
+        """Watch what the pending keys want (and every key in `every`, forgetting the rest),
+        trying again those that could not be watched before.
+
+        Returns the keys to look at by hand now: those whose folders cannot be watched (not
+        there yet, a link, no watches left), and those watched only now, as a file may have
+        come just before the watch did.
+        """
+        pending, self._pending = self._pending | self._unwatched, set()
+        if every is not None:
+            pending |= set(every) | self.events.keys()
+        look = set()
+        for key in pending:
+            folders = wanted(key)
+            if not folders:
+                self.events.forget(key)
+                self._unwatched.discard(key)
+                continue
+            before = self.events.watched(key)
+            if self.events.watch(key, folders) and self.events.watched(key) == folders:
+                self._unwatched.discard(key)
+                if before != folders:
+                    look.add(key)
+            else:
+                self._unwatched.add(key)
+        return look | self._unwatched

@@ -305,7 +305,11 @@ def _launch(step: _Step, job: JobSpec, current: Sequence[ObservedPod], leftover_
     if first:
         step.milestones.add(Milestone.LAUNCHED)
     phase = step.status.phase
+    # The status is written once the pods exist, and a new pod is Pending: counted now,
+    # the launch needs no second status write when their watch events come back.
+    workers = step.status.workers or WorkerCounts()
     step.update(
+        workers=replace(workers, pending=workers.pending + len(missing)),
         launched_attempt=attempt,
         # A queued job's clock starts when Kueue admits it (see _queued).
         start_time=step.status.start_time or (None if job.queue_name else step.now),

@@ -4,9 +4,11 @@
 
 One run, one local API server, pods never scheduled (only the controllers work):
   - side by side, tfmw vs Kubeflow's TFJob controller (training-operator, as shipped and
-    tuned): create -> all pods, and -> all pods + Services, for 1/8/64 workers (median,
-    p99); 100 jobs x 8 workers at once; controller CPU and peak RSS; API writes for one
-    8-worker job; ready after start (process start -> pods of a job waiting for it)
+    tuned), all three running at once, each in its own namespace: ready after start
+    (process start -> pods of a job waiting for it); create -> all pods, and -> all pods
+    + Services, for 1/8/64 workers (median, p99), lone jobs with the contenders taking
+    turns; then, one contender at a time while the others idle, API writes for one
+    8-worker job and 100 jobs x 8 workers at once; controller CPU and peak RSS
   - a bare concurrent client's pod-creation rate, and tfmw's as a fraction of it
   - 500 jobs x 4 workers (simulated kubelet) until all Running; then their chiefs report
     progress every second for a minute; then markers -> Succeeded with 500 jobs running
@@ -27,6 +29,7 @@ import time
 from collections import defaultdict
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -60,6 +63,7 @@ SIZES = ((1, 15), (8, 10), (64, 6))
 # Between lone jobs: the latency of a lone job, not of one queued behind the last one's
 # status writes and Events (nor behind a client rate limiter the last one emptied).
 LONE_JOB_PAUSE_SECONDS = 1.5
+STARTS = 3  # each contender's start is timed this many times
 BURST_JOBS, BURST_WORKERS = 100, 8
 FOREIGN_PODS = 10_000
 Json = dict[str, Any]
@@ -159,76 +163,167 @@ def wait_all(
     seen: Seen, contender: Contender, name: str, workers: int, timeout: float = 600
 ) -> tuple[float, float]:
     services = contender.services(name, workers)
-    return wait_for(
-        f"pods and Services of {name}", lambda: seen.all_at(name, workers, services), timeout, 0.002
-    )
+
+    def all_seen() -> tuple[float, float] | None:
+        contender.check_alive()
+        return seen.all_at(name, workers, services)
+
+    return wait_for(f"pods and Services of {name}", all_seen, timeout, 0.002)
 
 
-def versus(kube: ClusterClient, name: str, make: Callable[[str], Contender]) -> dict[str, Any]:
-    """The same workload through one contender, from its start to its stop."""
-    # A quiet API server: the last contender's namespace is gone (its deletions would count).
+@dataclass
+class Running:
+    """A contender started in its own namespace, with the watchers that time it."""
+
+    contender: Contender
+    namespace: str
+    seen: Seen
+    out: dict[str, Any]
+    starts: list[float] = field(default_factory=list)  # process start -> a waiting job's pods
+
+
+def start_contender(kube: ClusterClient, make: Callable[[str], Contender]) -> Running:
+    """Its namespace and its process; `restart` times each start."""
     wait_for("no terminating namespace", lambda: not terminating_namespaces(kube), timeout=300, interval=1)
-    namespace = kube.new_namespace(f"vs-{name}")
+    namespace = kube.new_namespace("vs")
     contender = make(namespace)
     contender.prepare(kube, namespace)
-    seen = Seen(kube, namespace, contender.job_label)
-    out: dict[str, Any] = {}
-    try:
-        create_jobs(kube, contender, namespace, [contender.job("early", 1)])
-        contender.start(scratch_log(contender.name))
-        contender.after_start(kube, namespace)
-        _, ready = wait_all(seen, contender, "early", 1, timeout=120)
-        out["ready_after_start_s"] = round(ready - contender.started_at, 3)
-        for workers, repeats in SIZES:
-            pods_only, with_services = [], []
-            for r in range(repeats):  # one at a time: the latency of a lone job
-                name = f"c{workers}-{r}"
-                started = create_jobs(kube, contender, namespace, [contender.job(name, workers)])[name]
-                pods_at, all_at = wait_all(seen, contender, name, workers)
-                pods_only.append(pods_at - started)
-                with_services.append(all_at - started)
+    running = Running(contender, namespace, Seen(kube, namespace, contender.job_label), {})
+    restart(kube, running)
+    return running
+
+
+def restart(kube: ClusterClient, running: Running) -> None:
+    """(Re)start the contender with a job already waiting for it: from process start to
+    that job's pods and Services."""
+    contender, namespace = running.contender, running.namespace
+    contender.stop()
+    name = f"early-{len(running.starts)}"
+    create_jobs(kube, contender, namespace, [contender.job(name, 1)])
+    contender.start(scratch_log(contender.name))
+    contender.after_start(kube, namespace)
+    _, ready = wait_all(running.seen, contender, name, 1, timeout=120)
+    running.starts.append(ready - contender.started_at)
+
+
+def lone_jobs(kube: ClusterClient, contenders: list[Running]) -> None:
+    """Lone jobs, one at a time, taking turns: each contender's are spread over the same
+    minutes, so a slower or busier moment of the machine falls on all of them alike."""
+    for workers, repeats in SIZES:
+        timings: dict[str, tuple[list[float], list[float]]] = {r.contender.name: ([], []) for r in contenders}
+        for r in range(repeats):
+            for running in contenders:
+                contender, name = running.contender, f"c{workers}-{r}"
+                started = create_jobs(kube, contender, running.namespace, [contender.job(name, workers)])[
+                    name
+                ]
+                pods_at, all_at = wait_all(running.seen, contender, name, workers)
+                timings[contender.name][0].append(pods_at - started)
+                timings[contender.name][1].append(all_at - started)
                 time.sleep(LONE_JOB_PAUSE_SECONDS)
-            out[f"pods_{workers}_workers"] = summary(pods_only)
-            out[f"pods_and_services_{workers}_workers"] = summary(with_services)
-            say(
-                f"{contender.name}: {workers} workers, median {statistics.median(with_services) * 1000:.0f} ms to all pods + Services"
+        for running in contenders:
+            pods_only, with_services = timings[running.contender.name]
+            running.out[f"pods_{workers}_workers"] = summary(pods_only)
+            running.out[f"pods_and_services_{workers}_workers"] = summary(with_services)
+        say(
+            f"{workers} workers, median to all pods + Services: "
+            + ", ".join(
+                f"{r.contender.name} {r.out[f'pods_and_services_{workers}_workers']['median_s'] * 1000:.0f} ms"
+                for r in contenders
             )
-        time.sleep(2)
-        before = api_writes()
-        create_jobs(kube, contender, namespace, [contender.job("writes", 8)])
-        wait_all(seen, contender, "writes", 8)
-        time.sleep(3)  # status writes and events that follow the pods
-        after = api_writes()
-        ignored = {"secrets", "validatingwebhookconfigurations"}  # the peer's certificate rotation
-        writes = {
-            f"{verb} {resource}{'/' + sub if sub else ''}": round(after[key] - before.get(key, 0))
-            for key in after
-            if (verb := key[0], resource := key[1], sub := key[2])
-            and after[key] > before.get(key, 0)
-            and resource not in ignored
-            and not (verb == "POST" and resource == contender.api[2] and not sub)  # the bench's own create
-        }
-        out["api_writes_one_8_worker_job"] = {"total": sum(writes.values()), **writes}
-        cpu_before = cpu_seconds(contender.pid)
-        jobs = [contender.job(f"burst-{i}", BURST_WORKERS) for i in range(BURST_JOBS)]
-        begin = time.monotonic()
-        create_jobs(kube, contender, namespace, jobs)
-        for job in jobs:
-            wait_all(seen, contender, job["metadata"]["name"], BURST_WORKERS)
-        elapsed = time.monotonic() - begin
-        out["burst_100_jobs_x_8_workers"] = {
-            "all_pods_and_services_s": round(elapsed, 3),
-            "pods_per_s": round(BURST_JOBS * BURST_WORKERS / elapsed, 1),
-            "controller_cpu_s": round(cpu_seconds(contender.pid) - cpu_before, 2),
-        }
-        say(f"{contender.name}: 100 jobs x 8 workers in {elapsed:.1f} s")
-        out["controller_cpu_s_whole_run"] = round(cpu_seconds(contender.pid), 2)
-        out["controller_peak_rss_mb"] = round(peak_rss_mb(contender.pid), 1)
+        )
+
+
+def under_load(kube: ClusterClient, running: Running) -> None:
+    """One contender's API writes for a job, then a burst of jobs at once, while the
+    others idle; its burst's jobs are deleted, and their pods gone, before the next."""
+    contender, namespace, seen, out = running.contender, running.namespace, running.seen, running.out
+    time.sleep(2)
+    before = api_writes()
+    create_jobs(kube, contender, namespace, [contender.job("writes", 8)])
+    wait_all(seen, contender, "writes", 8)
+    time.sleep(3)  # status writes and events that follow the pods
+    after = api_writes()
+    ignored = {"secrets", "validatingwebhookconfigurations"}  # the peer's certificate rotation
+    writes = {
+        f"{verb} {resource}{'/' + sub if sub else ''}": round(after[key] - before.get(key, 0))
+        for key in after
+        if (verb := key[0], resource := key[1], sub := key[2])
+        and after[key] > before.get(key, 0)
+        and resource not in ignored
+        and not (verb == "POST" and resource == contender.api[2] and not sub)  # the bench's own create
+    }
+    out["api_writes_one_8_worker_job"] = {"total": sum(writes.values()), **writes}
+    cpu_before = cpu_seconds(contender.pid)
+    jobs = [contender.job(f"burst-{i}", BURST_WORKERS) for i in range(BURST_JOBS)]
+    begin = time.monotonic()
+    create_jobs(kube, contender, namespace, jobs)
+    for job in jobs:
+        wait_all(seen, contender, job["metadata"]["name"], BURST_WORKERS)
+    elapsed = time.monotonic() - begin
+    out["burst_100_jobs_x_8_workers"] = {
+        "all_pods_and_services_s": round(elapsed, 3),
+        "pods_per_s": round(BURST_JOBS * BURST_WORKERS / elapsed, 1),
+        "controller_cpu_s": round(cpu_seconds(contender.pid) - cpu_before, 2),
+    }
+    say(f"{contender.name}: 100 jobs x 8 workers in {elapsed:.1f} s")
+    clear(kube, [running])
+
+
+def clear(kube: ClusterClient, contenders: list[Running]) -> None:
+    """Delete the contenders' jobs and wait until their pods and Services are gone too: the
+    next measure starts from the same empty namespaces, whoever it measures."""
+    for each in contenders:
+        group, version, plural = each.contender.api
+        kube.custom.delete_collection_namespaced_custom_object(group, version, each.namespace, plural)
+
+    def left() -> int:
+        return sum(
+            len(call(each.namespace, label_selector=each.contender.job_label, limit=1).items)
+            for each in contenders
+            for call in (kube.core.list_namespaced_pod, kube.core.list_namespaced_service)
+        )
+
+    wait_for("the contenders' pods and Services gone", lambda: not left(), timeout=300, interval=1)
+
+
+def side_by_side(
+    kube: ClusterClient, contenders: dict[str, Callable[[str], Contender]]
+) -> tuple[dict[str, Any], float]:
+    """The same workload through each contender, all running on the one API server; and
+    the pod-creation rate of a bare client there."""
+    running: list[Running] = []
+    try:
+        for name, make in contenders.items():
+            say(f"{name}: starting ...")
+            running.append(start_contender(kube, make))
+        for _ in range(STARTS - 1):  # taking turns, as the lone jobs do
+            for each in running:
+                restart(kube, each)
+        for each in running:
+            each.out["ready_after_start_s"] = round(statistics.median(each.starts), 3)
+        say(
+            f"ready after start, median of {STARTS}: "
+            + ", ".join(f"{e.contender.name} {e.out['ready_after_start_s']:.2f} s" for e in running)
+        )
+        say("lone jobs, the contenders taking turns ...")
+        lone_jobs(kube, running)
+        clear(kube, running)
+        for each in running:
+            say(f"{each.contender.name}: API writes and a burst, the others idle ...")
+            under_load(kube, each)
+        # The limit, in the same state: the contenders idle, their namespaces empty.
+        bare_rate = bare_client_rate(kube, 400)
+        say(f"bare client: {bare_rate:.0f} pods/s")
+        for each in running:
+            each.out["controller_cpu_s_whole_run"] = round(cpu_seconds(each.contender.pid), 2)
+            each.out["controller_peak_rss_mb"] = round(peak_rss_mb(each.contender.pid), 1)
     finally:
-        contender.stop()
-        seen.stop.set()
-        kube.delete_namespace(namespace)
-    return out
+        for each in running:
+            each.contender.stop()
+            each.seen.stop.set()
+            kube.delete_namespace(each.namespace)
+    return {each.contender.name: each.out for each in running}, bare_rate
 
 
 def terminating_namespaces(kube: ClusterClient) -> list[str]:
@@ -478,24 +573,18 @@ def main() -> None:
     shared_root = Path(tempfile.mkdtemp(prefix="tfmw-bench-"))
     results: dict[str, Any] = {}
     try:
-        side: dict[str, dict[str, Any]] = {}
         contenders: dict[str, Callable[[str], Contender]] = {
             "tfmw": lambda ns: Tfmw(ns, shared_root),
             "tfjob-shipped": lambda ns: TFJob(binary, ns, tuned=False),
             "tfjob-tuned": lambda ns: TFJob(binary, ns, tuned=True),
         }
-        for name, make in contenders.items():
-            say(f"{name}: the side-by-side workload ...")
-            side[name] = versus(kube, name, make)
+        side, rate = side_by_side(kube, contenders)
         results["side_by_side"] = side
-        save(results)  # each phase's figures are kept, whatever comes after
-
-        rate = bare_client_rate(kube, 400)
         results["bare_client_pods_per_s"] = round(rate, 1)
         results["tfmw_rate_fraction_of_bare_client"] = round(
             side["tfmw"]["burst_100_jobs_x_8_workers"]["pods_per_s"] / rate, 3
         )
-        say(f"bare client: {rate:.0f} pods/s")
+        save(results)  # each phase's figures are kept, whatever comes after
 
         results.update(at_scale(kube, kubelet, shared_root))
         save(results)

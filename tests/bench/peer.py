@@ -20,6 +20,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+import tfmw_operator
 import yaml
 from kube import REPO, ClusterClient, wait_for
 from kubernetes.client.exceptions import ApiException
@@ -61,6 +62,7 @@ class Contender:
     api: tuple[str, str, str]  # group, version, plural
     env: dict[str, str] = field(default_factory=dict)
     process: subprocess.Popen[bytes] | None = None
+    log: Path | None = None
     started_at: float = 0.0
 
     def job(self, name: str, workers: int) -> Json:
@@ -73,6 +75,7 @@ class Contender:
         """Whatever the contender needs in its namespace before it starts."""
 
     def start(self, log: Path) -> None:
+        self.log = log
         with log.open("ab") as out:
             self.started_at = time.monotonic()
             self.process = subprocess.Popen(
@@ -81,6 +84,11 @@ class Contender:
 
     def after_start(self, kube: ClusterClient, namespace: str) -> None:
         """Whatever must happen once it runs before it works."""
+
+    def check_alive(self) -> None:
+        """A contender that exited fails the run at once, not at a wait's timeout."""
+        if self.process is not None and self.process.poll() is not None:
+            raise RuntimeError(f"{self.name} exited with {self.process.returncode}; see {self.log}")
 
     def stop(self) -> None:
         if self.process is not None and self.process.poll() is None:
@@ -120,6 +128,11 @@ class Tfmw(Contender):
             env={"MALLOC_ARENA_MAX": "2"},
         )
 
+    def prepare(self, kube: ClusterClient, namespace: str) -> None:
+        # As the operator image ships it: compiled, not compiled again at every start.
+        package = Path(tfmw_operator.__file__).parent
+        subprocess.run([sys.executable, "-m", "compileall", "-q", str(package)], check=True)
+
     def job(self, name: str, workers: int) -> Json:
         return JobWrapper(name, workers=workers).template(pod_template()).manifest()
 
@@ -140,6 +153,8 @@ class TFJob(Contender):
                 "--leader-elect=false",
                 "--metrics-bind-address=0",
                 "--health-probe-bind-address=0",
+                # Both run at once: each its own webhook server port (it always serves one).
+                f"--webhook-server-port={9444 if tuned else 9443}",
                 *(TUNED if tuned else ()),
             ],
             "training.kubeflow.org/job-name",

@@ -2,7 +2,8 @@ import os
 from pathlib import Path
 
 import pytest
-from tfmw_operator.file_watch import FolderEvents, filesystem_type
+from tfmw_operator.file_watch import FolderEvents, WatchSync, filesystem_type
+from tfmw_operator.workqueue import Key
 
 MOUNTINFO = """\
 22 27 0:21 / /proc rw,relatime - proc proc rw
@@ -61,3 +62,54 @@ def test_a_linked_or_missing_folder_is_not_watched_and_a_removed_one_is_dropped(
     changed = events.changed() or {}
     assert "" in changed[("ns", "job")]  # the folder itself went: its job is told
     assert events.watched(("ns", "job")) == set()
+
+
+class Wants:
+    """What each key wants watched, and which keys a sync asked about."""
+
+    def __init__(self, **folders: str) -> None:
+        self.folders = {("ns", name): {f"ns/{folder}"} for name, folder in folders.items()}
+        self.asked: list[Key] = []
+
+    def __call__(self, key: Key) -> set[str]:
+        self.asked.append(key)
+        return self.folders.get(key, set())
+
+
+def test_a_sync_costs_only_the_keys_that_changed_and_those_not_yet_watchable(
+    tmp_path: Path, events: FolderEvents
+) -> None:
+    for name in ("a", "b"):
+        (tmp_path / "ns" / name).mkdir(parents=True)
+    wants, sync = Wants(a="a", b="b", c="c"), WatchSync(events)
+    for name in ("a", "b", "c"):
+        sync.changed(("ns", name))
+    # Watched only now: looked at by hand once, as a file may have come just before.
+    assert sync.sync(wants) == {("ns", "a"), ("ns", "b"), ("ns", "c")}
+    assert events.watched(("ns", "a")) == {"ns/a"}
+    wants.asked.clear()
+    assert sync.sync(wants) == {("ns", "c")}  # c's folder is not there yet: polled
+    assert wants.asked == [("ns", "c")]  # a and b cost nothing
+    (tmp_path / "ns" / "c").mkdir()
+    assert sync.sync(wants) == {("ns", "c")}  # watched now, looked at once more
+    wants.asked.clear()
+    assert sync.sync(wants) == set()
+    assert wants.asked == []
+
+
+def test_a_key_that_wants_nothing_is_forgotten_and_a_sweep_drops_strays(
+    tmp_path: Path, events: FolderEvents
+) -> None:
+    for name in ("a", "b"):
+        (tmp_path / "ns" / name).mkdir(parents=True)
+    wants, sync = Wants(a="a", b="b"), WatchSync(events)
+    sync.changed(("ns", "a"))
+    sync.changed(("ns", "b"))
+    sync.sync(wants)
+    del wants.folders[("ns", "a")]
+    sync.changed(("ns", "a"))
+    sync.sync(wants)
+    assert events.keys() == {("ns", "b")}
+    del wants.folders[("ns", "b")]  # never told: the next sweep finds it
+    assert sync.sync(wants, every=set(wants.folders)) == set()
+    assert events.keys() == set()
