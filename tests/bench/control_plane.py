@@ -4,11 +4,11 @@
 
 One run, one local API server, pods never scheduled (only the controllers work):
   - side by side, tfmw vs Kubeflow's TFJob controller (training-operator, as shipped and
-    tuned), all three running at once, each in its own namespace: ready after start
-    (process start -> pods of a job waiting for it); create -> all pods, and -> all pods
-    + Services, for 1/8/64 workers (median, p99), lone jobs with the contenders taking
-    turns; then, one contender at a time while the others idle, API writes for one
-    8-worker job and 100 jobs x 8 workers at once; controller CPU and peak RSS
+    tuned), each in its own namespace. All three running, taking turns: ready after start
+    (process start -> pods of a job waiting for it, median of 3 starts); create -> all
+    pods, and -> all pods + Services, for 1/8/64 workers (median, p99) of lone jobs. Then
+    one at a time, alone, from empty namespaces: API writes for one 8-worker job, and 100
+    jobs x 8 workers at once. Controller CPU and peak RSS over all of it
   - a bare concurrent client's pod-creation rate, and tfmw's as a fraction of it
   - 500 jobs x 4 workers (simulated kubelet) until all Running; then their chiefs report
     progress every second for a minute; then markers -> Succeeded with 500 jobs running
@@ -53,7 +53,11 @@ from kube import (
     pause_deployed_operator,
     wait_for,
 )
+from kubernetes import client
 from operator_process import OperatorProcess
+from tfmw_operator.api import JobSpec
+from tfmw_operator.builders import build_service
+from tfmw_operator.decision import parse_spec
 from watching import follow_in_thread
 from wrappers import simulated_job, write_marker
 
@@ -180,6 +184,16 @@ class Running:
     seen: Seen
     out: dict[str, Any]
     starts: list[float] = field(default_factory=list)  # process start -> a waiting job's pods
+    cpu_s: float = 0.0  # of its processes so far
+    peak_rss_mb: float = 0.0
+
+    def retire(self) -> None:
+        """Stop its process, keeping what it cost."""
+        process = self.contender.process
+        if process is not None and process.poll() is None:
+            self.cpu_s += cpu_seconds(process.pid)
+            self.peak_rss_mb = max(self.peak_rss_mb, peak_rss_mb(process.pid))
+        self.contender.stop()
 
 
 def start_contender(kube: ClusterClient, make: Callable[[str], Contender]) -> Running:
@@ -197,7 +211,7 @@ def restart(kube: ClusterClient, running: Running) -> None:
     """(Re)start the contender with a job already waiting for it: from process start to
     that job's pods and Services."""
     contender, namespace = running.contender, running.namespace
-    contender.stop()
+    running.retire()
     name = f"early-{len(running.starts)}"
     create_jobs(kube, contender, namespace, [contender.job(name, 1)])
     contender.start(scratch_log(contender.name))
@@ -235,8 +249,7 @@ def lone_jobs(kube: ClusterClient, contenders: list[Running]) -> None:
 
 
 def under_load(kube: ClusterClient, running: Running) -> None:
-    """One contender's API writes for a job, then a burst of jobs at once, while the
-    others idle; its burst's jobs are deleted, and their pods gone, before the next."""
+    """One contender's API writes for a job, then a burst of jobs at once."""
     contender, namespace, seen, out = running.contender, running.namespace, running.seen, running.out
     time.sleep(2)
     before = api_writes()
@@ -244,7 +257,8 @@ def under_load(kube: ClusterClient, running: Running) -> None:
     wait_all(seen, contender, "writes", 8)
     time.sleep(3)  # status writes and events that follow the pods
     after = api_writes()
-    ignored = {"secrets", "validatingwebhookconfigurations"}  # the peer's certificate rotation
+    # The peer's certificate rotation, and the control plane's own lease renewals.
+    ignored = {"secrets", "validatingwebhookconfigurations", "leases"}
     writes = {
         f"{verb} {resource}{'/' + sub if sub else ''}": round(after[key] - before.get(key, 0))
         for key in after
@@ -267,7 +281,6 @@ def under_load(kube: ClusterClient, running: Running) -> None:
         "controller_cpu_s": round(cpu_seconds(contender.pid) - cpu_before, 2),
     }
     say(f"{contender.name}: 100 jobs x 8 workers in {elapsed:.1f} s")
-    clear(kube, [running])
 
 
 def clear(kube: ClusterClient, contenders: list[Running]) -> None:
@@ -277,21 +290,35 @@ def clear(kube: ClusterClient, contenders: list[Running]) -> None:
         group, version, plural = each.contender.api
         kube.custom.delete_collection_namespaced_custom_object(group, version, each.namespace, plural)
 
+    # The Services' Endpoints and EndpointSlices too: the controller-manager deletes them
+    # after the Services, and would still be at it during the next measure.
+    slices = client.DiscoveryV1Api(kube.api_client).list_namespaced_endpoint_slice
+    calls = (
+        kube.core.list_namespaced_pod,
+        kube.core.list_namespaced_service,
+        kube.core.list_namespaced_endpoints,
+        slices,
+    )
+
     def left() -> int:
         return sum(
             len(call(each.namespace, label_selector=each.contender.job_label, limit=1).items)
             for each in contenders
-            for call in (kube.core.list_namespaced_pod, kube.core.list_namespaced_service)
+            for call in calls
         )
 
-    wait_for("the contenders' pods and Services gone", lambda: not left(), timeout=300, interval=1)
+    wait_for("the contenders' pods, Services and Endpoints gone", lambda: not left(), timeout=300, interval=1)
 
 
 def side_by_side(
     kube: ClusterClient, contenders: dict[str, Callable[[str], Contender]]
-) -> tuple[dict[str, Any], float]:
-    """The same workload through each contender, all running on the one API server; and
-    the pod-creation rate of a bare client there."""
+) -> tuple[dict[str, Any], tuple[float, float]]:
+    """The same workload through each contender on the one API server; and the
+    pod-creation rate of a bare client there.
+
+    Starts and lone jobs with all of them running, taking turns; then each one's API
+    writes and burst with it alone running, from empty namespaces, as the bare client's.
+    """
     running: list[Running] = []
     try:
         for name, make in contenders.items():
@@ -308,41 +335,60 @@ def side_by_side(
         )
         say("lone jobs, the contenders taking turns ...")
         lone_jobs(kube, running)
+        for each in running:
+            each.retire()
         clear(kube, running)
         for each in running:
-            say(f"{each.contender.name}: API writes and a burst, the others idle ...")
+            say(f"{each.contender.name}: API writes and a burst, alone ...")
+            each.contender.start(scratch_log(each.contender.name))
+            each.contender.after_start(kube, each.namespace)
             under_load(kube, each)
-        # The limit, in the same state: the contenders idle, their namespaces empty.
-        bare_rate = bare_client_rate(kube, 400)
-        say(f"bare client: {bare_rate:.0f} pods/s")
+            each.retire()
+            clear(kube, [each])
+        bare_rates = bare_client_rate(kube, 400), bare_client_rate(kube, 400, gang=BURST_WORKERS)
+        say(
+            f"bare client: {bare_rates[0]:.0f} pods/s; with a Service per {BURST_WORKERS}: {bare_rates[1]:.0f}"
+        )
         for each in running:
-            each.out["controller_cpu_s_whole_run"] = round(cpu_seconds(each.contender.pid), 2)
-            each.out["controller_peak_rss_mb"] = round(peak_rss_mb(each.contender.pid), 1)
+            each.out["controller_cpu_s_whole_run"] = round(each.cpu_s, 2)
+            each.out["controller_peak_rss_mb"] = round(each.peak_rss_mb, 1)
     finally:
         for each in running:
             each.contender.stop()
             each.seen.stop.set()
             kube.delete_namespace(each.namespace)
-    return {each.contender.name: each.out for each in running}, bare_rate
+    return {each.contender.name: each.out for each in running}, bare_rates
 
 
 def terminating_namespaces(kube: ClusterClient) -> list[str]:
     return [n.metadata.name for n in kube.core.list_namespace().items if n.status.phase == "Terminating"]
 
 
-def bare_client_rate(kube: ClusterClient, count: int, runs: int = 3) -> float:
+def bare_client_rate(kube: ClusterClient, count: int, gang: int = 0, runs: int = 3) -> float:
     """Pods per second that concurrent creates from a bare client reach: the ceiling.
 
-    Measured as the contenders are: the same pods, with the same watchers looking on (on
-    two cores, their CPU is part of what the API server gets)."""
+    With `gang`, it also creates the headless Service a job of that many workers has, one
+    per `gang` pods, as tfmw's operator must. Measured as the contenders are: the same
+    pods, with the same watchers looking on (on two cores, their CPU is part of what the
+    API server gets)."""
     namespace = kube.new_namespace("bare")
     seen = Seen(kube, namespace, "tfmw.dev/job-name")
-    template = Tfmw(namespace, Path()).job("bare", 1)["spec"]["template"]
+    spec = Tfmw(namespace, Path()).job("bare", 1)["spec"]["template"]["spec"]
+    job_spec = parse_spec(Tfmw(namespace, Path()).job("bare", gang or 1))
+    assert isinstance(job_spec, JobSpec), job_spec
+    service = build_service(job_spec)
     rates = []
 
     def create(i: int) -> None:
-        meta = {"name": f"bare-{i}", "labels": {"tfmw.dev/job-name": "bare"}}
-        kube.core.create_namespaced_pod(namespace, {"metadata": meta, "spec": template["spec"]})
+        group = f"bare-{i // gang}" if gang else "bare"
+        labels = {"tfmw.dev/job-name": "bare", "bare-gang": group}
+        kube.core.create_namespaced_pod(
+            namespace, {"metadata": {"name": f"bare-{i}", "labels": labels}, "spec": spec}
+        )
+        if gang and i % gang == 0:
+            meta = {"name": group, "labels": {"bare-gang": group}}
+            body = {"metadata": meta, "spec": {**service["spec"], "selector": {"bare-gang": group}}}
+            kube.core.create_namespaced_service(namespace, body)
 
     try:
         for run in range(runs):
@@ -578,12 +624,13 @@ def main() -> None:
             "tfjob-shipped": lambda ns: TFJob(binary, ns, tuned=False),
             "tfjob-tuned": lambda ns: TFJob(binary, ns, tuned=True),
         }
-        side, rate = side_by_side(kube, contenders)
+        side, (rate, rate_with_services) = side_by_side(kube, contenders)
         results["side_by_side"] = side
+        tfmw_rate = side["tfmw"]["burst_100_jobs_x_8_workers"]["pods_per_s"]
         results["bare_client_pods_per_s"] = round(rate, 1)
-        results["tfmw_rate_fraction_of_bare_client"] = round(
-            side["tfmw"]["burst_100_jobs_x_8_workers"]["pods_per_s"] / rate, 3
-        )
+        results["tfmw_rate_fraction_of_bare_client"] = round(tfmw_rate / rate, 3)
+        results["bare_client_with_a_service_per_8_pods_per_s"] = round(rate_with_services, 1)
+        results["tfmw_rate_fraction_of_bare_client_with_services"] = round(tfmw_rate / rate_with_services, 3)
         save(results)  # each phase's figures are kept, whatever comes after
 
         results.update(at_scale(kube, kubelet, shared_root))
