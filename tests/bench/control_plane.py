@@ -373,8 +373,9 @@ def bare_client_rate(kube: ClusterClient, count: int, gang: int = 0, runs: int =
     API server gets)."""
     namespace = kube.new_namespace("bare")
     seen = Seen(kube, namespace, "tfmw.dev/job-name")
-    spec = Tfmw(namespace, Path()).job("bare", 1)["spec"]["template"]["spec"]
-    job_spec = parse_spec(Tfmw(namespace, Path()).job("bare", gang or 1))
+    job = Tfmw(namespace, Path()).job("bare", gang or 1)
+    spec = job["spec"]["template"]["spec"]
+    job_spec = parse_spec(job)
     assert isinstance(job_spec, JobSpec), job_spec
     service = build_service(job_spec)
     rates = []
