@@ -41,6 +41,16 @@ SHARED_VOLUME_NAME = "tfmw-shared"
 Json = dict[str, Any]
 
 
+def copy_json(value: Any) -> Any:
+    """A deep copy of parsed JSON (dicts, lists and scalars only): a third of
+    `copy.deepcopy`'s time, which keeps a memo for cycles JSON cannot have."""
+    if isinstance(value, dict):
+        return {key: copy_json(item) for key, item in value.items()}
+    if isinstance(value, list):
+        return [copy_json(item) for item in value]
+    return value
+
+
 def format_time(value: datetime) -> str:
     """Kubernetes' timestamp format (RFC 3339, seconds, UTC)."""
     return value.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")

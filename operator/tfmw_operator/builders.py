@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import copy
 import json
 from datetime import datetime
 
@@ -21,6 +20,7 @@ from tfmw_operator.api import (
     SHARED_VOLUME_NAME,
     JobSpec,
     Json,
+    copy_json,
     format_time,
 )
 
@@ -137,7 +137,7 @@ def _with_injections(container: Json, env: list[Json], mount: Json) -> Json:
 
 def build_pod(job: JobSpec, index: int, attempt: int) -> Json:
     """Worker `index` of `attempt`, from the job's pod template."""
-    template = copy.deepcopy(job.template)
+    template = copy_json(job.template)
     metadata = template.get("metadata") or {}
     spec = template.get("spec") or {}
     name = pod_name(job.name, index)

@@ -13,11 +13,11 @@ from __future__ import annotations
 import json
 import math
 import re
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 
 from tfmw_operator.api import parse_time
-from tfmw_operator.status import ProgressRate, ProgressStatus
+from tfmw_operator.status import ProgressRate, ProgressStatus, evolve
 
 MAX_PROGRESS_BYTES = 16 * 1024
 MAX_METRICS = 16
@@ -259,7 +259,7 @@ def next_progress(
     if isinstance(reading, ProgressProblem):
         if old is not None and old.error == reading.message:
             return ProgressUpdate(old)
-        wanted = replace(old or ProgressStatus(attempt=attempt), error=reading.message, last_update=now)
+        wanted = evolve(old or ProgressStatus(attempt=attempt), error=reading.message, last_update=now)
         warning = f"progress document refused: {reading.message}"
     else:
         if not is_current(reading, job_uid, attempt, attempt_started):

@@ -12,7 +12,7 @@ lives in a module of its own and only returns a verdict, which is applied here.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 
 from tfmw_operator.api import JobSpec, Phase, SpecError, parse_time
@@ -39,7 +39,7 @@ from tfmw_operator.failure_policy import Fail, Restart, judge_failures
 from tfmw_operator.observed import ObservedPod
 from tfmw_operator.progress import next_progress
 from tfmw_operator.queue_policy import Queued, judge_queue, workloads_of, workloads_over
-from tfmw_operator.status import ConditionType, JobStatus, MarkerRecord, WorkerCounts
+from tfmw_operator.status import ConditionType, JobStatus, MarkerRecord, WorkerCounts, evolve
 from tfmw_operator.time_limits import active_deadline, judge_pending
 
 NAMESAKE_RECHECK_SECONDS = 2.0
@@ -64,7 +64,7 @@ class _Step:
         return self.obs.now
 
     def update(self, **fields: object) -> None:
-        self.status = replace(self.status, **fields)  # type: ignore[arg-type]
+        self.status = evolve(self.status, **fields)
 
     def condition(self, kind: ConditionType, true: bool, reason: str, message: str) -> None:
         self.status = self.status.with_condition(kind, true, reason, message, self.now)
@@ -90,7 +90,7 @@ class _Step:
 
 
 def reconcile(obs: Observed) -> Decision:
-    step = _Step(obs, replace(obs.status, observed_generation=obs.generation))
+    step = _Step(obs, evolve(obs.status, observed_generation=obs.generation))
     spec = obs.spec
     if isinstance(spec, SpecError):
         if step.status.finished:
@@ -309,7 +309,7 @@ def _launch(step: _Step, job: JobSpec, current: Sequence[ObservedPod], leftover_
     # the launch needs no second status write when their watch events come back.
     workers = step.status.workers or WorkerCounts()
     step.update(
-        workers=replace(workers, pending=workers.pending + len(missing)),
+        workers=evolve(workers, pending=workers.pending + len(missing)),
         launched_attempt=attempt,
         # A queued job's clock starts when Kueue admits it (see _queued).
         start_time=step.status.start_time or (None if job.queue_name else step.now),

@@ -6,11 +6,29 @@ so reading never fails: a field of the wrong type counts as absent.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, fields
 from datetime import datetime
 from enum import StrEnum
+from typing import Any, TypeVar
 
 from tfmw_operator.api import Json, Phase, format_precise_time, format_time, parse_time
+
+Frozen = TypeVar("Frozen")
+_FIELD_NAMES: dict[type, frozenset[str]] = {}
+
+
+def evolve(record: Frozen, **changes: Any) -> Frozen:
+    """`dataclasses.replace` for these frozen records, without its per-call field walk and
+    `__init__` (11 us a call, six calls a decision: half the time a launch was decided in)."""
+    kind = type(record)
+    names = _FIELD_NAMES.get(kind)
+    if names is None:
+        names = _FIELD_NAMES.setdefault(kind, frozenset(f.name for f in fields(kind)))  # type: ignore[arg-type]
+    if not names.issuperset(changes):
+        raise TypeError(f"{kind.__name__} has no field {sorted(set(changes) - names)}")
+    copied: Frozen = object.__new__(kind)
+    copied.__dict__.update(record.__dict__, **changes)
+    return copied
 
 
 class ConditionType(StrEnum):
@@ -192,7 +210,7 @@ class JobStatus:
             transition = format_time(now)
         updated = Condition(kind.value, true, reason, message, transition)
         others = tuple(c for c in self.conditions if c.type != kind)
-        return replace(self, conditions=(*others, updated))
+        return evolve(self, conditions=(*others, updated))
 
     @classmethod
     def from_json(cls, raw: object) -> JobStatus:

@@ -54,3 +54,16 @@ def test_an_undefaulted_job_parses_with_the_crd_defaults() -> None:
         "multiworker-complete.txt",
     )
     assert parsed.chief_exit_grace_seconds == 30 and parsed.run_policy == RunPolicy()
+
+
+def test_copy_json_shares_nothing_mutable_with_the_original() -> None:
+    original: dict[str, Any] = {
+        "spec": {"containers": [{"env": [{"name": "A"}], "args": ["x"]}]},
+        "n": 1,
+        "z": None,
+    }
+    copied = api.copy_json(original)
+    assert copied == original
+    copied["spec"]["containers"][0]["env"].append({"name": "B"})
+    copied["spec"]["containers"][0]["args"][0] = "y"
+    assert original == {"spec": {"containers": [{"env": [{"name": "A"}], "args": ["x"]}]}, "n": 1, "z": None}

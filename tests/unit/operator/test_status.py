@@ -6,7 +6,7 @@ from typing import Any
 
 import pytest
 from tfmw_operator.api import Phase
-from tfmw_operator.status import ConditionType, JobStatus, WorkerCounts, merge_patch
+from tfmw_operator.status import ConditionType, JobStatus, WorkerCounts, evolve, merge_patch
 from wrappers import at
 
 RUNNING: dict[str, Any] = {
@@ -98,3 +98,16 @@ def test_merge_patch_sends_changes_and_nulls_for_removed_keys() -> None:
 
 def test_merge_patch_is_empty_when_nothing_changed() -> None:
     assert merge_patch({"phase": "Pending"}, {"phase": "Pending"}) == {}
+
+
+def test_evolve_changes_only_what_it_is_given_and_leaves_the_original() -> None:
+    status = JobStatus.from_json(RUNNING)
+    changed = evolve(status, phase=Phase.SUCCEEDED, restarts=4)
+    assert (changed.phase, changed.restarts) == (Phase.SUCCEEDED, 4)
+    assert (status.phase, status.restarts) == (Phase.RUNNING, 1)
+    assert changed.attempt == status.attempt and changed.workers == status.workers
+    assert evolve(status) == status and hash(evolve(status)) == hash(status)
+    with pytest.raises(TypeError, match="phsae"):
+        evolve(status, phsae=Phase.FAILED)
+    with pytest.raises(AttributeError):
+        changed.phase = Phase.FAILED  # type: ignore[misc]
