@@ -129,6 +129,17 @@ INVALID: list[tuple[str, Callable[[Json], None], str]] = [
     ("TF_CONFIG in env", container(env=[{"name": "TF_CONFIG", "value": "{}"}]), "TF_CONFIG"),
     ("TFMW_ variable in env", container(env=[{"name": "TFMW_WORKER_INDEX", "value": "3"}]), "TFMW_"),
     (
+        "TFMW_ variable deep in a second container",
+        lambda m: m["spec"]["template"]["spec"]["containers"].append(
+            {
+                "name": "side",
+                "image": "busybox",
+                "env": [{"name": "OK", "value": "1"}, {"name": "TFMW_X", "value": "1"}],
+            }
+        ),
+        "spec.template.spec.containers[1].env[1]",
+    ),
+    (
         "TF_CONFIG in an init container",
         lambda m: m["spec"]["template"]["spec"].update(
             initContainers=[
