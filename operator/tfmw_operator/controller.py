@@ -453,7 +453,7 @@ class JobController:
             self.active.discard(key)
         else:
             self.active.add(key)
-        folders = self._folders_of(key)
+        folders = self._folders_of(key) if self._watch_sync is not None else None
         if decision.watch_marker is None:
             self.awaiting_marker.pop(key, None)
         else:
