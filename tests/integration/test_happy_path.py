@@ -6,6 +6,7 @@ import json
 from pathlib import Path
 
 from kube import ClusterClient, SimulatedKubelet, kubectl, wait_for
+from tfmw_operator.controller import LAUNCHES_AT_ONCE
 from wrappers import env_of, simulated_job, write_marker
 
 
@@ -172,3 +173,18 @@ def test_a_service_of_the_jobs_name_that_is_not_its_own_holds_the_launch(
     assert len(kube.pods(namespace, "taken")) == 2
     owners = kube.core.read_namespaced_service("taken", namespace).metadata.owner_references
     assert owners and owners[0].kind == "TFMultiWorkerJob"
+
+
+def test_a_burst_of_more_jobs_than_launch_at_once_launches_every_one(
+    kube: ClusterClient, namespace: str
+) -> None:
+    # LAUNCHES_AT_ONCE launches decide and create together; the rest wait their turn, and
+    # none is dropped or left half made.
+    names = [f"burst-{i}" for i in range(2 * LAUNCHES_AT_ONCE + 3)]
+    for name in names:
+        kube.create_job(namespace, simulated_job(name).manifest())
+    for name in names:
+        kube.wait_pods(namespace, name, 2, timeout=60)
+        assert kube.wait_phase(namespace, name, "Pending")["workers"]["pending"] == 2
+    services = {s.metadata.name for s in kube.core.list_namespaced_service(namespace).items}
+    assert services >= set(names)
