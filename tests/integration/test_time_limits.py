@@ -5,7 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-from kube import ClusterClient, SimulatedKubelet, wait_for
+from kube import ClusterClient, Json, SimulatedKubelet, wait_for
 from wrappers import simulated_job, write_marker
 
 
@@ -49,8 +49,14 @@ def test_suspend_deletes_pods_and_resume_starts_a_fresh_attempt(
     wait_for("pods deleted", lambda: not kube.pods(namespace, "pause"), timeout=15)
     kube.patch_job(namespace, "pause", {"spec": {"runPolicy": {"suspend": False}}})
     kube.wait_pods(namespace, "pause", 2, attempt=1)
-    status = kube.status(namespace, "pause")
-    assert status["attempt"] == 1 and status["restarts"] == 0 and status["phase"] == "Pending"
+
+    def resumed() -> Json | None:
+        # The launch writes its status once its pods exist: a moment after they can be seen.
+        status = kube.status(namespace, "pause")
+        return status if status["attempt"] == 1 else None
+
+    status = wait_for("attempt 1 in the status", resumed)
+    assert status["restarts"] == 0 and status["phase"] == "Pending"
 
 
 def test_ttl_deletes_the_finished_job(
