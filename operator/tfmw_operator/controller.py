@@ -513,7 +513,11 @@ class JobController:
         markers are polled, less often the more jobs there are (at most about
         MAX_POLL_STATS_PER_SECOND), and progress documents once a second.
         """
-        events = await asyncio.to_thread(FolderEvents.open, self.shared_root)
+        try:
+            events = await asyncio.to_thread(FolderEvents.open, self.shared_root)
+        except Exception:  # polling still notices every marker
+            logger.exception("cannot watch %s for markers; polling it instead", self.shared_root)
+            events = None
         loop = asyncio.get_running_loop()
         if events is not None:
             self._watch_sync = WatchSync(events)
@@ -531,25 +535,32 @@ class JobController:
                 await asyncio.sleep(interval)
                 now = loop.time()
                 sweep = events is None or now - last_sweep >= SWEEP_SECONDS
-                unwatched = set()
-                if self._watch_sync is not None:
-                    every = self.awaiting_marker.keys() | self.watched_progress.keys() if sweep else None
-                    unwatched = self._watch_sync.sync(self._folders_of, every)
+                progress_due = now - last_progress >= PROGRESS_POLL_SECONDS and (events is None or sweep)
                 if sweep:
                     last_sweep = now
-                    markers = list(self.awaiting_marker.items())
-                else:
-                    markers = [(k, self.awaiting_marker[k]) for k in unwatched if k in self.awaiting_marker]
-                progress_due = now - last_progress >= PROGRESS_POLL_SECONDS and (events is None or sweep)
-                progress = self._progress_to_check() if progress_due else []
                 if progress_due:
                     last_progress = now
-                await self._look(markers, progress)
+                try:
+                    await self._tick(sweep, progress_due)
+                except Exception:  # nothing else notices a marker: this task must outlive any tick
+                    logger.exception("marker detection: a look at the shared storage failed; looking again")
         finally:
             if events is not None:
                 self._watch_sync = None
                 loop.remove_reader(events.fd)
                 events.close()
+
+    async def _tick(self, sweep: bool, progress_due: bool) -> None:
+        unwatched = set()
+        if self._watch_sync is not None:
+            every = self.awaiting_marker.keys() | self.watched_progress.keys() if sweep else None
+            unwatched = self._watch_sync.sync(self._folders_of, every)
+        if sweep:
+            markers = list(self.awaiting_marker.items())
+        else:
+            markers = [(k, self.awaiting_marker[k]) for k in unwatched if k in self.awaiting_marker]
+        progress = self._progress_to_check() if progress_due else []
+        await self._look(markers, progress)
 
     async def _look(
         self, markers: list[tuple[Key, str]], progress: list[tuple[Key, str, tuple[int, int] | None]]
