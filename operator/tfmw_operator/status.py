@@ -23,6 +23,8 @@ def evolve(record: Frozen, **changes: Any) -> Frozen:
     kind = type(record)
     names = _FIELD_NAMES.get(kind)
     if names is None:
+        if hasattr(kind, "__post_init__"):  # it would be skipped: use dataclasses.replace there
+            raise TypeError(f"{kind.__name__} has a __post_init__, which evolve does not run")
         names = _FIELD_NAMES.setdefault(kind, frozenset(f.name for f in fields(kind)))  # type: ignore[arg-type]
     if not names.issuperset(changes):
         raise TypeError(f"{kind.__name__} has no field {sorted(set(changes) - names)}")

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import Any
 
 import pytest
@@ -111,3 +112,16 @@ def test_evolve_changes_only_what_it_is_given_and_leaves_the_original() -> None:
         evolve(status, phsae=Phase.FAILED)
     with pytest.raises(AttributeError):
         changed.phase = Phase.FAILED  # type: ignore[misc]
+
+
+def test_evolve_refuses_a_record_whose_post_init_it_would_skip() -> None:
+    @dataclass(frozen=True)
+    class Checked:
+        size: int
+
+        def __post_init__(self) -> None:
+            if self.size < 0:
+                raise ValueError("size must not be negative")
+
+    with pytest.raises(TypeError, match="__post_init__"):
+        evolve(Checked(1), size=-1)
