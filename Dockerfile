@@ -35,6 +35,8 @@ FROM ${BASE} AS trainer
 RUN useradd --uid 1000 --user-group --home-dir /tmp --no-create-home tfmw
 COPY --from=trainer-deps /opt/tfmw /opt/tfmw
 COPY trainer/tfmw_trainer /opt/tfmw-src/tfmw_trainer
+# The wire contract with the operator (standard library only), not the operator itself.
+COPY operator/tfmw_operator/__init__.py operator/tfmw_operator/contract.py /opt/tfmw-src/tfmw_operator/
 # Keras 3 refuses model.fit under MultiWorkerMirroredStrategy; tf-keras does not.
 ENV PATH=/opt/tfmw/bin:$PATH PYTHONPATH=/opt/tfmw-src PYTHONUNBUFFERED=1 PYTHONDONTWRITEBYTECODE=1 \
     TF_USE_LEGACY_KERAS=1 TF_CPP_MIN_LOG_LEVEL=2 HOME=/tmp

@@ -1,15 +1,20 @@
-"""The operator as a separate process: killed -9 and started again by tests, measured by the bench."""
+"""The operator as a separate process (killed -9 and started again by tests, measured by
+the bench), or in this process on a thread of its own."""
 
 from __future__ import annotations
 
+import asyncio
 import os
 import re
 import signal
 import subprocess
 import sys
+import threading
 from pathlib import Path
 
 from kube import wait_for
+from tfmw_operator.handlers import operate
+from tfmw_operator.settings import Settings
 
 
 class OperatorProcess:
@@ -74,3 +79,50 @@ class OperatorProcess:
         if self.process is None:
             raise RuntimeError("the operator was not started")
         return self.process.pid
+
+
+class OperatorThread:
+    """The operator in this process, in a thread with an event loop of its own, as
+    `python -m tfmw_operator` runs it; stopped, and its failure raised, on exit."""
+
+    def __init__(self, settings: Settings, timeout: float = 60) -> None:
+        self.settings = settings
+        self.timeout = timeout
+        self._ready = threading.Event()
+        self._loop: asyncio.AbstractEventLoop | None = None
+        self._stop: asyncio.Event | None = None
+        self._error: BaseException | None = None
+        self._thread = threading.Thread(target=self._run, name="tfmw-operator", daemon=True)
+
+    def __enter__(self) -> OperatorThread:
+        self._thread.start()
+        if not self._ready.wait(self.timeout) or self._error is not None:
+            raise RuntimeError(f"the operator did not start within {self.timeout}s") from self._error
+        return self
+
+    def __exit__(self, *_: object) -> None:
+        if self._loop is not None and self._stop is not None:
+            self._loop.call_soon_threadsafe(self._stop.set)
+        self._thread.join(self.timeout)
+        if self._thread.is_alive():
+            raise RuntimeError(f"the operator did not stop within {self.timeout}s")
+        if self._error is not None:
+            raise self._error
+
+    def _run(self) -> None:
+        async def run() -> None:
+            self._loop = asyncio.get_running_loop()
+            self._stop, ready = asyncio.Event(), asyncio.Event()
+            operating = asyncio.create_task(operate(self.settings, self._stop, ready))
+            started = asyncio.create_task(ready.wait())
+            await asyncio.wait([operating, started], return_when=asyncio.FIRST_COMPLETED)
+            started.cancel()
+            self._ready.set()
+            await operating
+
+        try:
+            asyncio.run(run())
+        except BaseException as error:  # told to the test on exit
+            self._error = error
+        finally:
+            self._ready.set()

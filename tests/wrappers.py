@@ -13,10 +13,11 @@ from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
-from tfmw_operator.api import API_VERSION, DEFAULT_MARKER_FILE, KIND, JobSpec, format_time, parse_job
+from tfmw_operator.api import API_VERSION, KIND, JobSpec, format_time, parse_job, parse_spec
 from tfmw_operator.builders import build_pod, build_service
-from tfmw_operator.decision import Decision, Observed, parse_spec
-from tfmw_operator.observed import MarkerState
+from tfmw_operator.contract import DEFAULT_MARKER_FILE, MARKER_ATTEMPT, MARKER_JOB_UID
+from tfmw_operator.decision import Decision
+from tfmw_operator.observed import MarkerState, Observed
 from tfmw_operator.reconcile import reconcile
 
 Json = dict[str, Any]
@@ -249,7 +250,7 @@ def write_marker(job_dir: Path, job_uid: str | None, name: str = DEFAULT_MARKER_
     """The chief's marker as the trainer writes it; `job_uid=None` writes plain text."""
     path = job_dir / name
     path.parent.mkdir(parents=True, exist_ok=True)
-    content = "done\n" if job_uid is None else json.dumps({"job_uid": job_uid, "attempt": 0})
+    content = "done\n" if job_uid is None else json.dumps({MARKER_JOB_UID: job_uid, MARKER_ATTEMPT: 0})
     path.write_text(content)
     return path
 

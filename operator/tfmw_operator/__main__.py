@@ -4,10 +4,12 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import contextlib
 import logging
 import os
 import re
 import sys
+from pathlib import Path
 
 if "--leader-elect" not in sys.argv:
     # kopf imports the client library, when installed, only to recognise its objects; the
@@ -19,8 +21,9 @@ import kopf
 import uvloop
 from prometheus_client import start_http_server
 
-from tfmw_operator.handlers import NAMESPACES_ENV, PROGRESS_INTERVAL_ENV, SHARED_ROOT_ENV
+from tfmw_operator.handlers import operate
 from tfmw_operator.progress import DEFAULT_PROGRESS_INTERVAL_SECONDS
+from tfmw_operator.settings import Settings
 
 
 def main(argv: list[str] | None = None) -> None:
@@ -47,9 +50,12 @@ def main(argv: list[str] | None = None) -> None:
             parser.error(f"--namespace {namespace!r}: give a namespace's exact name (no patterns)")
     if args.progress_interval < 1:
         parser.error("--progress-interval must be at least 1 second")
-    os.environ[SHARED_ROOT_ENV] = args.shared_root
-    os.environ[PROGRESS_INTERVAL_ENV] = str(args.progress_interval)
-    os.environ[NAMESPACES_ENV] = ",".join(args.namespace)
+    settings = Settings(
+        shared_root=Path(args.shared_root),
+        namespaces=tuple(args.namespace),
+        progress_interval=args.progress_interval,
+        liveness_url=args.liveness or None,
+    )
     if args.metrics_port:
         # Served from the start, also by a standby replica waiting for the lease: the
         # Deployment's liveness probe asks here.
@@ -66,14 +72,11 @@ def main(argv: list[str] | None = None) -> None:
         leader.lead(args.leader_election_namespace, args.leader_election_lease, me)
     # uvloop: a launch's path through the event loop (watch event, reconcile, TLS request)
     # is a few milliseconds shorter than on asyncio's own loop.
-    with asyncio.Runner(loop_factory=uvloop.new_event_loop) as runner:
-        kopf.run(
-            loop=runner.get_loop(),
-            standalone=True,
-            clusterwide=not args.namespace,
-            namespaces=args.namespace,
-            liveness_endpoint=args.liveness or None,
-        )
+    with (
+        asyncio.Runner(loop_factory=uvloop.new_event_loop) as runner,
+        contextlib.suppress(asyncio.CancelledError),
+    ):
+        runner.run(operate(settings))
     if args.leader_elect:
         leader.release(args.leader_election_namespace, args.leader_election_lease, me)
 

@@ -11,6 +11,8 @@ from datetime import UTC, datetime
 from enum import StrEnum
 from typing import Any
 
+from tfmw_operator.contract import DEFAULT_MARKER_FILE, PROGRESS_FILE
+
 GROUP = "tfmw.dev"
 VERSION = "v1alpha1"
 PLURAL = "tfmwjobs"
@@ -31,8 +33,6 @@ KUEUE_ADMISSION_GATE = "kueue.x-k8s.io/admission"
 PORT_NAME = "tfmw"
 DEFAULT_PORT = 2222
 DEFAULT_MOUNT_PATH = "/shared"
-DEFAULT_MARKER_FILE = "multiworker-complete.txt"
-PROGRESS_FILE = "progress.json"  # in the job's folder: the chief's progress document
 DEFAULT_CHIEF_EXIT_GRACE_SECONDS = 30
 DEFAULT_BACKOFF_LIMIT = 3
 DEFAULT_RESTART_GRACE_SECONDS = 5
@@ -190,3 +190,10 @@ def parse_job(job: Json) -> JobSpec:
         template=template,
         queue_name=(meta.get("labels") or {}).get(LABEL_QUEUE_NAME) or None,
     )
+
+
+def parse_spec(job: Json) -> JobSpec | SpecError:
+    try:
+        return parse_job(job)
+    except SpecError as error:
+        return error

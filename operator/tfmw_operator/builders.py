@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 from datetime import datetime
 
+from tfmw_operator import contract
 from tfmw_operator.api import (
     ANNOTATION_POD_GROUP_COUNT,
     API_VERSION,
@@ -16,7 +17,6 @@ from tfmw_operator.api import (
     LABEL_REPLICA_INDEX,
     LABEL_ROLE,
     PORT_NAME,
-    PROGRESS_FILE,
     SHARED_VOLUME_NAME,
     JobSpec,
     Json,
@@ -102,17 +102,18 @@ def pod_labels(job: JobSpec, index: int, attempt: int) -> dict[str, str]:
 
 
 def build_env(job: JobSpec, index: int, attempt: int) -> list[Json]:
+    shared_dir = job.mount_path.rstrip("/")
     values = {
-        "TF_CONFIG": build_tf_config(job, index),
-        "TFMW_JOB_NAME": job.name,
-        "TFMW_JOB_UID": job.uid,
-        "TFMW_NAMESPACE": job.namespace,
-        "TFMW_WORKER_INDEX": str(index),
-        "TFMW_NUM_WORKERS": str(job.workers),
-        "TFMW_ATTEMPT": str(attempt),
-        "TFMW_SHARED_DIR": job.mount_path,
-        "TFMW_MARKER_PATH": f"{job.mount_path.rstrip('/')}/{job.marker_file}",
-        "TFMW_PROGRESS_PATH": f"{job.mount_path.rstrip('/')}/{PROGRESS_FILE}",
+        contract.TF_CONFIG: build_tf_config(job, index),
+        contract.JOB_NAME_ENV: job.name,
+        contract.JOB_UID_ENV: job.uid,
+        contract.NAMESPACE_ENV: job.namespace,
+        contract.WORKER_INDEX_ENV: str(index),
+        contract.NUM_WORKERS_ENV: str(job.workers),
+        contract.ATTEMPT_ENV: str(attempt),
+        contract.SHARED_DIR_ENV: job.mount_path,
+        contract.MARKER_PATH_ENV: f"{shared_dir}/{job.marker_file}",
+        contract.PROGRESS_PATH_ENV: f"{shared_dir}/{contract.PROGRESS_FILE}",
     }
     return [{"name": name, "value": value} for name, value in values.items()]
 

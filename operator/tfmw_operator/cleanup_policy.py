@@ -4,11 +4,11 @@ removes the job itself."""
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass
 from datetime import datetime, timedelta
 
 from tfmw_operator.api import CleanPodPolicy, JobSpec
 from tfmw_operator.observed import ObservedPod
+from tfmw_operator.verdicts import Cleanup
 
 # Beyond a pod's grace period: how long a kubelet may take to confirm a deletion.
 STUCK_TERMINATING_SECONDS = 60
@@ -38,13 +38,6 @@ def doomed_by_policy(job: JobSpec, pods: Sequence[ObservedPod]) -> list[Observed
     if policy is CleanPodPolicy.RUNNING:
         return [p for p in pods if not p.terminated]
     return []
-
-
-@dataclass(frozen=True)
-class Cleanup:
-    delete: list[ObservedPod]
-    delete_job: bool = False
-    wake_at: datetime | None = None
 
 
 def after_finish(

@@ -4,17 +4,10 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from datetime import datetime, timedelta
-from enum import Enum
 
 from tfmw_operator.api import JobSpec
-from tfmw_operator.failure_policy import Fail
 from tfmw_operator.observed import MarkerState, ObservedPod
-
-
-class MarkerVerdict(Enum):
-    ABSENT = "absent"
-    OURS = "ours"  # names this job, or names no job at all
-    FOREIGN = "foreign"  # written for another job of the same name: remove it, never count it
+from tfmw_operator.verdicts import Fail, MarkerVerdict, WakeAt
 
 
 def judge_marker(marker: MarkerState, job_uid: str) -> MarkerVerdict:
@@ -25,10 +18,10 @@ def judge_marker(marker: MarkerState, job_uid: str) -> MarkerVerdict:
     return MarkerVerdict.FOREIGN
 
 
-def chief_exit(job: JobSpec, current: Sequence[ObservedPod], now: datetime) -> Fail | datetime | None:
+def chief_exit(job: JobSpec, current: Sequence[ObservedPod], now: datetime) -> Fail | WakeAt | None:
     """The chief exited 0 with no marker: wait `chiefExitGraceSeconds`, then fail.
 
-    Returns when to look again while the grace period runs, None if the chief has not exited 0.
+    None while the chief has not exited 0.
     """
     chief = next((p for p in current if p.index == 0 and p.phase == "Succeeded"), None)
     if chief is None:
@@ -37,7 +30,7 @@ def chief_exit(job: JobSpec, current: Sequence[ObservedPod], now: datetime) -> F
     exited = chief.finished_at or chief.changed_at or chief.created or now
     deadline = exited + timedelta(seconds=job.chief_exit_grace_seconds)
     if now < deadline:
-        return deadline
+        return WakeAt(deadline)
     return Fail(
         "MarkerMissing",
         f"worker 0 (pod {chief.name}) exited 0 but wrote no marker at "

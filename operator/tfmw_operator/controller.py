@@ -3,23 +3,18 @@
 from __future__ import annotations
 
 import asyncio
-import concurrent.futures
-import contextlib
-import functools
 import logging
 import time
 import uuid
 from collections.abc import Awaitable, Callable, Sequence
+from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import TypeVar
 
 from tfmw_operator import metrics
-from tfmw_operator.api import PROGRESS_FILE, JobSpec, Json, Phase
+from tfmw_operator.api import JobSpec, Json, Phase, parse_spec
 from tfmw_operator.builders import build_event, pod_group_name, pod_group_name_prefix
 from tfmw_operator.decision import (
-    CreateError,
-    CreateErrorKind,
     CreatePods,
     Decision,
     DeleteJob,
@@ -28,25 +23,33 @@ from tfmw_operator.decision import (
     EnsureJobDirectory,
     EnsureService,
     Milestone,
-    Observed,
     PatchStatus,
-    ProgressWatch,
     RemoveMarker,
-    parse_spec,
 )
-from tfmw_operator.file_watch import FolderEvents, WatchSync
+from tfmw_operator.events import EventPoster
 from tfmw_operator.informer import Informer, LatestJobs
+from tfmw_operator.job_files import JobFileWatcher, Signature
 from tfmw_operator.kube import ApiError, CreateRefused, Kube
-from tfmw_operator.observed import MarkerState, ObservedPod, Owned, WorkloadState, observe_workload
-from tfmw_operator.progress import DEFAULT_PROGRESS_INTERVAL_SECONDS, ProgressProblem, ProgressReading
+from tfmw_operator.observed import (
+    CreateError,
+    CreateErrorKind,
+    MarkerState,
+    Observed,
+    ObservedPod,
+    Owned,
+    WorkloadState,
+    observe_workload,
+)
+from tfmw_operator.progress import ProgressProblem, ProgressReading
 from tfmw_operator.reconcile import reconcile
+from tfmw_operator.settings import Settings
 from tfmw_operator.status import JobStatus, merge_patch
 from tfmw_operator.storage import (
+    SharedStorage,
     StorageError,
     archive_log,
     ensure_job_directory,
     file_signature,
-    marker_exists,
     read_marker,
     read_progress,
     remove_marker,
@@ -54,41 +57,31 @@ from tfmw_operator.storage import (
 from tfmw_operator.workqueue import Key, WorkQueue
 
 logger = logging.getLogger(__name__)
-T = TypeVar("T")
 
-MARKER_POLL_SECONDS = 0.2
-MAX_POLL_SECONDS = 2.0
-MAX_POLL_STATS_PER_SECOND = 500
-PROGRESS_POLL_SECONDS = 1.0
-SWEEP_SECONDS = 10.0
 QUEUE_RECHECK_SECONDS = 2.0
-EVENT_POSTERS = 4
-MAX_WAITING_EVENTS = 10_000
-MAX_EVENT_DELAY_SECONDS = 2.0
 LOG_ARCHIVE_BYTES = 4 * 1024 * 1024
-# A hung network filesystem must not hang reconciles: storage calls get their own threads
-# and a deadline (a thread stuck in the kernel stays stuck, but the job goes on).
-STORAGE_TIMEOUT_SECONDS = 10.0
-STORAGE_THREADS = 16
 # Launches deciding and creating at once. More only queue for the connections, each with
 # its built pods held: a burst of 100 8-worker jobs peaked 15 MB higher, and was no faster.
 LAUNCHES_AT_ONCE = 16
 
 
+@dataclass
+class _JobState:
+    """What the controller keeps of one job between reconciles (its files: JobFileWatcher)."""
+
+    active: bool = False  # tracked and not finished
+    create_error: CreateError | None = None  # what the last pod creations ran into, until one succeeds
+    namesake_service: Owned | None = None  # a Service with the job's name that is not its own
+
+
 class JobController:
-    def __init__(
-        self,
-        kube: Kube,
-        shared_root: Path,
-        progress_interval: float = DEFAULT_PROGRESS_INTERVAL_SECONDS,
-        namespaces: Sequence[str] = (),
-    ) -> None:
+    def __init__(self, kube: Kube, settings: Settings) -> None:
         self.kube = kube
-        self.shared_root = shared_root
-        self.progress_interval = progress_interval
+        self.settings = settings
         self.queue = WorkQueue(self.reconcile)
         # What the watches last saw; reconciles decide from it, without reading the API.
         self.jobs = LatestJobs()
+        namespaces = settings.exact_namespaces
         scopes = [f"/api/v1/namespaces/{n}" for n in namespaces] or ["/api/v1"]
         by_scope = list(zip(namespaces or [""], scopes, strict=True))
 
@@ -98,35 +91,12 @@ class JobController:
 
         self.pods = views("pods", Owned.pod_of)
         self.services = views("services", Owned.service_of)
-        # Services named like a job that are not its own (found when creating ours failed).
-        self.foreign_services: dict[Key, Owned] = {}
-        # Jobs whose marker may appear any moment: their marker's relative path.
-        self.awaiting_marker: dict[Key, str] = {}
-        # Running jobs' progress documents, and the signature (mtime, size) each had when last read.
-        self.watched_progress: dict[Key, ProgressWatch] = {}
-        self.progress_seen: dict[Key, tuple[int, int] | None] = {}
-        self.active: set[Key] = set()
-        # What the last pod creations of a job ran into; forgotten once creations succeed.
-        self.create_errors: dict[Key, CreateError] = {}
-        self._watch_sync: WatchSync | None = None  # while inotify watches the job folders
-        self._events: asyncio.Queue[tuple[str, Json]] = asyncio.Queue(MAX_WAITING_EVENTS)
-        self._creating = 0  # reconciles creating pods now
-        self._not_creating = asyncio.Event()
-        self._not_creating.set()
+        self.storage = SharedStorage(settings.shared_root)
+        self.files = JobFileWatcher(self.storage, self.queue.trigger, self.queue.trigger_later)
+        self.events = EventPoster(kube)
+        self._states: dict[Key, _JobState] = {}
+        self._active = 0
         self._launching = asyncio.Semaphore(LAUNCHES_AT_ONCE)
-        self.storage_pool = concurrent.futures.ThreadPoolExecutor(STORAGE_THREADS, "tfmw-storage")
-
-    async def storage(self, relpath: str, call: Callable[..., T], *args: object) -> T:
-        """Run a storage function in the storage threads, within STORAGE_TIMEOUT_SECONDS."""
-        loop = asyncio.get_running_loop()
-        work = loop.run_in_executor(self.storage_pool, functools.partial(call, self.shared_root, *args))
-        try:
-            # Not wait_for: on Python 3.11 it wraps the future in a task of its own, and a
-            # read on a launch's path costs 0.13 ms more.
-            async with asyncio.timeout(STORAGE_TIMEOUT_SECONDS):
-                return await work
-        except TimeoutError:
-            raise StorageError(relpath, f"no answer within {STORAGE_TIMEOUT_SECONDS:.0f}s") from None
 
     def watches(self) -> list[Informer[Owned]]:
         return [*self.pods.values(), *self.services.values()]
@@ -154,14 +124,15 @@ class JobController:
             return None
         pods = self._view(self.pods, namespace).of_job(key)
         service = next((s for s in self._view(self.services, namespace).of_job(key) if s.name == name), None)
-        if key in self.foreign_services:
+        state = self._states.get(key) or _JobState()
+        if state.namesake_service is not None:
             service = await self._namesake_service(key)
         spec = parse_spec(job)
         recorded = JobStatus.from_json(job.get("status"))
         marker, storage_error, progress, workload = MarkerState(), None, None, None
         if isinstance(spec, JobSpec):
             try:
-                marker = await self.storage(spec.marker_relpath, read_marker, spec.marker_relpath)
+                marker = await self.storage.call(spec.marker_relpath, read_marker, spec.marker_relpath)
             except StorageError as error:
                 storage_error = str(error)
             # Only a running gang trains; a job being launched or restarted costs no read.
@@ -178,9 +149,9 @@ class JobController:
             status=recorded,
             service=service,
             storage_error=storage_error,
-            create_error=self.create_errors.get(key),
+            create_error=state.create_error,
             progress=progress,
-            progress_interval=self.progress_interval,
+            progress_interval=self.settings.progress_interval,
             workload=workload,
         )
         decision = reconcile(observed)
@@ -200,11 +171,8 @@ class JobController:
     async def _namesake_service(self, key: Key) -> Owned | None:
         """A Service of the job's name that is not its own, as it is now (gone, or still there)."""
         found = await self.kube.get_service(*key)
-        if found is None:
-            self.foreign_services.pop(key, None)
-            return None
-        service = Owned.service_of(found)
-        self.foreign_services[key] = service
+        service = None if found is None else Owned.service_of(found)
+        self._state(key).namesake_service = service
         return service
 
     async def _workload(self, namespace: str, name: str) -> WorkloadState | None:
@@ -222,17 +190,11 @@ class JobController:
 
     async def _read_progress(self, key: Key, relpath: str) -> ProgressReading | None:
         try:
-            self.progress_seen[key], reading = await self.storage(relpath, self._signed_progress, relpath)
+            signature, reading = await self.storage.call(relpath, _signed_progress, relpath)
         except StorageError as error:
             return ProgressProblem(str(error))
+        self.files.saw_progress(key, signature)
         return reading
-
-    @staticmethod
-    def _signed_progress(
-        shared_root: Path, relpath: str
-    ) -> tuple[tuple[int, int] | None, ProgressReading | None]:
-        """The document's signature, then the document: a write in between is a change to see."""
-        return file_signature(shared_root, relpath), read_progress(shared_root, relpath)
 
     async def _apply(self, key: Key, job: Json, pods: Sequence[ObservedPod], decision: Decision) -> bool:
         """Carry out the actions in order; False when one of them means deciding again."""
@@ -246,11 +208,13 @@ class JobController:
         while actions:
             action = actions.pop(0)
             if isinstance(action, RemoveMarker):
-                await self._best_effort(warnings, self.storage(action.relpath, remove_marker, action.relpath))
+                await self._best_effort(
+                    warnings, self.storage.call(action.relpath, remove_marker, action.relpath)
+                )
             elif isinstance(action, EnsureJobDirectory):
                 # Made while the Service and pods are created: no worker starts within the
                 # millisecond it takes, and a failure is only reported either way.
-                call = self.storage(action.relpath, ensure_job_directory, action.relpath, action.job_uid)
+                call = self.storage.call(action.relpath, ensure_job_directory, action.relpath, action.job_uid)
                 alongside.append(asyncio.ensure_future(self._best_effort(warnings, call)))
             elif isinstance(action, EnsureService):
                 following = actions[0] if actions else None
@@ -282,31 +246,8 @@ class JobController:
         events += [("Warning", reason, message) for reason, message in warnings]
         now = datetime.now(UTC)
         for event in events:
-            self._post(namespace, build_event(job, *event, now, uuid.uuid4().hex[:12]))
+            self.events.post(namespace, build_event(job, *event, now, uuid.uuid4().hex[:12]))
         return completed
-
-    def _post(self, namespace: str, event: Json) -> None:
-        """Events are posted by a few background posters, after the work they tell of: a
-        burst of launches creates pods first, and its Events follow."""
-        try:
-            self._events.put_nowait((namespace, event))
-        except asyncio.QueueFull:
-            logger.warning("too many Events waiting; dropped %s: %s", event["reason"], event.get("message"))
-
-    async def post_events(self) -> None:
-        """One of EVENT_POSTERS; runs until cancelled, then posts what is left. While pods
-        are being created, it waits: in a burst of launches, the pods come first."""
-        try:
-            while True:
-                namespace, event = await self._events.get()
-                with contextlib.suppress(TimeoutError):  # but never for long
-                    await asyncio.wait_for(self._not_creating.wait(), MAX_EVENT_DELAY_SECONDS)
-                await self.kube.post_event(namespace, event)
-        except asyncio.CancelledError:
-            while not self._events.empty():
-                namespace, event = self._events.get_nowait()
-                await self.kube.post_event(namespace, event)
-            raise
 
     async def _launch(self, key: Key, namespace: str, service: Json, pods: Sequence[Json]) -> bool:
         """The first pod alone, then the Service alongside the other pods.
@@ -338,7 +279,7 @@ class JobController:
         if uid in Owned.service_of(found).owners:
             self._view(self.services, namespace).put(found)
             return True
-        self.foreign_services[key] = Owned.service_of(found)
+        self._state(key).namesake_service = Owned.service_of(found)
         return False
 
     @staticmethod
@@ -357,29 +298,27 @@ class JobController:
         remaining, batch = list(pods), first_batch
         if not remaining:
             return True
-        self._creating += 1
-        self._not_creating.clear()
+        state = self._state(key)
         try:
-            while remaining:
-                this_batch, remaining = remaining[:batch], remaining[batch:]
-                created = await asyncio.gather(*(self.kube.create_pod(namespace, pod) for pod in this_batch))
-                view = self._view(self.pods, namespace)
-                for pod in created:
-                    if pod is not None:
-                        view.put(pod)
-                batch *= 2
+            with self.events.creating_pods():
+                while remaining:
+                    this_batch, remaining = remaining[:batch], remaining[batch:]
+                    created = await asyncio.gather(
+                        *(self.kube.create_pod(namespace, pod) for pod in this_batch)
+                    )
+                    view = self._view(self.pods, namespace)
+                    for pod in created:
+                        if pod is not None:
+                            view.put(pod)
+                    batch *= 2
         except CreateRefused as refused:
-            previous = self.create_errors.get(key)
+            previous = state.create_error
             kind = CreateErrorKind.INVALID if refused.invalid else CreateErrorKind.FORBIDDEN
             failures = previous.failures + 1 if previous and previous.kind is kind else 1
-            self.create_errors[key] = CreateError(kind, refused.message, failures, datetime.now(UTC))
+            state.create_error = CreateError(kind, refused.message, failures, datetime.now(UTC))
             logger.warning("creating pods of %s/%s refused: %s", *key, refused.message)
             return False
-        finally:
-            self._creating -= 1
-            if not self._creating:
-                self._not_creating.set()
-        self.create_errors.pop(key, None)
+        state.create_error = None
         return True
 
     async def _patch_status(self, namespace: str, name: str, patch: Json, resource_version: str) -> bool:
@@ -423,7 +362,7 @@ class JobController:
             if not text:
                 continue
             suffix = "" if position == 0 else f".{container}"
-            call = self.storage(
+            call = self.storage.call(
                 job_relpath, archive_log, job_relpath, pod.attempt, f"{pod.index}{suffix}", text
             )
             await self._best_effort(warnings, call)
@@ -449,161 +388,33 @@ class JobController:
                 metrics.MARKER_LATENCY_SECONDS.observe(max(0.0, latency))
         if Milestone.FAILED in milestones:
             metrics.JOBS_FAILED.labels(reason=decision.status.reason or "").inc()
-        if decision.finished:
-            self.active.discard(key)
-        else:
-            self.active.add(key)
-        folders = self._folders_of(key) if self._watch_sync is not None else None
-        if decision.watch_marker is None:
-            self.awaiting_marker.pop(key, None)
-        else:
-            self.awaiting_marker[key] = decision.watch_marker
-        if decision.watch_progress is None:
-            self.watched_progress.pop(key, None)
-            self.progress_seen.pop(key, None)
-        else:
-            self.watched_progress[key] = decision.watch_progress
-        if self._watch_sync is not None and self._folders_of(key) != folders:
-            self._watch_sync.changed(key)
+        self._set_active(key, not decision.finished)
+        self.files.track(key, decision.watch_marker, decision.watch_progress)
         progress = decision.status.progress
         if decision.finished or progress is None:
             metrics.forget_job_progress(*key)
         else:
             metrics.set_job_progress(*key, progress.percent, progress.examples_per_second)
-        metrics.ACTIVE_JOBS.set(len(self.active))
 
     def _forget(self, key: Key) -> None:
-        if self._watch_sync is not None:
-            self._watch_sync.changed(key)
-        self.active.discard(key)
-        self.awaiting_marker.pop(key, None)
-        self.watched_progress.pop(key, None)
-        self.progress_seen.pop(key, None)
-        metrics.forget_job_progress(*key)
-        self.create_errors.pop(key, None)
-        self.foreign_services.pop(key, None)
+        self._set_active(key, False)
+        self._states.pop(key, None)
+        self.files.forget(key)
         self.queue.forget(key)
-        metrics.ACTIVE_JOBS.set(len(self.active))
+        metrics.forget_job_progress(*key)
 
-    @staticmethod
-    def _markers_present(shared_root: Path, watched: list[tuple[Key, str]]) -> list[Key]:
-        return [key for key, relpath in watched if marker_exists(shared_root, relpath)]
+    def _state(self, key: Key) -> _JobState:
+        return self._states.setdefault(key, _JobState())
 
-    @staticmethod
-    def _progress_changed(
-        shared_root: Path, watched: list[tuple[Key, str, tuple[int, int] | None]]
-    ) -> list[Key]:
-        return [key for key, relpath, seen in watched if file_signature(shared_root, relpath) != seen]
-
-    def _progress_to_check(self) -> list[tuple[Key, str, tuple[int, int] | None]]:
-        """Jobs whose progress document may be recorded now (the throttle allows it)."""
-        now = datetime.now(UTC)
-        return [
-            (key, watch.relpath, self.progress_seen.get(key))
-            for key, watch in self.watched_progress.items()
-            if watch.not_before is None or watch.not_before <= now
-        ]
-
-    async def watch_markers(self) -> None:
-        """Notice a new marker, or a changed progress document, and reconcile that job.
-
-        Where the shared storage is local (inotify), the kernel names the folder that
-        changed: nothing is done per running job per tick, and a full look at every job's
-        files every SWEEP_SECONDS catches anything missed. Elsewhere (NFS, ...) the
-        markers are polled, less often the more jobs there are (at most about
-        MAX_POLL_STATS_PER_SECOND), and progress documents once a second.
-        """
-        try:
-            events = await asyncio.to_thread(FolderEvents.open, self.shared_root)
-        except Exception:  # polling still notices every marker
-            logger.exception("cannot watch %s for markers; polling it instead", self.shared_root)
-            events = None
-        loop = asyncio.get_running_loop()
-        if events is not None:
-            self._watch_sync = WatchSync(events)
-            loop.add_reader(events.fd, self._on_folder_events, events)
-        last_progress = loop.time()
-        last_sweep = last_progress - SWEEP_SECONDS  # the first tick: jobs tracked until now
-        try:
-            while True:
-                count = len(self.awaiting_marker)
-                interval = MARKER_POLL_SECONDS
-                if events is None:
-                    interval = min(
-                        MAX_POLL_SECONDS, max(MARKER_POLL_SECONDS, count / MAX_POLL_STATS_PER_SECOND)
-                    )
-                await asyncio.sleep(interval)
-                now = loop.time()
-                sweep = events is None or now - last_sweep >= SWEEP_SECONDS
-                progress_due = now - last_progress >= PROGRESS_POLL_SECONDS and (events is None or sweep)
-                if sweep:
-                    last_sweep = now
-                if progress_due:
-                    last_progress = now
-                try:
-                    await self._tick(sweep, progress_due)
-                except Exception:  # nothing else notices a marker: this task must outlive any tick
-                    logger.exception("marker detection: a look at the shared storage failed; looking again")
-        finally:
-            if events is not None:
-                self._watch_sync = None
-                loop.remove_reader(events.fd)
-                events.close()
-
-    async def _tick(self, sweep: bool, progress_due: bool) -> None:
-        unwatched = set()
-        if self._watch_sync is not None:
-            every = self.awaiting_marker.keys() | self.watched_progress.keys() if sweep else None
-            unwatched = self._watch_sync.sync(self._folders_of, every)
-        if sweep:
-            markers = list(self.awaiting_marker.items())
-        else:
-            markers = [(k, self.awaiting_marker[k]) for k in unwatched if k in self.awaiting_marker]
-        progress = self._progress_to_check() if progress_due else []
-        await self._look(markers, progress)
-
-    async def _look(
-        self, markers: list[tuple[Key, str]], progress: list[tuple[Key, str, tuple[int, int] | None]]
-    ) -> None:
-        """Stat the markers and progress documents given; trigger the jobs whose changed."""
-        if not markers and not progress:
+    def _set_active(self, key: Key, active: bool) -> None:
+        state = self._states.get(key) if not active else self._state(key)
+        if state is None or state.active is active:
             return
-        try:
-            found = await self.storage(".", self._markers_present, markers) if markers else []
-            if progress:
-                found += await self.storage(".", self._progress_changed, progress)
-        except (OSError, StorageError):  # storage trouble must not end marker detection for good
-            logger.exception("cannot look for markers under %s", self.shared_root)
-            return
-        for key in found:
-            self.queue.trigger(key)
+        state.active = active
+        self._active += 1 if active else -1
+        metrics.ACTIVE_JOBS.set(self._active)
 
-    def _folders_of(self, key: Key) -> set[str]:
-        folders = set()
-        if (marker := self.awaiting_marker.get(key)) is not None:
-            folders.add(marker.rsplit("/", 1)[0])
-        if (watch := self.watched_progress.get(key)) is not None:
-            folders.add(watch.relpath.rsplit("/", 1)[0])
-        return folders
 
-    def _on_folder_events(self, events: FolderEvents) -> None:
-        changed = events.changed()
-        if changed is None:  # the kernel dropped events: look at everything
-            for key in self.awaiting_marker:
-                self.queue.trigger(key)
-            return
-        now = datetime.now(UTC)
-        for key, names in changed.items():
-            marker = self.awaiting_marker.get(key)
-            progress = self.watched_progress.get(key)
-            urgent = {""}
-            if marker is not None:
-                inside = marker.split("/", 2)[2] if marker.count("/") >= 2 else marker
-                urgent |= {inside.split("/", 1)[0], marker.rsplit("/", 1)[-1]}
-            if names & urgent:
-                if self._watch_sync is not None:  # a folder may have come or gone: watch again
-                    self._watch_sync.changed(key)
-                self.queue.trigger(key)
-            elif progress is not None and PROGRESS_FILE in names:
-                wait = (progress.not_before - now).total_seconds() if progress.not_before else 0.0
-                self.queue.trigger_later(key, max(0.0, wait))
+def _signed_progress(shared_root: Path, relpath: str) -> tuple[Signature | None, ProgressReading | None]:
+    """The document's signature, then the document: a write in between is a change to see."""
+    return file_signature(shared_root, relpath), read_progress(shared_root, relpath)

@@ -1,8 +1,8 @@
-"""The contract between the reconcile core and the I/O shell.
+"""What the reconcile core decides, for the I/O shell to carry out.
 
-The shell gathers an `Observed` (the job with its spec parsed once, its pods, its
-marker, the clock), the core returns a `Decision`, and the shell carries out the
-decision's actions in the order given here and posts its events.
+The shell gathers an `Observed` (observed.py: the job with its spec parsed once, its
+pods, its marker, the clock), the core returns a `Decision`, and the shell carries out
+the decision's actions in the order given here and posts its events.
 """
 
 from __future__ import annotations
@@ -11,11 +11,8 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from datetime import datetime
 from enum import StrEnum
-from typing import Any
 
-from tfmw_operator.api import JobSpec, Json, SpecError, parse_job
-from tfmw_operator.observed import MarkerState, ObservedPod, Owned, WorkloadState
-from tfmw_operator.progress import DEFAULT_PROGRESS_INTERVAL_SECONDS, ProgressReading
+from tfmw_operator.api import Json
 from tfmw_operator.status import JobStatus
 
 # ---- actions; the shell stops at the first that fails ----
@@ -107,113 +104,6 @@ class Milestone(StrEnum):
     RESTARTED = "Restarted"
     SUCCEEDED = "Succeeded"
     FAILED = "Failed"
-
-
-# ---- what the core decides from ----
-
-
-class CreateErrorKind(StrEnum):
-    INVALID = "Invalid"  # the API server refused the pod as written (400/422): it never will take it
-    FORBIDDEN = "Forbidden"  # quota, Pod Security, a webhook (403): may pass once someone acts
-
-
-@dataclass(frozen=True)
-class CreateError:
-    """What the last pod creations of this job ran into, remembered by the shell."""
-
-    kind: CreateErrorKind
-    message: str
-    failures: int  # in a row
-    at: datetime
-
-
-def parse_spec(job: Json) -> JobSpec | SpecError:
-    try:
-        return parse_job(job)
-    except SpecError as error:
-        return error
-
-
-@dataclass(frozen=True)
-class Observed:
-    job: Json
-    spec: JobSpec | SpecError
-    status: JobStatus
-    pods: tuple[ObservedPod, ...]
-    marker: MarkerState
-    now: datetime
-    # Objects with this job's names that belong to something else (an earlier job of the
-    # same name being garbage-collected, or someone's own): "pod x-worker-0", "Service x".
-    namesakes: tuple[str, ...] = ()
-    service_missing: bool = False
-    storage_error: str | None = None  # reading the marker failed: path, errno
-    create_error: CreateError | None = None
-    progress: ProgressReading | None = None  # the chief's progress document; None: there is none
-    # At most one progress write per job per this many seconds.
-    progress_interval: float = DEFAULT_PROGRESS_INTERVAL_SECONDS
-    workload: WorkloadState | None = None  # None: the job names no queue, or Kueue made none yet
-
-    @classmethod
-    def of(
-        cls,
-        job: Json,
-        raw_pods: Iterable[Json],
-        marker: MarkerState,
-        now: datetime,
-        service: Json | None = None,
-        **observed: Any,
-    ) -> Observed:
-        """The job as found, from the pods and Service as the API server returns them."""
-        pods = [Owned.pod_of(p) for p in raw_pods]
-        return cls.of_owned(
-            job, pods, marker, now, service=None if service is None else Owned.service_of(service), **observed
-        )
-
-    @classmethod
-    def of_owned(
-        cls,
-        job: Json,
-        pods: Iterable[Owned],
-        marker: MarkerState,
-        now: datetime,
-        spec: JobSpec | SpecError | None = None,
-        status: JobStatus | None = None,
-        service: Owned | None = None,
-        storage_error: str | None = None,
-        create_error: CreateError | None = None,
-        progress: ProgressReading | None = None,
-        progress_interval: float = DEFAULT_PROGRESS_INTERVAL_SECONDS,
-        workload: WorkloadState | None = None,
-    ) -> Observed:
-        """The job as found; only pods it owns count (a namesake's pods are not its workers).
-
-        `service` is the Service named like the job, None when there is none.
-        """
-        uid = (job.get("metadata") or {}).get("uid")
-        found = sorted(pods, key=lambda p: p.name)  # as a LIST returns them
-        namesakes = [f"pod {p.name}" for p in found if uid not in p.owners]
-        if service is not None and uid not in service.owners:
-            namesakes.append(f"Service {service.name}")
-        return cls(
-            job=job,
-            spec=parse_spec(job) if spec is None else spec,
-            status=JobStatus.from_json(job.get("status")) if status is None else status,
-            pods=tuple(p.pod for p in found if p.pod is not None and uid in p.owners),
-            marker=marker,
-            now=now,
-            namesakes=tuple(namesakes),
-            service_missing=service is None,
-            storage_error=storage_error,
-            create_error=create_error,
-            progress=progress,
-            progress_interval=progress_interval,
-            workload=workload,
-        )
-
-    @property
-    def generation(self) -> int:
-        generation = (self.job.get("metadata") or {}).get("generation")
-        return generation if isinstance(generation, int) else 1
 
 
 # ---- what the core decides ----

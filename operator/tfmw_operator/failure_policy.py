@@ -13,6 +13,7 @@ from datetime import UTC, datetime, timedelta
 from tfmw_operator.api import JobSpec, RestartPolicy
 from tfmw_operator.builders import pod_name
 from tfmw_operator.observed import ObservedPod
+from tfmw_operator.verdicts import Fail, Restart
 
 # Exit codes from 128 up are deaths by signal (137 = SIGKILL, the OOM killer's too):
 # something happened to the worker, not a bug in the program.
@@ -20,22 +21,6 @@ FIRST_SIGNAL_EXIT_CODE = 128
 MESSAGE_TAIL_LINES = 5
 # A worker whose kubelet has not reported for this long (phase Unknown) is taken as lost.
 NODE_LOST_SECONDS = 60
-
-
-@dataclass(frozen=True)
-class Fail:
-    """The job ends Failed: `reason` for machines, `message` for the person who reads it."""
-
-    reason: str
-    message: str
-
-
-@dataclass(frozen=True)
-class Restart:
-    """The gang restarts; `message` says why and how many restarts are left."""
-
-    message: str
-    counted: bool = True  # against backoffLimit; a preemption by Kueue is not
 
 
 @dataclass(frozen=True)

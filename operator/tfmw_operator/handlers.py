@@ -10,25 +10,19 @@ import asyncio
 import contextlib
 import gc
 import logging
-import os
 from collections.abc import Mapping
-from pathlib import Path
 from typing import Any
 
 import kopf
 
 from tfmw_operator.api import GROUP, LABEL_QUEUE_NAME, PLURAL, VERSION
-from tfmw_operator.controller import EVENT_POSTERS, JobController
+from tfmw_operator.controller import JobController
+from tfmw_operator.events import EVENT_POSTERS
 from tfmw_operator.kube import Kube, connection_info
-from tfmw_operator.progress import DEFAULT_PROGRESS_INTERVAL_SECONDS
-
-SHARED_ROOT_ENV = "TFMW_SHARED_ROOT"
-PROGRESS_INTERVAL_ENV = "TFMW_PROGRESS_INTERVAL"
-NAMESPACES_ENV = "TFMW_NAMESPACES"  # comma-separated; empty: every namespace
+from tfmw_operator.settings import Settings
+from tfmw_operator.workqueue import Key
 
 logger = logging.getLogger(__name__)
-_controller: JobController | None = None
-_background: set[asyncio.Task[None]] = set()
 
 
 class NoDiffBase(kopf.DiffBaseStorage):
@@ -65,71 +59,109 @@ class NoProgress(kopf.ProgressStorage):
         return essence
 
 
-def controller() -> JobController:
-    if _controller is None:
-        raise RuntimeError("the operator has not started")
-    return _controller
+class Operator:
+    """One operator's life: its settings, and the controller and background tasks that
+    start-up builds from them. The kopf handlers below close over one of these."""
+
+    def __init__(self, settings: Settings) -> None:
+        self.settings = settings
+        self._controller: JobController | None = None
+        self._background: set[asyncio.Task[None]] = set()
+
+    @property
+    def controller(self) -> JobController:
+        if self._controller is None:
+            raise RuntimeError("the operator has not started")
+        return self._controller
+
+    async def start(self, kopf_settings: kopf.OperatorSettings) -> None:
+        kopf_settings.peering.standalone = True
+        kopf_settings.posting.level = logging.WARNING  # kopf's own chatter; our Events are posted explicitly
+        kopf_settings.watching.server_timeout = 300
+        kopf_settings.networking.request_timeout = 60
+        # kopf keeps a worker, holding the last body, per object until it idles out; with
+        # thousands of pods that is most of the operator's memory.
+        kopf_settings.queueing.idle_timeout = 1.0
+        kopf_settings.persistence.diffbase_storage = NoDiffBase()
+        kopf_settings.persistence.progress_storage = NoProgress()
+        loop = asyncio.get_running_loop()
+        credentials = await asyncio.to_thread(connection_info)  # reads files: not on the event loop
+        controller = self._controller = JobController(Kube(credentials), self.settings)
+        posters = (controller.events.run() for _ in range(EVENT_POSTERS))
+        for work in (controller.files.run(), *(w.run() for w in controller.watches()), *posters):
+            self._background.add(loop.create_task(work))
+        # What start-up loaded (kopf, aiohttp, ours) lives as long as the process: kept out of
+        # the collector's full passes, which took 30 ms each on a 2-core VM, a stall that
+        # landed in the middle of a launch now and then.
+        gc.freeze()
+        logger.info(
+            "tfmw operator started; shared root %s, progress every %.0fs",
+            self.settings.shared_root,
+            self.settings.progress_interval,
+        )
+
+    async def stop(self) -> None:
+        if self._controller is not None:
+            await self._controller.queue.drain()  # no reconcile starts after this
+        for task in self._background:
+            task.cancel()
+        # The Event posters post what is left before they end.
+        with contextlib.suppress(TimeoutError):
+            await asyncio.wait_for(asyncio.gather(*self._background, return_exceptions=True), timeout=10)
+        if self._controller is not None:
+            await self._controller.kube.close()
+
+    async def job_event(self, event: Mapping[str, Any], key: Key) -> None:
+        job = event["object"]
+        controller = self.controller
+        if event["type"] == "DELETED":
+            controller.jobs.remove(job)
+            controller.queue.forget(key)
+            meta = job.get("metadata", {})
+            if (meta.get("labels") or {}).get(LABEL_QUEUE_NAME):
+                await controller.forget_deleted(key, meta.get("uid", ""))
+            return
+        if controller.jobs.put(job):  # not the echo of a status write of our own
+            controller.queue.trigger(key)
 
 
-@kopf.on.startup()
-async def start(settings: kopf.OperatorSettings, **_: Any) -> None:
-    global _controller
-    settings.peering.standalone = True
-    settings.posting.level = logging.WARNING  # kopf's own chatter; our Events are posted explicitly
-    settings.watching.server_timeout = 300
-    settings.networking.request_timeout = 60
-    # kopf keeps a worker, holding the last body, per object until it idles out; with
-    # thousands of pods that is most of the operator's memory.
-    settings.queueing.idle_timeout = 1.0
-    settings.persistence.diffbase_storage = NoDiffBase()
-    settings.persistence.progress_storage = NoProgress()
-    loop = asyncio.get_running_loop()
-    shared_root = Path(os.environ.get(SHARED_ROOT_ENV, "/var/lib/tfmw/shared"))
-    progress_interval = float(os.environ.get(PROGRESS_INTERVAL_ENV, DEFAULT_PROGRESS_INTERVAL_SECONDS))
-    namespaces = [n for n in os.environ.get(NAMESPACES_ENV, "").split(",") if n]
-    credentials = await asyncio.to_thread(connection_info)  # reads files: not on the event loop
-    _controller = JobController(Kube(credentials), shared_root, progress_interval, namespaces)
-    posters = (_controller.post_events() for _ in range(EVENT_POSTERS))
-    for work in (_controller.watch_markers(), *(w.run() for w in _controller.watches()), *posters):
-        _background.add(loop.create_task(work))
-    # What start-up loaded (kopf, aiohttp, ours) lives as long as the process: kept out of
-    # the collector's full passes, which took 30 ms each on a 2-core VM, a stall that
-    # landed in the middle of a launch now and then.
-    gc.freeze()
-    logger.info("tfmw operator started; shared root %s, progress every %.0fs", shared_root, progress_interval)
+def registry(operator: Operator) -> kopf.OperatorRegistry:
+    """kopf's handlers for one operator. Pods and Services come from the controller's own
+    watches: kopf can filter them by label only after receiving every pod in the cluster."""
+    handlers = kopf.OperatorRegistry()
+
+    @kopf.on.startup(registry=handlers)
+    async def start(settings: kopf.OperatorSettings, **_: Any) -> None:
+        await operator.start(settings)
+
+    @kopf.on.login(registry=handlers)
+    def login(**kwargs: Any) -> kopf.ConnectionInfo | None:
+        """In a pod its service account, elsewhere $KUBECONFIG as it is now, not at import time."""
+        return kopf.login_with_service_account(**kwargs) or kopf.login_with_kubeconfig(**kwargs)
+
+    @kopf.on.cleanup(registry=handlers)
+    async def stop(**_: Any) -> None:
+        await operator.stop()
+
+    @kopf.on.event(GROUP, VERSION, PLURAL, registry=handlers)
+    async def job_event(event: Mapping[str, Any], namespace: str | None, name: str, **_: Any) -> None:
+        await operator.job_event(event, (namespace or "", name))
+
+    return handlers
 
 
-@kopf.on.login()
-def login(**kwargs: Any) -> kopf.ConnectionInfo | None:
-    """In a pod its service account, elsewhere $KUBECONFIG as it is now, not at import time."""
-    return kopf.login_with_service_account(**kwargs) or kopf.login_with_kubeconfig(**kwargs)
-
-
-@kopf.on.cleanup()
-async def stop(**_: Any) -> None:
-    if _controller is not None:
-        await _controller.queue.drain()  # no reconcile starts after this
-    for task in _background:
-        task.cancel()
-    # The Event posters post what is left before they end.
-    with contextlib.suppress(TimeoutError):
-        await asyncio.wait_for(asyncio.gather(*_background, return_exceptions=True), timeout=10)
-    if _controller is not None:
-        await _controller.kube.close()
-
-
-@kopf.on.event(GROUP, VERSION, PLURAL)
-async def job_event(event: Mapping[str, Any], namespace: str | None, name: str, **_: Any) -> None:
-    """Pods and Services come from the controller's own watches: kopf can filter them by
-    label only after receiving every pod in the cluster."""
-    key = (namespace or "", name)
-    job = event["object"]
-    if event["type"] == "DELETED":
-        controller().jobs.remove(job)
-        controller().queue.forget(key)
-        meta = job.get("metadata", {})
-        if (meta.get("labels") or {}).get(LABEL_QUEUE_NAME):
-            await controller().forget_deleted(key, meta.get("uid", ""))
-        return
-    if controller().jobs.put(job):  # not the echo of a status write of our own
-        controller().queue.trigger(key)
+async def operate(
+    settings: Settings,
+    stop_flag: asyncio.Event | None = None,
+    ready_flag: asyncio.Event | None = None,
+) -> None:
+    """Run one operator until it is stopped (a signal, or `stop_flag`)."""
+    await kopf.operator(
+        registry=registry(Operator(settings)),
+        standalone=True,
+        clusterwide=not settings.namespaces,
+        namespaces=settings.namespaces,
+        liveness_endpoint=settings.liveness_url,
+        stop_flag=stop_flag,
+        ready_flag=ready_flag,
+    )

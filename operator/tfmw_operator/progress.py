@@ -17,6 +17,17 @@ from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 
 from tfmw_operator.api import parse_time
+from tfmw_operator.contract import (
+    PROGRESS_ATTEMPT,
+    PROGRESS_EPOCH,
+    PROGRESS_EXAMPLES_PER_SECOND,
+    PROGRESS_JOB_UID,
+    PROGRESS_METRICS,
+    PROGRESS_STEP,
+    PROGRESS_TOTAL_EPOCHS,
+    PROGRESS_TOTAL_STEPS,
+    PROGRESS_UPDATED_AT,
+)
 from tfmw_operator.status import ProgressRate, ProgressStatus, evolve
 
 MAX_PROGRESS_BYTES = 16 * 1024
@@ -123,18 +134,18 @@ def parse_progress(content: bytes, modified: datetime) -> ProgressReport:
         raise ProgressError(f"not JSON: {str(error)[:80]}") from None
     if not isinstance(document, dict):
         raise ProgressError("must be a JSON object")
-    epoch, total_epochs = _count(document, "epoch", 0), _count(document, "totalEpochs", 1)
-    step, total_steps = _count(document, "step", 0), _count(document, "totalSteps", 1)
+    epoch, total_epochs = _count(document, PROGRESS_EPOCH, 0), _count(document, PROGRESS_TOTAL_EPOCHS, 1)
+    step, total_steps = _count(document, PROGRESS_STEP, 0), _count(document, PROGRESS_TOTAL_STEPS, 1)
     if epoch is not None and total_epochs is not None and epoch > total_epochs:
         raise ProgressError(f"epoch {epoch} is beyond totalEpochs {total_epochs}")
     if step is not None and total_steps is not None and step > total_steps:
         raise ProgressError(f"step {step} is beyond totalSteps {total_steps}")
-    rate = document.get("examplesPerSecond")
-    examples_per_second = None if rate is None else _number(rate, "examplesPerSecond")
+    rate = document.get(PROGRESS_EXAMPLES_PER_SECOND)
+    examples_per_second = None if rate is None else _number(rate, PROGRESS_EXAMPLES_PER_SECOND)
     if examples_per_second is not None and examples_per_second < 0:
         raise ProgressError("examplesPerSecond must not be negative")
     updated_at = modified
-    stamp = document.get("updatedAt")
+    stamp = document.get(PROGRESS_UPDATED_AT)
     if stamp is not None:
         parsed = _unix_time(stamp) if isinstance(stamp, int | float) else parse_time(stamp)
         if parsed is None:
@@ -142,7 +153,7 @@ def parse_progress(content: bytes, modified: datetime) -> ProgressReport:
         updated_at = parsed
     # Milliseconds, as the status records it: the same document then compares equal.
     updated_at = updated_at.replace(microsecond=updated_at.microsecond // 1000 * 1000)
-    job_uid = document.get("jobUid")
+    job_uid = document.get(PROGRESS_JOB_UID)
     if job_uid is not None and (not isinstance(job_uid, str) or len(job_uid) > 64):
         raise ProgressError("jobUid must be the job's UID (TFMW_JOB_UID)")
     return ProgressReport(
@@ -151,10 +162,10 @@ def parse_progress(content: bytes, modified: datetime) -> ProgressReport:
         total_epochs=total_epochs,
         step=step,
         total_steps=total_steps,
-        metrics=_metrics(document.get("metrics")),
+        metrics=_metrics(document.get(PROGRESS_METRICS)),
         examples_per_second=examples_per_second,
         job_uid=job_uid,
-        attempt=_count(document, "attempt", 0),
+        attempt=_count(document, PROGRESS_ATTEMPT, 0),
     )
 
 

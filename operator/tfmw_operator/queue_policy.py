@@ -11,17 +11,11 @@ Workload deleted, which makes Kueue release the attempt's pods.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass
 
 from tfmw_operator.api import JobSpec
 from tfmw_operator.builders import pod_group_name
 from tfmw_operator.observed import ObservedPod, WorkloadState
-
-
-@dataclass(frozen=True)
-class Queued:
-    reason: str
-    message: str
+from tfmw_operator.verdicts import Queued
 
 
 def judge_queue(

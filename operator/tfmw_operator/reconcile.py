@@ -18,10 +18,9 @@ from datetime import datetime, timedelta
 from tfmw_operator.api import JobSpec, Phase, SpecError, parse_time
 from tfmw_operator.builders import build_pod, build_service, pod_group_name
 from tfmw_operator.cleanup_policy import after_finish, doomed_by_policy, overdue_deletions
-from tfmw_operator.completion_policy import MarkerVerdict, chief_exit, judge_marker
+from tfmw_operator.completion_policy import chief_exit, judge_marker
 from tfmw_operator.decision import (
     Action,
-    CreateErrorKind,
     CreatePods,
     Decision,
     DeleteJob,
@@ -31,16 +30,16 @@ from tfmw_operator.decision import (
     EnsureService,
     Event,
     Milestone,
-    Observed,
     ProgressWatch,
     RemoveMarker,
 )
-from tfmw_operator.failure_policy import Fail, Restart, judge_failures
-from tfmw_operator.observed import ObservedPod
+from tfmw_operator.failure_policy import judge_failures
+from tfmw_operator.observed import CreateErrorKind, Observed, ObservedPod
 from tfmw_operator.progress import next_progress
-from tfmw_operator.queue_policy import Queued, judge_queue, workloads_of, workloads_over
+from tfmw_operator.queue_policy import judge_queue, workloads_of, workloads_over
 from tfmw_operator.status import ConditionType, JobStatus, MarkerRecord, WorkerCounts, evolve
 from tfmw_operator.time_limits import active_deadline, judge_pending
+from tfmw_operator.verdicts import Fail, MarkerVerdict, Queued, Restart, WakeAt
 
 NAMESAKE_RECHECK_SECONDS = 2.0
 MAX_CREATE_BACKOFF_SECONDS = 300.0
@@ -96,7 +95,7 @@ def reconcile(obs: Observed) -> Decision:
         if step.status.finished:
             step.delete(obs.pods)
         else:
-            _fail(step, None, Fail("InvalidSpec", str(spec)), delete=obs.pods)
+            _fail(step, None, Fail("InvalidSpec", str(spec), stop_all=True))
         return _finish(step, None)
     _decide(step, spec)
     _progress(step, spec)
@@ -131,9 +130,10 @@ def _decide(step: _Step, job: JobSpec) -> None:
 
     deadline = active_deadline(job, step.status.start_time, step.now)
     if isinstance(deadline, Fail):
-        _fail(step, job, deadline, delete=step.obs.pods)
+        _fail(step, job, deadline)
         return
-    step.wake_at(deadline)
+    if isinstance(deadline, WakeAt):
+        step.wake_at(deadline.at)
 
     if stale:
         # A new pod beside a terminating one registers the same task twice and TF
@@ -157,7 +157,7 @@ def _decide(step: _Step, job: JobSpec) -> None:
 
     verdict = judge_failures(job, current, step.status.restarts, step.now)
     if isinstance(verdict, Fail):
-        _fail(step, job, verdict, delete=doomed_by_policy(job, current))
+        _fail(step, job, verdict)
         return
     if isinstance(verdict, Restart):
         _restart(step, job, verdict, current)
@@ -165,9 +165,10 @@ def _decide(step: _Step, job: JobSpec) -> None:
 
     chief = chief_exit(job, current, step.now)
     if isinstance(chief, Fail):
-        _fail(step, job, chief, delete=doomed_by_policy(job, current))
+        _fail(step, job, chief)
         return
-    step.wake_at(chief)
+    if isinstance(chief, WakeAt):
+        step.wake_at(chief.at)
 
     if _queued(step, job, current):
         return
@@ -251,7 +252,7 @@ def _waiting_to_retry(step: _Step, job: JobSpec) -> bool:
         return _restart_backoff(step)
     if error.kind is CreateErrorKind.INVALID:
         message = f"the API server refused the worker pods: {error.message}; fix spec.template"
-        _fail(step, job, Fail("InvalidTemplate", message), delete=step.obs.pods)
+        _fail(step, job, Fail("InvalidTemplate", message, stop_all=True))
         return True
     retry_at = error.at + timedelta(seconds=min(2.0**error.failures, MAX_CREATE_BACKOFF_SECONDS))
     message = f"creating worker pods was refused ({error.failures} times): {error.message}"
@@ -380,7 +381,7 @@ def _stalled(step: _Step, job: JobSpec, current: Sequence[ObservedPod]) -> bool:
             step.event("Warning", "Stalled", message)
         step.condition(ConditionType.STALLED, True, pending.stalled.stall_reason, message)
     if pending.fail is not None:
-        _fail(step, job, pending.fail, delete=doomed_by_policy(job, current))
+        _fail(step, job, pending.fail)
         return True
     step.wake_at(pending.wake_at)
     return False
@@ -437,7 +438,13 @@ def _succeed(step: _Step, job: JobSpec) -> None:
     _clean_up(step, job)
 
 
-def _fail(step: _Step, job: JobSpec | None, verdict: Fail, delete: Sequence[ObservedPod]) -> None:
+def _fail(step: _Step, job: JobSpec | None, verdict: Fail) -> None:
+    """The one place a job fails. Its pods go as the verdict says: all of them, or those of
+    the current attempt that cleanPodPolicy removes (_clean_up takes the rest per policy)."""
+    if verdict.stop_all or job is None:
+        delete: Sequence[ObservedPod] = step.obs.pods
+    else:
+        delete = doomed_by_policy(job, _by_attempt(step.obs.pods, step.status.attempt)[0])
     step.update(phase=Phase.FAILED, reason=verdict.reason, message=verdict.message, completion_time=step.now)
     step.condition(ConditionType.FAILED, True, verdict.reason, verdict.message)
     for kind in (ConditionType.RUNNING, ConditionType.RESTARTING):

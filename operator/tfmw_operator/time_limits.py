@@ -4,41 +4,22 @@ the `Stalled` condition for workers that do not start."""
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass
 from datetime import datetime, timedelta
 
 from tfmw_operator.api import JobSpec
-from tfmw_operator.failure_policy import Fail
 from tfmw_operator.observed import PERMANENT_STALL_REASONS, ObservedPod
+from tfmw_operator.verdicts import Fail, Pending, WakeAt
 
 
-def active_deadline(job: JobSpec, start_time: datetime | None, now: datetime) -> Fail | datetime | None:
-    """Fail once the deadline passed, else when to look again; None without a deadline."""
+def active_deadline(job: JobSpec, start_time: datetime | None, now: datetime) -> Fail | WakeAt | None:
+    """Fail once the deadline passed (every pod goes), else wake then; None without a deadline."""
     limit = job.run_policy.active_deadline_seconds
     if limit is None or start_time is None:
         return None
     deadline = start_time + timedelta(seconds=limit)
     if now < deadline:
-        return deadline
-    return Fail("DeadlineExceeded", f"the job ran longer than activeDeadlineSeconds={limit}")
-
-
-@dataclass(frozen=True)
-class Pending:
-    """What the attempt's Pending workers mean right now."""
-
-    stalled: ObservedPod | None = None  # the first worker stuck with a reason
-    fail: Fail | None = None
-    wake_at: datetime | None = None  # the next pending timeout
-
-    @property
-    def stall_message(self) -> str:
-        pod = self.stalled
-        if pod is None:
-            return ""
-        return (
-            f"worker {pod.index} (pod {pod.name}) is stuck Pending: {pod.stall_reason}: {pod.stall_message}"
-        )
+        return WakeAt(deadline)
+    return Fail("DeadlineExceeded", f"the job ran longer than activeDeadlineSeconds={limit}", stop_all=True)
 
 
 def judge_pending(

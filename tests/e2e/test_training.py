@@ -64,7 +64,7 @@ def test_sample_trains_to_success(
     lines = assert_trained_in_sync(name, workers)
     print(f"\n{name}: {workers} workers in sync: {lines}")
     marker = json.loads((shared_dir / NAMESPACE / name / "multiworker-complete.txt").read_text())
-    assert marker["job_uid"] == job["metadata"]["uid"] and marker["replicas"] == workers
+    assert marker["jobUid"] == job["metadata"]["uid"] and marker["replicas"] == workers
     job_dir = shared_dir / NAMESPACE / name
     assert (job_dir / "checkpoints" / "checkpoint").exists() or (job_dir / "final").exists()
 
@@ -89,7 +89,7 @@ def test_worker_killed_mid_training_restarts_the_gang_which_resumes(
     archived = shared_dir / NAMESPACE / crash / "logs" / "attempt-0" / "worker-1.log"
     assert "injected_crash epoch=2 exit_code=137" in archived.read_text()
     marker = json.loads((shared_dir / NAMESPACE / crash / "multiworker-complete.txt").read_text())
-    assert marker["attempt"] == 1 and marker["job_uid"] == job["metadata"]["uid"]
+    assert marker["attempt"] == 1 and marker["jobUid"] == job["metadata"]["uid"]
     assert "GangRestart" in kube.wait_events(NAMESPACE, crash, {"GangRestart"})
 
 

@@ -14,7 +14,6 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
-from kopf.testing import KopfRunner
 from kube import (
     LOCAL_KUBECONFIG,
     REPO,
@@ -24,7 +23,8 @@ from kube import (
     kubectl,
     pause_deployed_operator,
 )
-from operator_process import OperatorProcess
+from operator_process import OperatorProcess, OperatorThread
+from tfmw_operator.settings import Settings
 
 NAMESPACE_PREFIX = "it"
 CRD = REPO / "crds" / "tfmwjobs.tfmw.dev.yaml"
@@ -86,17 +86,18 @@ def operator_errors() -> Iterator[_ReconcileErrors]:
 @pytest.fixture(scope="session")
 def operator(
     kube: ClusterClient, kubelet: SimulatedKubelet, shared_root: Path, operator_errors: _ReconcileErrors
-) -> Iterator[KopfRunner]:
+) -> Iterator[OperatorThread]:
     """The operator in-process, watching the namespaces these tests create."""
-    os.environ["TFMW_SHARED_ROOT"] = str(shared_root)
     logging.getLogger("kopf").setLevel(logging.WARNING)
-    args = ["run", "--standalone", "--namespace", f"{NAMESPACE_PREFIX}-*", "-m", "tfmw_operator.handlers"]
-    with KopfRunner(args, timeout=60) as runner:
-        yield runner
+    settings = Settings(shared_root=shared_root, namespaces=(f"{NAMESPACE_PREFIX}-*",))
+    with OperatorThread(settings) as running:
+        yield running
 
 
 @pytest.fixture
-def namespace(kube: ClusterClient, operator: KopfRunner, operator_errors: _ReconcileErrors) -> Iterator[str]:
+def namespace(
+    kube: ClusterClient, operator: OperatorThread, operator_errors: _ReconcileErrors
+) -> Iterator[str]:
     name = kube.new_namespace(NAMESPACE_PREFIX)
     operator_errors.records.clear()
     yield name

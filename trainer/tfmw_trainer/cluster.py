@@ -8,7 +8,14 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
-DEFAULT_MARKER_FILE = "multiworker-complete.txt"
+from tfmw_operator.contract import (
+    ATTEMPT_ENV,
+    DEFAULT_MARKER_FILE,
+    JOB_UID_ENV,
+    MARKER_PATH_ENV,
+    SHARED_DIR_ENV,
+    TF_CONFIG,
+)
 
 
 @dataclass(frozen=True)
@@ -33,7 +40,7 @@ def placement(env: Mapping[str, str] | None = None) -> Placement:
     """Read the worker's place; without TF_CONFIG it is the only worker."""
     env = os.environ if env is None else env
     index, num_workers = 0, 1
-    raw = env.get("TF_CONFIG")
+    raw = env.get(TF_CONFIG)
     if raw:
         try:
             config = json.loads(raw)
@@ -46,13 +53,13 @@ def placement(env: Mapping[str, str] | None = None) -> Placement:
         index, num_workers = int(task["index"]), len(workers)
         if not 0 <= index < num_workers:
             raise ConfigError(f"TF_CONFIG task.index {index} is outside 0..{num_workers - 1}")
-    shared_dir = Path(env.get("TFMW_SHARED_DIR", "tfmw-output"))
-    marker = Path(env.get("TFMW_MARKER_PATH", str(shared_dir / DEFAULT_MARKER_FILE)))
+    shared_dir = Path(env.get(SHARED_DIR_ENV, "tfmw-output"))
+    marker = Path(env.get(MARKER_PATH_ENV, str(shared_dir / DEFAULT_MARKER_FILE)))
     return Placement(
         index=index,
         num_workers=num_workers,
-        attempt=int(env.get("TFMW_ATTEMPT", "0")),
-        job_uid=env.get("TFMW_JOB_UID", ""),
+        attempt=int(env.get(ATTEMPT_ENV, "0")),
+        job_uid=env.get(JOB_UID_ENV, ""),
         shared_dir=shared_dir,
         marker_path=marker,
     )

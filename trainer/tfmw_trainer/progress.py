@@ -7,9 +7,9 @@ atomically (a new file renamed over the old one), whenever it likes:
      "metrics": {"loss": 0.31, "accuracy": 0.91}, "examplesPerSecond": 5120.0,
      "updatedAt": "2026-12-01T07:00:00.000Z", "jobUid": "...", "attempt": 0}
 
-Every field is optional. This module uses the standard library only, so any program can
-copy it; a failed write is logged once and otherwise ignored: progress must never slow
-or break training.
+Every field is optional. This module uses the standard library and the wire contract
+(tfmw_operator.contract) only, so any program can copy the two; a failed write is logged
+once and otherwise ignored: progress must never slow or break training.
 """
 
 from __future__ import annotations
@@ -22,7 +22,9 @@ import time
 from collections.abc import Mapping
 from pathlib import Path
 
-PROGRESS_PATH_ENV = "TFMW_PROGRESS_PATH"
+from tfmw_operator import contract
+
+PROGRESS_PATH_ENV = contract.PROGRESS_PATH_ENV
 # Within an epoch, report at most this often; every epoch's end is reported as well.
 INTERIM_REPORT_SECONDS = 2.0
 
@@ -42,16 +44,19 @@ def progress_document(
     env: Mapping[str, str] | None = None,
 ) -> dict[str, object]:
     env = os.environ if env is None else env
+    attempt = env.get(contract.ATTEMPT_ENV, "")
     document: dict[str, object] = {
-        "epoch": epoch,
-        "totalEpochs": total_epochs,
-        "step": step,
-        "totalSteps": total_steps,
-        "metrics": {k: float(v) for k, v in (metrics or {}).items() if math.isfinite(float(v))},
-        "examplesPerSecond": examples_per_second,
-        "updatedAt": utc_now(),
-        "jobUid": env.get("TFMW_JOB_UID"),
-        "attempt": int(env["TFMW_ATTEMPT"]) if env.get("TFMW_ATTEMPT", "").isdigit() else None,
+        contract.PROGRESS_EPOCH: epoch,
+        contract.PROGRESS_TOTAL_EPOCHS: total_epochs,
+        contract.PROGRESS_STEP: step,
+        contract.PROGRESS_TOTAL_STEPS: total_steps,
+        contract.PROGRESS_METRICS: {
+            k: float(v) for k, v in (metrics or {}).items() if math.isfinite(float(v))
+        },
+        contract.PROGRESS_EXAMPLES_PER_SECOND: examples_per_second,
+        contract.PROGRESS_UPDATED_AT: utc_now(),
+        contract.PROGRESS_JOB_UID: env.get(contract.JOB_UID_ENV),
+        contract.PROGRESS_ATTEMPT: int(attempt) if attempt.isdigit() else None,
     }
     return {key: value for key, value in document.items() if value is not None}
 

@@ -20,6 +20,7 @@ from typing import Any
 
 import numpy as np
 import tensorflow as tf
+from tfmw_operator import contract
 
 from tfmw_trainer.cluster import Placement
 from tfmw_trainer.data import DIGITS, Dataset, load
@@ -63,10 +64,10 @@ def resumable_checkpoint(place: Placement) -> str | None:
     directory = place.shared_dir / "checkpoints"
     owner = directory / OWNER_FILE
     try:
-        written_by = json.loads(owner.read_text()).get("job_uid")
+        recorded = json.loads(owner.read_text())
     except (OSError, ValueError):
         return None
-    if written_by != place.job_uid:
+    if not isinstance(recorded, dict) or contract.marker_job_uid(recorded) != place.job_uid:
         return None
     latest: str | None = tf.train.latest_checkpoint(str(directory))
     return latest
@@ -74,7 +75,7 @@ def resumable_checkpoint(place: Placement) -> str | None:
 
 def claim_checkpoints(place: Placement) -> None:
     owner = place.shared_dir / "checkpoints" / OWNER_FILE
-    owner.write_text(json.dumps({"job_uid": place.job_uid}) + "\n")
+    owner.write_text(json.dumps({contract.MARKER_JOB_UID: place.job_uid}) + "\n")
 
 
 def build_model(config: TrainConfig, data: Dataset) -> Any:
@@ -162,15 +163,15 @@ def train(place: Placement, config: TrainConfig) -> dict[str, float]:
         write_marker(
             place,
             {
-                "job_uid": place.job_uid,
-                "attempt": place.attempt,
+                contract.MARKER_JOB_UID: place.job_uid,
+                contract.MARKER_ATTEMPT: place.attempt,
                 "workers": place.num_workers,
                 "replicas": replicas,
                 "mode": config.mode,
                 "epochs": config.epochs,
                 "data": data.name,
                 "metrics": metrics,
-                "finished_at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
+                "finishedAt": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
             },
         )
         say(place, f"marker_written path={place.marker_path}")

@@ -8,7 +8,7 @@ import yaml
 from kube import REPO
 from tfmw_operator import api
 from tfmw_operator.api import CleanPodPolicy, RestartPolicy, RunPolicy, parse_job
-from tfmw_trainer.cluster import DEFAULT_MARKER_FILE as TRAINER_MARKER_FILE
+from tfmw_operator.contract import DEFAULT_MARKER_FILE
 from wrappers import job
 
 CRD = yaml.safe_load((REPO / "crds" / "tfmwjobs.tfmw.dev.yaml").read_text())
@@ -26,7 +26,7 @@ def test_crd_defaults_equal_the_operators() -> None:
     assert spec["port"]["default"] == api.DEFAULT_PORT
     assert spec["sharedVolume"]["properties"]["mountPath"]["default"] == api.DEFAULT_MOUNT_PATH
     completion = spec["completion"]["properties"]
-    assert completion["markerFile"]["default"] == api.DEFAULT_MARKER_FILE
+    assert completion["markerFile"]["default"] == DEFAULT_MARKER_FILE
     assert completion["chiefExitGraceSeconds"]["default"] == api.DEFAULT_CHIEF_EXIT_GRACE_SECONDS
     assert run["restartPolicy"]["default"] == defaults.restart_policy.value
     assert run["backoffLimit"]["default"] == defaults.backoff_limit == api.DEFAULT_BACKOFF_LIMIT
@@ -40,10 +40,6 @@ def test_crd_enums_are_the_operators() -> None:
     run = spec_schema()["runPolicy"]["properties"]
     assert set(run["restartPolicy"]["enum"]) == {p.value for p in RestartPolicy}
     assert set(run["cleanPodPolicy"]["enum"]) == {p.value for p in CleanPodPolicy}
-
-
-def test_the_trainer_writes_the_marker_the_operator_waits_for() -> None:
-    assert TRAINER_MARKER_FILE == api.DEFAULT_MARKER_FILE
 
 
 def test_an_undefaulted_job_parses_with_the_crd_defaults() -> None:

@@ -8,20 +8,17 @@ import pytest
 from tfmw_operator.api import parse_job
 from tfmw_operator.builders import build_service
 from tfmw_operator.decision import (
-    CreateError,
-    CreateErrorKind,
     CreatePods,
     Decision,
     DeleteJob,
     DeletePods,
     EnsureJobDirectory,
     EnsureService,
-    Observed,
     PatchStatus,
     ProgressWatch,
     RemoveMarker,
 )
-from tfmw_operator.observed import MarkerState
+from tfmw_operator.observed import CreateError, CreateErrorKind, MarkerState, Observed
 from tfmw_operator.progress import ProgressProblem, ProgressReport
 from tfmw_operator.status import Condition, ConditionType, WorkerCounts
 from wrappers import at, decide, env_of, job, pod

@@ -17,14 +17,12 @@ from typing import Any
 
 import pytest
 from tfmw_operator.decision import (
-    CreateError,
-    CreateErrorKind,
     CreatePods,
     Decision,
     EnsureService,
     PatchStatus,
 )
-from tfmw_operator.observed import MarkerState, observe_pod
+from tfmw_operator.observed import CreateError, CreateErrorKind, MarkerState, observe_pod
 from tfmw_operator.progress import ProgressProblem, ProgressReport
 from wrappers import at, decide, job, pod
 

@@ -10,8 +10,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from tfmw_operator.api import Phase, parse_job
 from tfmw_operator.builders import build_service
-from tfmw_operator.decision import DeletePods, Observed
-from tfmw_operator.observed import MarkerState
+from tfmw_operator.decision import DeletePods
+from tfmw_operator.observed import MarkerState, Observed
 from tfmw_operator.reconcile import reconcile
 from wrappers import at, job, pod
 

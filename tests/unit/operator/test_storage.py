@@ -32,14 +32,21 @@ def root(tmp_path: Path) -> Path:
     return tmp_path
 
 
-def test_marker_names_its_job_and_attempt_when_the_trainer_wrote_it(root: Path) -> None:
-    (root / MARKER).write_text(json.dumps({"job_uid": "u1", "attempt": 2}))
+@pytest.mark.parametrize("uid_key", ["jobUid", "job_uid"])  # job_uid: markers written before 0.2.0
+def test_marker_names_its_job_and_attempt_when_the_trainer_wrote_it(root: Path, uid_key: str) -> None:
+    (root / MARKER).write_text(json.dumps({uid_key: "u1", "attempt": 2}))
     marker = read_marker(root, MARKER)
     assert marker.exists and marker.job_uid == "u1" and marker.attempt == 2 and marker.modified is not None
 
 
+def test_the_current_spelling_wins_over_the_old_one(root: Path) -> None:
+    (root / MARKER).write_text(json.dumps({"jobUid": "u1", "job_uid": "u0"}))
+    assert read_marker(root, MARKER).job_uid == "u1"
+
+
 @pytest.mark.parametrize(
-    "content", [b"chief finished\n", b"", b"\xff\xfe\x00garbage", b'{"job_uid": 7}', b"[1, 2]"]
+    "content",
+    [b"chief finished\n", b"", b"\xff\xfe\x00garbage", b'{"job_uid": 7}', b'{"jobUid": null}', b"[1, 2]"],
 )
 def test_any_content_counts_as_a_marker_naming_no_job(root: Path, content: bytes) -> None:
     (root / MARKER).write_bytes(content)

@@ -69,7 +69,7 @@ def test_two_workers_train_in_sync_and_the_chief_writes_the_marker(tmp_path: Pat
     assert len(lines[0]) == 3
     assert lines[0] == lines[1], "workers must print identical per-epoch lines"
     marker = json.loads((tmp_path / "multiworker-complete.txt").read_text())
-    assert marker["job_uid"] == "uid-test" and marker["replicas"] == 2 and marker["mode"] == mode
+    assert marker["jobUid"] == "uid-test" and marker["replicas"] == 2 and marker["mode"] == mode
     assert marker["metrics"]["loss"] == float(lines[0][-1].split("loss=")[1].split()[0])
     assert "marker_written" in outputs[0] and "marker_written" not in outputs[1]
     assert not (tmp_path / ".worker-scratch" / "worker-1").exists()

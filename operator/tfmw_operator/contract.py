@@ -1,0 +1,60 @@
+"""The wire contract with a training program: what it sees and what it writes.
+
+The operator sets the environment below in each worker's main container; the chief
+writes the completion marker and, optionally, the progress document in the job's
+folder on the shared volume. The operator and the reference trainer both import this
+module, so the two sides cannot drift; it uses the standard library alone, and any
+program may copy it. docs/training-program.md describes it for people.
+
+Keys are camelCase, as in the Kubernetes API. Markers written before 0.2.0 spelled the
+job's UID `job_uid`: that spelling is still read, for one release (see CHANGELOG.md).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Final
+
+# ---- what a worker sees: set by the operator, refused in a job's template ----
+
+TF_CONFIG: Final = "TF_CONFIG"
+RESERVED_ENV_PREFIX: Final = "TFMW_"
+JOB_NAME_ENV: Final = "TFMW_JOB_NAME"
+JOB_UID_ENV: Final = "TFMW_JOB_UID"
+NAMESPACE_ENV: Final = "TFMW_NAMESPACE"
+WORKER_INDEX_ENV: Final = "TFMW_WORKER_INDEX"
+NUM_WORKERS_ENV: Final = "TFMW_NUM_WORKERS"
+ATTEMPT_ENV: Final = "TFMW_ATTEMPT"
+SHARED_DIR_ENV: Final = "TFMW_SHARED_DIR"  # the job's folder, as the pod mounts it
+MARKER_PATH_ENV: Final = "TFMW_MARKER_PATH"
+PROGRESS_PATH_ENV: Final = "TFMW_PROGRESS_PATH"
+
+# ---- what the chief writes in the job's folder ----
+
+DEFAULT_MARKER_FILE: Final = "multiworker-complete.txt"  # spec.completion.markerFile
+PROGRESS_FILE: Final = "progress.json"
+
+# The marker: any content ends the job well. A JSON object may name the job it was
+# written for (a marker of an earlier job of the same name is then never counted) and
+# the attempt that wrote it.
+MARKER_JOB_UID: Final = "jobUid"
+MARKER_ATTEMPT: Final = "attempt"
+LEGACY_MARKER_JOB_UID: Final = "job_uid"  # read until 0.3.0
+
+# The progress document: one JSON object, every key optional.
+PROGRESS_EPOCH: Final = "epoch"
+PROGRESS_TOTAL_EPOCHS: Final = "totalEpochs"
+PROGRESS_STEP: Final = "step"
+PROGRESS_TOTAL_STEPS: Final = "totalSteps"
+PROGRESS_METRICS: Final = "metrics"
+PROGRESS_EXAMPLES_PER_SECOND: Final = "examplesPerSecond"
+PROGRESS_UPDATED_AT: Final = "updatedAt"  # RFC 3339 or Unix seconds; else the file's mtime
+PROGRESS_JOB_UID: Final = "jobUid"
+PROGRESS_ATTEMPT: Final = "attempt"
+
+
+def marker_job_uid(marker: Mapping[str, object]) -> object:
+    """The UID a parsed marker names, under either spelling (None: it names none)."""
+    if MARKER_JOB_UID in marker:
+        return marker[MARKER_JOB_UID]
+    return marker.get(LEGACY_MARKER_JOB_UID)

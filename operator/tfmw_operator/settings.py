@@ -1,0 +1,27 @@
+"""The operator's settings: built once from the command line, handed to what needs them."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+
+from tfmw_operator.progress import DEFAULT_PROGRESS_INTERVAL_SECONDS
+
+
+@dataclass(frozen=True)
+class Settings:
+    shared_root: Path  # where the jobs' shared storage is mounted
+    # Watched namespaces: exact names, or kopf's patterns (then pods and Services are
+    # watched cluster-wide and only the jobs are filtered). Empty: every namespace.
+    namespaces: tuple[str, ...] = ()
+    progress_interval: float = (
+        DEFAULT_PROGRESS_INTERVAL_SECONDS  # at most one progress write per job per this
+    )
+    liveness_url: str | None = None  # kopf's liveness endpoint; None: not served
+
+    @property
+    def exact_namespaces(self) -> tuple[str, ...]:
+        """The namespaces to scope pod and Service watches to; () when any is a pattern."""
+        if any(not n.replace("-", "").isalnum() for n in self.namespaces):
+            return ()
+        return self.namespaces
