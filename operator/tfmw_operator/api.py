@@ -7,7 +7,7 @@ the core never depends on which API server version served the object.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 from enum import StrEnum
 from typing import Any
 
@@ -51,14 +51,39 @@ def copy_json(value: Any) -> Any:
     return value
 
 
+# The ends of the calendar: a time limit that runs past the last one never fires.
+NEVER = datetime.max.replace(tzinfo=UTC)
+DAWN = datetime.min.replace(tzinfo=UTC)
+
+
+def later(start: datetime, seconds: float) -> datetime:
+    """`start` plus `seconds`, held to the calendar: limits come from specs, statuses and
+    files, and any of them may be absurd (activeDeadlineSeconds 2**63-1 is valid)."""
+    try:
+        return start + timedelta(seconds=seconds)
+    except OverflowError:
+        return NEVER if seconds > 0 else DAWN
+
+
+def _utc(value: datetime) -> datetime:
+    # astimezone() may step past the calendar's end from an offset near it.
+    try:
+        return value.astimezone(UTC)
+    except OverflowError:
+        return NEVER if value.year > 1 else DAWN
+
+
 def format_time(value: datetime) -> str:
-    """Kubernetes' timestamp format (RFC 3339, seconds, UTC)."""
-    return value.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+    """Kubernetes' timestamp format (RFC 3339, seconds, UTC); years padded to four digits,
+    which strftime does not do below 1000."""
+    v = _utc(value)
+    return f"{v.year:04d}-{v.month:02d}-{v.day:02d}T{v.hour:02d}:{v.minute:02d}:{v.second:02d}Z"
 
 
 def format_precise_time(value: datetime) -> str:
     """RFC 3339 with milliseconds: progress figures come faster than once a second."""
-    return value.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%S.%f")[:-3] + "Z"
+    v = _utc(value)
+    return format_time(v)[:-1] + f".{v.microsecond // 1000:03d}Z"
 
 
 def parse_time(value: object) -> datetime | None:

@@ -4,9 +4,9 @@ removes the job itself."""
 from __future__ import annotations
 
 from collections.abc import Sequence
-from datetime import datetime, timedelta
+from datetime import datetime
 
-from tfmw_operator.api import CleanPodPolicy, JobSpec
+from tfmw_operator.api import CleanPodPolicy, JobSpec, later
 from tfmw_operator.observed import ObservedPod
 from tfmw_operator.verdicts import Cleanup
 
@@ -22,7 +22,7 @@ def overdue_deletions(pods: Sequence[ObservedPod], now: datetime) -> tuple[list[
     for pod in pods:
         if not pod.deleting or pod.deleting_since is None:
             continue
-        limit = pod.deleting_since + timedelta(seconds=pod.grace_seconds + STUCK_TERMINATING_SECONDS)
+        limit = later(pod.deleting_since, pod.grace_seconds + STUCK_TERMINATING_SECONDS)
         if now >= limit:
             overdue.append(pod.name)
         else:
@@ -54,7 +54,7 @@ def after_finish(
     if succeeded and job.run_policy.clean_pod_policy is CleanPodPolicy.RUNNING:
         # Workers exit on their own right after the marker; deleting them at once would
         # lose their logs, so running pods get the chief's grace period first.
-        grace_end = completed + timedelta(seconds=job.chief_exit_grace_seconds)
+        grace_end = later(completed, job.chief_exit_grace_seconds)
         if now < grace_end:
             doomed = list(stale)
             if any(p.active for p in current):
@@ -72,4 +72,4 @@ def after_finish(
 
 def ttl_expiry(job: JobSpec, completed: datetime) -> datetime | None:
     ttl = job.run_policy.ttl_seconds_after_finished
-    return None if ttl is None else completed + timedelta(seconds=ttl)
+    return None if ttl is None else later(completed, ttl)

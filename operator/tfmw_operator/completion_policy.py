@@ -3,9 +3,9 @@
 from __future__ import annotations
 
 from collections.abc import Sequence
-from datetime import datetime, timedelta
+from datetime import datetime
 
-from tfmw_operator.api import JobSpec
+from tfmw_operator.api import JobSpec, later
 from tfmw_operator.observed import MarkerState, ObservedPod
 from tfmw_operator.verdicts import Fail, MarkerVerdict, WakeAt
 
@@ -28,7 +28,7 @@ def chief_exit(job: JobSpec, current: Sequence[ObservedPod], now: datetime) -> F
         return None
     # No finishedAt (a kubelet that lost it): the pod's latest change, else its creation.
     exited = chief.finished_at or chief.changed_at or chief.created or now
-    deadline = exited + timedelta(seconds=job.chief_exit_grace_seconds)
+    deadline = later(exited, job.chief_exit_grace_seconds)
     if now < deadline:
         return WakeAt(deadline)
     return Fail(

@@ -31,8 +31,8 @@ from tfmw_operator.informer import Informer, LatestJobs
 from tfmw_operator.job_files import JobFileWatcher, Signature
 from tfmw_operator.kube import ApiError, CreateRefused, Kube
 from tfmw_operator.observed import (
+    CreatedObject,
     CreateError,
-    CreateErrorKind,
     MarkerState,
     Observed,
     ObservedPod,
@@ -41,7 +41,7 @@ from tfmw_operator.observed import (
     observe_workload,
 )
 from tfmw_operator.progress import ProgressProblem, ProgressReading
-from tfmw_operator.reconcile import reconcile
+from tfmw_operator.reconcile import reconcile, reconcile_failed
 from tfmw_operator.settings import Settings
 from tfmw_operator.status import JobStatus, merge_patch
 from tfmw_operator.storage import (
@@ -59,6 +59,15 @@ from tfmw_operator.workqueue import Key, WorkQueue
 logger = logging.getLogger(__name__)
 
 QUEUE_RECHECK_SECONDS = 2.0
+# A reconcile that raises is tried again after 2, 4, 8 ... seconds, at most this often;
+# from the third failure in a row the job's status and a Warning name the error.
+FIRST_RETRY_SECONDS = 2.0
+MAX_RETRY_SECONDS = 300.0
+REPORT_AFTER_FAILURES = 3
+# kopf lists jobs again after a watch expires but tells nothing of those deleted in the
+# gap: a job that lists this far apart both leave out is forgotten.
+JOB_AUDIT_SECONDS = 60.0
+SERVICE_RETRY_SECONDS = 30.0  # a running gang's missing Service, refused: tried again after this
 LOG_ARCHIVE_BYTES = 4 * 1024 * 1024
 # Launches deciding and creating at once. More only queue for the connections, each with
 # its built pods held: a burst of 100 8-worker jobs peaked 15 MB higher, and was no faster.
@@ -69,9 +78,11 @@ LAUNCHES_AT_ONCE = 16
 class _JobState:
     """What the controller keeps of one job between reconciles (its files: JobFileWatcher)."""
 
+    uid: str = ""  # of the job this is about: a new job of the same name starts afresh
     active: bool = False  # tracked and not finished
     create_error: CreateError | None = None  # what the last pod creations ran into, until one succeeds
     namesake_service: Owned | None = None  # a Service with the job's name that is not its own
+    failures: int = 0  # reconciles that raised, in a row
 
 
 class JobController:
@@ -108,12 +119,43 @@ class JobController:
         # As a restarted controller must: decide nothing before the view holds every object.
         for watch in self.watches():
             await watch.synced.wait()
+        try:
+            job = self.jobs.get(key)
+            if job is None or JobStatus.from_json(job.get("status")).launched:
+                # A launched job's reconcile (its marker, its pods' fate) never waits behind launches.
+                requeue = await self._reconcile(key)
+            else:
+                async with self._launching:
+                    requeue = await self._reconcile(key)
+        except Exception as error:  # whatever one job runs into is that job's condition, not a loop
+            return await self._reconcile_failed(key, error)
+        if (state := self._states.get(key)) is not None:
+            state.failures = 0
+        return requeue
+
+    async def _reconcile_failed(self, key: Key, error: Exception) -> float:
+        """Try again with backoff; from REPORT_AFTER_FAILURES on, write the error into the
+        job's status and a Warning, and let its deadlines end it (reconcile_failed)."""
+        state = self._state(key)
+        state.failures += 1
+        delay = min(FIRST_RETRY_SECONDS * 2.0 ** min(state.failures - 1, 16), MAX_RETRY_SECONDS)
+        logger.error(
+            "reconcile of %s/%s failed (%d in a row); trying again in %.0fs",
+            *key, state.failures, delay, exc_info=error,
+        )  # fmt: skip
         job = self.jobs.get(key)
-        if job is None or JobStatus.from_json(job.get("status")).launched:
-            # A launched job's reconcile (its marker, its pods' fate) never waits behind launches.
-            return await self._reconcile(key)
-        async with self._launching:
-            return await self._reconcile(key)
+        if state.failures < REPORT_AFTER_FAILURES or job is None:
+            return delay
+        described = f"{type(error).__name__}: {error}"[:500]
+        try:
+            pods = self._view(self.pods, key[0]).of_job(key)
+            observed = Observed.of_owned(job, pods, MarkerState(), datetime.now(UTC))
+            decision = reconcile_failed(observed, described)
+            await self._apply(key, job, observed.pods, decision)
+        except Exception:
+            logger.exception("reporting the failed reconcile of %s/%s failed too", *key)
+            return delay
+        return delay if decision.requeue_after is None else min(delay, decision.requeue_after)
 
     async def _reconcile(self, key: Key) -> float | None:
         namespace, name = key
@@ -124,7 +166,13 @@ class JobController:
             return None
         pods = self._view(self.pods, namespace).of_job(key)
         service = next((s for s in self._view(self.services, namespace).of_job(key) if s.name == name), None)
-        state = self._states.get(key) or _JobState()
+        state = self._states.get(key)
+        uid = str((job.get("metadata") or {}).get("uid") or "")
+        if state is not None and state.uid != uid:
+            # Deleted and created again under its name: nothing of the old job carries over.
+            self._set_active(key, False)
+            state = self._states[key] = _JobState(uid=uid)
+        state = state or _JobState(uid=uid)
         if state.namesake_service is not None:
             service = await self._namesake_service(key)
         spec = parse_spec(job)
@@ -168,6 +216,32 @@ class JobController:
             requeue = QUEUE_RECHECK_SECONDS if requeue is None else min(requeue, QUEUE_RECHECK_SECONDS)
         return requeue
 
+    async def audit_jobs(self) -> None:
+        """Until cancelled: forget the jobs that were deleted while the watch could not see it."""
+        suspects: dict[Key, str] = {}
+        while True:
+            await asyncio.sleep(JOB_AUDIT_SECONDS)
+            try:
+                suspects = await self.audit_jobs_once(suspects)
+            except Exception as error:  # the next audit tries again; nothing is forgotten meanwhile
+                logger.warning("listing jobs to find those deleted unseen failed: %s", error)
+
+    async def audit_jobs_once(self, suspects: dict[Key, str]) -> dict[Key, str]:
+        """Forget the jobs held that this list and the one before (`suspects`) both leave
+        out; the jobs this list leaves out, to look at next time. Two lists, because a job
+        created while one is being made may be held already and not in it."""
+        listed: dict[Key, str] = {}
+        for namespace in self.settings.exact_namespaces or ("",):
+            listed |= await self.kube.list_job_uids(namespace)
+        missing = {key: uid for key, uid in self.jobs.uids().items() if listed.get(key) != uid}
+        for key, uid in missing.items():
+            job = self.jobs.get(key)
+            if suspects.get(key) == uid and job is not None:
+                logger.info("job %s/%s (uid %s) was deleted while unseen: forgotten", *key, uid)
+                self.jobs.remove(job)
+                self._forget(key)
+        return {key: uid for key, uid in missing.items() if suspects.get(key) != uid}
+
     async def _namesake_service(self, key: Key) -> Owned | None:
         """A Service of the job's name that is not its own, as it is now (gone, or still there)."""
         found = await self.kube.get_service(*key)
@@ -208,14 +282,15 @@ class JobController:
         while actions:
             action = actions.pop(0)
             if isinstance(action, RemoveMarker):
-                await self._best_effort(
-                    warnings, self.storage.call(action.relpath, remove_marker, action.relpath)
-                )
+                # Not best effort: a namesake's marker left in place would end this job at once.
+                await self.storage.call(action.relpath, remove_marker, action.relpath)
             elif isinstance(action, EnsureJobDirectory):
                 # Made while the Service and pods are created: no worker starts within the
                 # millisecond it takes, and a failure is only reported either way.
                 call = self.storage.call(action.relpath, ensure_job_directory, action.relpath, action.job_uid)
                 alongside.append(asyncio.ensure_future(self._best_effort(warnings, call)))
+            elif isinstance(action, EnsureService) and not action.launch:
+                await self._recreate_service(key, action.service, warnings)
             elif isinstance(action, EnsureService):
                 following = actions[0] if actions else None
                 pods_too = following.pods if isinstance(following, CreatePods) else ()
@@ -230,7 +305,7 @@ class JobController:
                     break
             elif isinstance(action, PatchStatus):
                 patch = merge_patch(job.get("status") or {}, action.status.to_json())
-                if patch and not await self._patch_status(namespace, name, patch, meta["resourceVersion"]):
+                if patch and not await self._patch_status(job, patch):
                     completed = False
                     break
             elif isinstance(action, DeletePods):
@@ -250,24 +325,23 @@ class JobController:
         return completed
 
     async def _launch(self, key: Key, namespace: str, service: Json, pods: Sequence[Json]) -> bool:
-        """The first pod alone, then the Service alongside the other pods.
-
-        On a busy API server the Service's creation, and the Endpoints and EndpointSlice
-        the controller-manager writes for it at once, slow a pod created beside them; a
-        lone worker's pod need not wait for either, and a gang's Service still goes out
-        with its second batch. False when either means deciding again.
-        """
-        created = await self._create_pods(key, namespace, pods[:1])
-        ours, rest_created = await asyncio.gather(
-            self._ensure_service(key, service),
-            self._create_pods(key, namespace, pods[1:] if created else (), first_batch=2),
-        )
-        return created and ours and rest_created
+        """The Service, then the pods: without it no worker resolves its peers, and pods
+        whose Service is refused would hold their nodes for nothing. False when either
+        means deciding again."""
+        return await self._ensure_service(key, service) and await self._create_pods(key, namespace, pods)
 
     async def _ensure_service(self, key: Key, service: Json) -> bool:
-        """False when a Service of that name is someone else's: decide again, knowing it."""
+        """False when a Service of that name is someone else's, or creating it was refused:
+        decide again, knowing it."""
         namespace = key[0]
-        created = await self.kube.create_service(namespace, service)
+        try:
+            created = await self.kube.create_service(namespace, service)
+        except CreateRefused as refused:
+            self._refused(key, CreatedObject.SERVICE, refused)
+            return False
+        state = self._state(key)
+        if state.create_error is not None and state.create_error.refused is CreatedObject.SERVICE:
+            state.create_error = None
         if created is not None:
             self._view(self.services, namespace).put(created)
             return True
@@ -281,6 +355,23 @@ class JobController:
             return True
         self._state(key).namesake_service = Owned.service_of(found)
         return False
+
+    async def _recreate_service(self, key: Key, service: Json, warnings: list[tuple[str, str]]) -> None:
+        """A running gang's Service went missing: create it again. A refusal (a full quota)
+        is reported and tried again later; the job's marker and failures are judged anyway."""
+        name = service["metadata"]["name"]
+        try:
+            created = await self.kube.create_service(key[0], service)
+        except CreateRefused as refused:
+            message = f"Service {name} is missing and creating it again was refused: {refused.message}"
+            warnings.append(
+                ("ServiceRefused", f"{message}; workers cannot resolve restarted peers until it is")
+            )
+            self.queue.trigger_later(key, SERVICE_RETRY_SECONDS)
+            return
+        if created is not None:
+            self._view(self.services, key[0]).put(created)
+            warnings.append(("ServiceRecreated", f"Service {name} was missing; created it again"))
 
     @staticmethod
     async def _best_effort(warnings: list[tuple[str, str]], call: Awaitable[object]) -> None:
@@ -312,24 +403,41 @@ class JobController:
                             view.put(pod)
                     batch *= 2
         except CreateRefused as refused:
-            previous = state.create_error
-            kind = CreateErrorKind.INVALID if refused.invalid else CreateErrorKind.FORBIDDEN
-            failures = previous.failures + 1 if previous and previous.kind is kind else 1
-            state.create_error = CreateError(kind, refused.message, failures, datetime.now(UTC))
-            logger.warning("creating pods of %s/%s refused: %s", *key, refused.message)
+            self._refused(key, CreatedObject.PODS, refused)
             return False
         state.create_error = None
         return True
 
-    async def _patch_status(self, namespace: str, name: str, patch: Json, resource_version: str) -> bool:
+    def _refused(self, key: Key, what: CreatedObject, refused: CreateRefused) -> None:
+        """Remember a refused creation for the core, which backs off or fails the job."""
+        state = self._state(key)
+        previous, now = state.create_error, datetime.now(UTC)
+        same = previous is not None and previous.kind is refused.kind and previous.refused is what
+        failures = previous.failures + 1 if previous is not None and same else 1
+        since = now if previous is None else previous.since or previous.at
+        state.create_error = CreateError(refused.kind, refused.message, failures, now, what, since)
+        logger.warning("creating the %s of %s/%s was refused: %s", what, *key, refused.message)
+
+    async def _patch_status(self, job: Json, patch: Json) -> bool:
+        """False when the job is not as read: decide again from it as it is, or forget it
+        when it is gone (a deletion the watch missed, in a re-list's gap)."""
+        meta = job["metadata"]
+        namespace, name = meta["namespace"], meta["name"]
         try:
-            self.jobs.put(await self.kube.patch_job_status(namespace, name, patch, resource_version))
+            self.jobs.put(await self.kube.patch_job_status(namespace, name, patch, meta["resourceVersion"]))
         except ApiError as error:
-            if error.status == 409:  # changed since it was read: decide again from the new one
-                return False
-            if error.status == 404:
-                return False
-            raise
+            if error.status not in (404, 409):
+                raise
+            # Changed since it was read, or gone: the watch may never tell (it missed it).
+            current = await self.kube.get_job(namespace, name)
+            if current is None or (current.get("metadata") or {}).get("uid") != meta.get("uid"):
+                self.jobs.remove(job)
+                self._forget((namespace, name))
+                if current is not None:  # a new job of the same name: decide for it afresh
+                    self.jobs.put(current)
+            else:
+                self.jobs.put(current)
+            return False
         return True
 
     async def _archive_and_delete(
@@ -404,7 +512,9 @@ class JobController:
         metrics.forget_job_progress(*key)
 
     def _state(self, key: Key) -> _JobState:
-        return self._states.setdefault(key, _JobState())
+        job = self.jobs.get(key)
+        uid = str(((job or {}).get("metadata") or {}).get("uid") or "")
+        return self._states.setdefault(key, _JobState(uid=uid))
 
     def _set_active(self, key: Key, active: bool) -> None:
         state = self._states.get(key) if not active else self._state(key)

@@ -32,6 +32,9 @@ class EnsureJobDirectory:
 @dataclass(frozen=True)
 class EnsureService:
     service: Json
+    # False: a running gang's Service went missing. Then a refusal is reported and the rest
+    # of the decision (the marker, the workers' failures) still carried out.
+    launch: bool = True
 
 
 @dataclass(frozen=True)

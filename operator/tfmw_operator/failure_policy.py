@@ -8,9 +8,9 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
-from datetime import UTC, datetime, timedelta
+from datetime import UTC, datetime
 
-from tfmw_operator.api import JobSpec, RestartPolicy
+from tfmw_operator.api import JobSpec, RestartPolicy, later
 from tfmw_operator.builders import pod_name
 from tfmw_operator.observed import ObservedPod
 from tfmw_operator.verdicts import Fail, Restart
@@ -82,7 +82,7 @@ def first_failure(job: JobSpec, current: Sequence[ObservedPod], now: datetime) -
             failures.append((pod.finished_at or never, failure_of(pod)))
         elif pod.deleting and pod.phase != "Succeeded":
             failures.append((never, vanished(index, pod.name, pod.preempted)))
-        elif pod.phase == "Unknown" and now >= (pod.changed_at or now) + timedelta(seconds=NODE_LOST_SECONDS):
+        elif pod.phase == "Unknown" and now >= later(pod.changed_at or now, NODE_LOST_SECONDS):
             lost = f"its node has not reported for {NODE_LOST_SECONDS}s (phase Unknown)"
             failures.append((never, WorkerFailure(index, pod.name, None, lost, disrupted=True)))
     if not failures:

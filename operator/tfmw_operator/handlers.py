@@ -88,7 +88,8 @@ class Operator:
         credentials = await asyncio.to_thread(connection_info)  # reads files: not on the event loop
         controller = self._controller = JobController(Kube(credentials), self.settings)
         posters = (controller.events.run() for _ in range(EVENT_POSTERS))
-        for work in (controller.files.run(), *(w.run() for w in controller.watches()), *posters):
+        watches = (w.run() for w in controller.watches())
+        for work in (controller.files.run(), controller.audit_jobs(), *watches, *posters):
             self._background.add(loop.create_task(work))
         # What start-up loaded (kopf, aiohttp, ours) lives as long as the process: kept out of
         # the collector's full passes, which took 30 ms each on a 2-core VM, a stall that

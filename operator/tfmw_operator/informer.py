@@ -242,6 +242,10 @@ class LatestJobs:
         self._jobs[key] = job
         return True
 
+    def uids(self) -> dict[Key, str]:
+        """The UID of each job held."""
+        return {key: str((job.get("metadata") or {}).get("uid") or "") for key, job in self._jobs.items()}
+
     def remove(self, job: Json) -> None:
         meta = job.get("metadata") or {}
         key = (meta.get("namespace") or "", meta.get("name") or "")

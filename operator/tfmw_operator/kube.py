@@ -17,6 +17,7 @@ import aiohttp
 import kopf
 
 from tfmw_operator.api import GROUP, PLURAL, VERSION, Json
+from tfmw_operator.observed import CreateErrorKind
 
 MERGE_PATCH = "application/merge-patch+json"
 logger = logging.getLogger(__name__)
@@ -32,6 +33,7 @@ WATCH_SECONDS = 300
 WATCH_TIMEOUT = aiohttp.ClientTimeout(total=None, sock_connect=5, sock_read=WATCH_SECONDS + 30)
 KUEUE_GROUP, KUEUE_VERSION, WORKLOADS = "kueue.x-k8s.io", "v1beta2", "workloads"
 JOBS = f"/apis/{GROUP}/{VERSION}"
+METADATA_LIST = "application/json;as=PartialObjectMetadataList;g=meta.k8s.io;v=v1"
 Login = Callable[[], kopf.ConnectionInfo]
 
 
@@ -62,12 +64,23 @@ class ApiError(Exception):
 
 
 class CreateRefused(Exception):
-    """The API server refused a pod; `invalid` when it never will accept it as written."""
+    """The API server refused to create an object; `kind` says whether it ever will."""
 
-    def __init__(self, invalid: bool, message: str) -> None:
+    def __init__(self, kind: CreateErrorKind, message: str) -> None:
         super().__init__(message)
-        self.invalid = invalid
+        self.kind = kind
         self.message = message
+
+    @classmethod
+    def of(cls, error: ApiError) -> CreateRefused | None:
+        """What a failed create means for the job; None for what is not about the object."""
+        if error.status in (400, 413, 422):  # as written, never: a bad field, or too large
+            return cls(CreateErrorKind.INVALID, error.message)
+        if error.status == 403:  # quota, Pod Security, RBAC: until someone acts
+            return cls(CreateErrorKind.FORBIDDEN, error.message)
+        if error.status == 429 or error.status >= 500:  # throttled, a failing webhook, the server
+            return cls(CreateErrorKind.UNAVAILABLE, error.message)
+        return None
 
 
 def connection_info() -> kopf.ConnectionInfo:
@@ -123,10 +136,13 @@ class Kube:
         body: Json | None = None,
         content_type: str = "application/json",
         timeout: aiohttp.ClientTimeout = REQUEST_TIMEOUT,
+        accept: str | None = None,
     ) -> Json:
         for attempt in (1, 2):
             data = None if body is None else json.dumps(body, separators=(",", ":"))
-            headers = {"Content-Type": content_type} if data is not None else None
+            headers = {"Content-Type": content_type} if data is not None else {}
+            if accept is not None:
+                headers["Accept"] = accept
             async with self.session.request(
                 method, self.server + path, params=params, data=data, headers=headers, timeout=timeout
             ) as response:
@@ -189,25 +205,25 @@ class Kube:
         Returns the pod created, None when it existed already (created by an earlier
         reconcile that did not record it) or the namespace is going.
         """
-        try:
-            return await self._create(_path(namespace, "pods"), pod, {"fieldValidation": "Strict"})
-        except ApiError as error:
-            if error.status == 409:
-                return None
-            if error.status in (400, 422):
-                raise CreateRefused(True, error.message) from error
-            if error.status == 403:
-                raise CreateRefused(False, error.message) from error
-            raise
+        return await self._create_refusable(_path(namespace, "pods"), pod, {"fieldValidation": "Strict"})
 
     async def create_service(self, namespace: str, service: Json) -> Json | None:
         """The Service created; None when one of that name exists (ours or a namesake)."""
+        return await self._create_refusable(_path(namespace, "services"), service)
+
+    async def _create_refusable(
+        self, path: str, body: Json, params: dict[str, str] | None = None
+    ) -> Json | None:
+        """Create; None when it exists already, CreateRefused when the API server will not."""
         try:
-            return await self._create(_path(namespace, "services"), service)
+            return await self._create(path, body, params)
         except ApiError as error:
             if error.status == 409:
                 return None
-            raise
+            refused = CreateRefused.of(error)
+            if refused is None:
+                raise
+            raise refused from error
 
     async def get_service(self, namespace: str, name: str) -> Json | None:
         return await self._get(_path(namespace, "services", name))
@@ -237,6 +253,32 @@ class Kube:
         body = {"metadata": {"resourceVersion": resource_version}, "status": status}
         path = _path(namespace, PLURAL, name, JOBS) + "/status"
         return await self.request("PATCH", path, body=body, content_type=MERGE_PATCH)
+
+    async def get_job(self, namespace: str, name: str) -> Json | None:
+        """The job as it is now, None when there is none; by a LIST, which the operator may
+        do (it watches jobs), where it has no need to GET."""
+        found = await self.request(
+            "GET", _path(namespace, PLURAL, "", JOBS), params={"fieldSelector": f"metadata.name={name}"}
+        )
+        items = found.get("items") or []
+        if not items:
+            return None
+        job: Json = items[0]
+        job.setdefault("apiVersion", f"{GROUP}/{VERSION}")
+        job.setdefault("kind", "TFMultiWorkerJob")
+        return job
+
+    async def list_job_uids(self, namespace: str = "") -> dict[tuple[str, str], str]:
+        """Every job's UID by (namespace, name), in one namespace or all: metadata only."""
+        path = _path(namespace, PLURAL, "", JOBS) if namespace else f"{JOBS}/{PLURAL}"
+        listed = await self.request("GET", path, accept=METADATA_LIST)
+        found = {}
+        for item in listed.get("items") or []:
+            meta = item.get("metadata") or {}
+            found[(str(meta.get("namespace") or ""), str(meta.get("name") or ""))] = str(
+                meta.get("uid") or ""
+            )
+        return found
 
     async def delete_job(self, namespace: str, name: str) -> None:
         await self._delete(_path(namespace, PLURAL, name, JOBS), {"propagationPolicy": "Background"})

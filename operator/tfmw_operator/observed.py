@@ -257,18 +257,26 @@ class Owned:
 
 
 class CreateErrorKind(StrEnum):
-    INVALID = "Invalid"  # the API server refused the pod as written (400/422): it never will take it
-    FORBIDDEN = "Forbidden"  # quota, Pod Security, a webhook (403): may pass once someone acts
+    INVALID = "Invalid"  # refused as written (400, 413, 422): it never will be taken
+    FORBIDDEN = "Forbidden"  # quota, Pod Security, RBAC (403): may pass once someone acts
+    UNAVAILABLE = "Unavailable"  # throttled, a failing webhook, the server (429, 5xx): may pass soon
+
+
+class CreatedObject(StrEnum):
+    PODS = "worker pods"
+    SERVICE = "Service"
 
 
 @dataclass(frozen=True)
 class CreateError:
-    """What the last pod creations of this job ran into, remembered by the shell."""
+    """What the last creations of this job's Service or pods ran into, remembered by the shell."""
 
     kind: CreateErrorKind
     message: str
     failures: int  # in a row
     at: datetime
+    refused: CreatedObject = CreatedObject.PODS
+    since: datetime | None = None  # the first refusal in a row; None: `at`
 
 
 @dataclass(frozen=True)

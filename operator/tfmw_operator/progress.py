@@ -14,9 +14,9 @@ import json
 import math
 import re
 from dataclasses import dataclass
-from datetime import UTC, datetime, timedelta
+from datetime import UTC, datetime
 
-from tfmw_operator.api import parse_time
+from tfmw_operator.api import NEVER, format_precise_time, later, parse_time
 from tfmw_operator.contract import (
     PROGRESS_ATTEMPT,
     PROGRESS_EPOCH,
@@ -34,6 +34,8 @@ MAX_PROGRESS_BYTES = 16 * 1024
 MAX_METRICS = 16
 MAX_COUNT = 10**12
 DEFAULT_PROGRESS_INTERVAL_SECONDS = 10.0
+# Clocks of nodes differ; a document dated further ahead than this is refused.
+MAX_CLOCK_AHEAD_SECONDS = 300
 METRIC_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_./-]{0,62}$")
 SUMMARY_METRICS = 3
 
@@ -228,6 +230,9 @@ def progress_status(
     if since is None and percent is not None:
         since = ProgressRate(percent, report.updated_at)
     left = eta_seconds(since, percent, report.updated_at)
+    eta_time = None if left is None else later(report.updated_at, left)
+    if eta_time is not None and eta_time >= NEVER:  # a rate so slow it never ends: no estimate
+        left = eta_time = None
     return ProgressStatus(
         attempt=attempt,
         epoch=report.epoch,
@@ -239,7 +244,7 @@ def progress_status(
         updated_at=report.updated_at,
         percent=percent,
         eta=format_duration(left) if left is not None else None,
-        eta_time=report.updated_at + timedelta(seconds=left) if left is not None else None,
+        eta_time=eta_time,
         last_update=now,
         epochs=_epochs(report),
         summary=_summary(report.metrics),
@@ -267,6 +272,11 @@ def next_progress(
     """What `status.progress` becomes now; `final` when the job finishes in this decision."""
     if reading is None:
         return ProgressUpdate(old)
+    if isinstance(reading, ProgressReport) and reading.updated_at > later(now, MAX_CLOCK_AHEAD_SECONDS):
+        reading = ProgressProblem(
+            f"updatedAt (else the file's modification time) {format_precise_time(reading.updated_at)} "
+            f"is more than {MAX_CLOCK_AHEAD_SECONDS}s ahead of the operator's clock; write the current time"
+        )
     if isinstance(reading, ProgressProblem):
         if old is not None and old.error == reading.message:
             return ProgressUpdate(old)
@@ -284,7 +294,7 @@ def next_progress(
             return ProgressUpdate(old)
         wanted, warning = progress_status(reading, attempt, old, now), None
     if old is not None and old.last_update is not None and not final:
-        due = old.last_update + timedelta(seconds=interval)
+        due = later(old.last_update, interval)
         if now < due:
             return ProgressUpdate(old, due=due)
     return ProgressUpdate(wanted, warning=warning)

@@ -15,7 +15,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 
-from tfmw_operator.api import JobSpec, Phase, SpecError, parse_time
+from tfmw_operator.api import NEVER, JobSpec, Phase, SpecError, later, parse_time
 from tfmw_operator.builders import build_pod, build_service, pod_group_name
 from tfmw_operator.cleanup_policy import after_finish, doomed_by_policy, overdue_deletions
 from tfmw_operator.completion_policy import chief_exit, judge_marker
@@ -34,7 +34,7 @@ from tfmw_operator.decision import (
     RemoveMarker,
 )
 from tfmw_operator.failure_policy import judge_failures
-from tfmw_operator.observed import CreateErrorKind, Observed, ObservedPod
+from tfmw_operator.observed import CreatedObject, CreateErrorKind, Observed, ObservedPod
 from tfmw_operator.progress import next_progress
 from tfmw_operator.queue_policy import judge_queue, workloads_of, workloads_over
 from tfmw_operator.status import ConditionType, JobStatus, MarkerRecord, WorkerCounts, evolve
@@ -72,7 +72,7 @@ class _Step:
         self.events.append(Event(type, reason, message))
 
     def wake_at(self, when: datetime | None) -> None:
-        if when is not None:
+        if when is not None and when < NEVER:
             self.due.append(when)
 
     def delete(self, pods: Sequence[ObservedPod], grace_seconds: int | None = None) -> None:
@@ -96,10 +96,48 @@ def reconcile(obs: Observed) -> Decision:
             step.delete(obs.pods)
         else:
             _fail(step, None, Fail("InvalidSpec", str(spec), stop_all=True))
+        _reconciled(step)
         return _finish(step, None)
     _decide(step, spec)
     _progress(step, spec)
+    _reconciled(step)
     return _finish(step, spec)
+
+
+def reconcile_failed(obs: Observed, error: str) -> Decision:
+    """The job's reconcile keeps failing with `error`: say so in a condition and a Warning,
+    and keep its clock running, so activeDeadlineSeconds and pendingTimeoutSeconds still
+    end it. Nothing else is decided; the shell keeps trying with backoff."""
+    step = _Step(obs, obs.status)
+    message = f"the operator cannot reconcile this job: {error}; it keeps trying, less and less often"
+    if not step.status.condition_is_true(ConditionType.RECONCILE_ERROR):
+        step.event("Warning", "ReconcileError", message)
+    step.condition(ConditionType.RECONCILE_ERROR, True, "ReconcileError", message)
+    spec = obs.spec
+    if not isinstance(spec, JobSpec) or step.status.finished:
+        return _finish(step, None)
+    deadline = active_deadline(spec, step.status.start_time, step.now)
+    if isinstance(deadline, Fail):
+        _fail(step, spec, deadline)
+        return _finish(step, None)
+    if isinstance(deadline, WakeAt):
+        step.wake_at(deadline.at)
+    if step.status.launched:
+        current, _ = _by_attempt(obs.pods, step.status.attempt)
+        pending = judge_pending(
+            spec, current, step.now, since=step.status.start_time if spec.queue_name else None
+        )
+        if pending.fail is not None:
+            _fail(step, spec, pending.fail)
+        else:
+            step.wake_at(pending.wake_at)
+    return _finish(step, None)
+
+
+def _reconciled(step: _Step) -> None:
+    """A ReconcileError condition, once there, turns False when a reconcile goes through."""
+    if step.status.condition_is_true(ConditionType.RECONCILE_ERROR):
+        step.condition(ConditionType.RECONCILE_ERROR, False, "Reconciled", "the job was reconciled")
 
 
 def _by_attempt(pods: Sequence[ObservedPod], attempt: int) -> tuple[list[ObservedPod], list[ObservedPod]]:
@@ -152,8 +190,7 @@ def _decide(step: _Step, job: JobSpec) -> None:
     if step.obs.service_missing:
         # Deleted by someone, or by the garbage collector along with a namesake's: without
         # it no worker can resolve its peers.
-        step.actions.append(EnsureService(build_service(job)))
-        step.event("Warning", "ServiceRecreated", f"Service {job.name} was missing; created it again")
+        step.actions.append(EnsureService(build_service(job), launch=False))
 
     verdict = judge_failures(job, current, step.status.restarts, step.now)
     if isinstance(verdict, Fail):
@@ -245,21 +282,40 @@ def _blocked_by_namesakes(step: _Step) -> bool:
 
 
 def _waiting_to_retry(step: _Step, job: JobSpec) -> bool:
-    """Pod creation was refused: fail on a template the API server will never take, back
-    off on one it may take once quota or policy change."""
+    """Creating the Service or pods was refused: fail on what the API server will never
+    take, back off on what it may take once quota, policy or the server itself change.
+    The job's clock runs meanwhile: activeDeadlineSeconds, and pendingTimeoutSeconds as
+    for workers that never start."""
     error = step.obs.create_error
     if error is None:
         return _restart_backoff(step)
+    pods = error.refused is CreatedObject.PODS
+    what = "worker pods" if pods else f"Service {job.name}"
     if error.kind is CreateErrorKind.INVALID:
-        message = f"the API server refused the worker pods: {error.message}; fix spec.template"
-        _fail(step, job, Fail("InvalidTemplate", message, stop_all=True))
+        fix = "fix spec.template" if pods else "fix spec.port"
+        message = f"the API server refused the {what}: {error.message}; {fix}"
+        _fail(step, job, Fail("InvalidTemplate" if pods else "InvalidService", message, stop_all=True))
         return True
-    retry_at = error.at + timedelta(seconds=min(2.0**error.failures, MAX_CREATE_BACKOFF_SECONDS))
-    message = f"creating worker pods was refused ({error.failures} times): {error.message}"
+    message = f"creating {what} was refused ({error.failures} times): {error.message}"
+    if not job.queue_name:
+        step.update(start_time=step.status.start_time or step.now)
+    timeout = job.run_policy.pending_timeout_seconds
+    if timeout is not None:
+        give_up = later(error.since or error.at, timeout)
+        if step.now >= give_up:
+            _fail(
+                step,
+                job,
+                Fail("PendingTimeout", f"{message}; for longer than pendingTimeoutSeconds={timeout}"),
+            )
+            return True
+        step.wake_at(give_up)
+    reason = "PodCreationRefused" if pods else "ServiceCreationRefused"
     if not step.status.condition_is_true(ConditionType.STALLED):
-        step.event("Warning", "PodCreationRefused", message)
-    step.condition(ConditionType.STALLED, True, "PodCreationRefused", message)
+        step.event("Warning", reason, message)
+    step.condition(ConditionType.STALLED, True, reason, message)
     step.update(phase=step.status.phase or Phase.PENDING)
+    retry_at = later(error.at, min(2.0 ** min(error.failures, 16), MAX_CREATE_BACKOFF_SECONDS))
     if step.now < retry_at:
         step.wake_at(retry_at)
         return True
@@ -276,9 +332,8 @@ def _restart_backoff(step: _Step) -> bool:
     since = parse_time(restarting.last_transition_time)
     if since is None:
         return False
-    ready_at = since + timedelta(
-        seconds=min(RESTART_BACKOFF_SECONDS * 2 ** (restarts - 2), MAX_RESTART_BACKOFF)
-    )
+    # The exponent is held too: restarts comes from the job's status, which may say anything.
+    ready_at = later(since, min(RESTART_BACKOFF_SECONDS * 2 ** min(restarts - 2, 16), MAX_RESTART_BACKOFF))
     if step.now >= ready_at:
         return False
     step.wake_at(ready_at)
@@ -485,6 +540,6 @@ def _finish(step: _Step, job: JobSpec | None) -> Decision:
     if job is not None and not new.finished and new.launched_attempt is not None:
         watch = job.marker_relpath
         last = new.progress.last_update if new.progress else None
-        interval = timedelta(seconds=step.obs.progress_interval)
-        progress = ProgressWatch(job.progress_relpath, last + interval if last else None)
+        not_before = later(last, step.obs.progress_interval) if last else None
+        progress = ProgressWatch(job.progress_relpath, not_before)
     return Decision.of(old, new, step.actions, events, requeue, watch, step.milestones, progress)

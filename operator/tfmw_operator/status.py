@@ -43,6 +43,7 @@ class ConditionType(StrEnum):
     STALLED = "Stalled"
     STORAGE_ERROR = "StorageError"
     QUEUED = "Queued"
+    RECONCILE_ERROR = "ReconcileError"
 
 
 @dataclass(frozen=True)

@@ -25,6 +25,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import TypeVar
 
+from tfmw_operator.api import DAWN, NEVER
 from tfmw_operator.contract import MARKER_ATTEMPT, marker_job_uid
 from tfmw_operator.observed import MarkerState
 from tfmw_operator.progress import (
@@ -131,6 +132,14 @@ def _read_regular(dir_fd: int, name: str, relpath: str, limit: int) -> tuple[byt
         os.close(fd)
 
 
+def modified_time(info: os.stat_result) -> datetime:
+    """A file's mtime, whatever number the filesystem holds, kept within the calendar."""
+    try:
+        return datetime.fromtimestamp(info.st_mtime, UTC)
+    except (OverflowError, OSError, ValueError):
+        return NEVER if info.st_mtime > 0 else DAWN
+
+
 def read_marker(shared_root: Path, relpath: str) -> MarkerState:
     """The marker at `relpath`; absent when it or a folder on its way does not exist."""
     folder, name = _split(relpath)
@@ -149,7 +158,7 @@ def read_marker(shared_root: Path, relpath: str) -> MarkerState:
         job_uid = named if isinstance(named, str) else None
         written_by = parsed.get(MARKER_ATTEMPT)
         attempt = written_by if type(written_by) is int else None
-    return MarkerState(True, job_uid, datetime.fromtimestamp(info.st_mtime, UTC), attempt)
+    return MarkerState(True, job_uid, modified_time(info), attempt)
 
 
 def read_progress(shared_root: Path, relpath: str) -> ProgressReading | None:
@@ -164,7 +173,7 @@ def read_progress(shared_root: Path, relpath: str) -> ProgressReading | None:
     except StorageError as error:
         return ProgressProblem(str(error))
     try:
-        return parse_progress(content, datetime.fromtimestamp(info.st_mtime, UTC))
+        return parse_progress(content, modified_time(info))
     except ProgressError as error:
         return ProgressProblem(f"{relpath}: {error}")
 

@@ -4,9 +4,9 @@ the `Stalled` condition for workers that do not start."""
 from __future__ import annotations
 
 from collections.abc import Sequence
-from datetime import datetime, timedelta
+from datetime import datetime
 
-from tfmw_operator.api import JobSpec
+from tfmw_operator.api import JobSpec, later
 from tfmw_operator.observed import PERMANENT_STALL_REASONS, ObservedPod
 from tfmw_operator.verdicts import Fail, Pending, WakeAt
 
@@ -16,7 +16,7 @@ def active_deadline(job: JobSpec, start_time: datetime | None, now: datetime) ->
     limit = job.run_policy.active_deadline_seconds
     if limit is None or start_time is None:
         return None
-    deadline = start_time + timedelta(seconds=limit)
+    deadline = later(start_time, limit)
     if now < deadline:
         return WakeAt(deadline)
     return Fail("DeadlineExceeded", f"the job ran longer than activeDeadlineSeconds={limit}", stop_all=True)
@@ -37,7 +37,7 @@ def judge_pending(
     for pod in sorted(current, key=_index):
         if pod.phase != "Pending" or pod.created is None:
             continue
-        limit = max(pod.created, since or pod.created) + timedelta(seconds=timeout)
+        limit = later(max(pod.created, since or pod.created), timeout)
         if now >= limit:
             reason = pod.stall_reason or "NotStarted"
             message = (

@@ -8,6 +8,7 @@ import threading
 from pathlib import Path
 
 import pytest
+from tfmw_operator.api import DAWN, NEVER
 from tfmw_operator.progress import ProgressProblem, ProgressReport
 from tfmw_operator.storage import (
     MAX_MARKER_BYTES,
@@ -17,6 +18,7 @@ from tfmw_operator.storage import (
     ensure_job_directory,
     file_signature,
     marker_exists,
+    modified_time,
     read_marker,
     read_progress,
     remove_marker,
@@ -219,3 +221,10 @@ def test_a_file_signature_changes_with_each_write_and_follows_no_link(root: Path
     assert first is not None and file_signature(root, PROGRESS) != first
     (root / "ns" / "job" / "link.json").symlink_to(root / PROGRESS)
     assert file_signature(root, "ns/job/link.json") != file_signature(root, PROGRESS)
+
+
+def test_a_modification_time_past_the_calendar_is_never() -> None:
+    # ext4 keeps mtimes until 2446; other filesystems (and a malicious NFS server) go further.
+    beyond = os.stat_result((0o100644, 0, 0, 1, 0, 0, 1, 0, 2**62, 0))
+    before = os.stat_result((0o100644, 0, 0, 1, 0, 0, 1, 0, -(2**62), 0))
+    assert modified_time(beyond) == NEVER and modified_time(before) == DAWN

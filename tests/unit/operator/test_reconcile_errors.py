@@ -1,0 +1,140 @@
+"""What the core decides when creating fails, and when reconciling itself keeps failing:
+every class of error ends in a condition, a Warning and, in time, a phase; never a loop."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+from tfmw_operator.api import Phase
+from tfmw_operator.decision import CreatePods, DeletePods, EnsureService
+from tfmw_operator.kube import ApiError, CreateRefused
+from tfmw_operator.observed import CreatedObject, CreateError, CreateErrorKind, Observed
+from tfmw_operator.reconcile import reconcile_failed
+from tfmw_operator.status import ConditionType
+from wrappers import at, decide, job, pod
+
+Json = dict[str, Any]
+
+
+@pytest.mark.parametrize(
+    ("status", "kind"),
+    [
+        (400, CreateErrorKind.INVALID),
+        (413, CreateErrorKind.INVALID),  # request entity too large: as written, never
+        (422, CreateErrorKind.INVALID),
+        (403, CreateErrorKind.FORBIDDEN),  # quota, Pod Security
+        (429, CreateErrorKind.UNAVAILABLE),
+        (500, CreateErrorKind.UNAVAILABLE),  # a fail-closed webhook that is down
+        (503, CreateErrorKind.UNAVAILABLE),
+    ],
+)
+def test_every_refusal_is_classed(status: int, kind: CreateErrorKind) -> None:
+    refused = CreateRefused.of(ApiError(status, "x", b'{"message": "why"}'))
+    assert refused is not None and refused.kind is kind and refused.message == "why"
+
+
+def test_a_conflict_or_a_missing_namespace_is_not_a_refusal() -> None:
+    assert CreateRefused.of(ApiError(409, "Conflict")) is None
+    assert CreateRefused.of(ApiError(404, "Not Found")) is None
+
+
+def refused(kind: CreateErrorKind, what: CreatedObject, failures: int = 1, since: float = 10) -> CreateError:
+    return CreateError(kind, "exceeded quota: services=0", failures, at(since), what, at(since))
+
+
+def test_a_refused_service_stalls_the_job_with_its_reason_and_creates_no_pods() -> None:
+    error = refused(CreateErrorKind.FORBIDDEN, CreatedObject.SERVICE, since=19)  # backing off until 21 s
+    decision = decide(job().obj(), create_error=error, service=None)
+    stalled = decision.status.condition(ConditionType.STALLED)
+    assert stalled is not None and stalled.reason == "ServiceCreationRefused"
+    assert "Service mnist" in stalled.message and "services=0" in stalled.message
+    assert decision.status.phase is Phase.PENDING and decision.status.start_time == at(20)
+    assert not any(isinstance(a, CreatePods | EnsureService) for a in decision.actions)
+    assert [e.reason for e in decision.events] == ["ServiceCreationRefused", "Pending"]
+
+
+def test_an_invalid_service_fails_the_job() -> None:
+    decision = decide(
+        job().obj(), create_error=refused(CreateErrorKind.INVALID, CreatedObject.SERVICE), service=None
+    )
+    assert decision.status.phase is Phase.FAILED and decision.status.reason == "InvalidService"
+
+
+def test_an_unavailable_server_is_waited_for_with_backoff() -> None:
+    error = refused(CreateErrorKind.UNAVAILABLE, CreatedObject.PODS, failures=4)
+    decision = decide(job().obj(), create_error=error)
+    assert decision.requeue_after == pytest.approx(6.0)  # 2**4 s after the last refusal at 10 s
+    assert decision.status.phase is Phase.PENDING
+
+
+def test_refusals_that_last_longer_than_the_pending_timeout_fail_the_job() -> None:
+    j = job().run_policy(pendingTimeoutSeconds=60).obj()
+    waiting = decide(
+        j, create_error=refused(CreateErrorKind.FORBIDDEN, CreatedObject.PODS, since=0), now=at(59)
+    )
+    assert waiting.status.phase is Phase.PENDING
+    done = decide(j, create_error=refused(CreateErrorKind.FORBIDDEN, CreatedObject.PODS, since=0), now=at(60))
+    assert done.status.phase is Phase.FAILED and done.status.reason == "PendingTimeout"
+    assert "exceeded quota" in (done.status.message or "")
+
+
+def test_the_active_deadline_runs_while_creation_is_refused() -> None:
+    j = (
+        job()
+        .run_policy(activeDeadlineSeconds=30)
+        .status(phase="Pending", startTime="2026-01-01T12:00:00Z")
+        .obj()
+    )
+    decision = decide(j, create_error=refused(CreateErrorKind.UNAVAILABLE, CreatedObject.SERVICE), now=at(31))
+    assert decision.status.phase is Phase.FAILED and decision.status.reason == "DeadlineExceeded"
+
+
+def observed(j: Json, pods: list[Json], now: float) -> Observed:
+    from tfmw_operator.observed import MarkerState
+
+    return Observed.of(j, pods, MarkerState(), at(now))
+
+
+def test_a_failing_reconcile_is_told_once_in_a_condition_and_a_warning() -> None:
+    j = job().launched(phase="Running").obj()
+    pods = [pod(j, i).running().obj() for i in range(2)]
+    first = reconcile_failed(observed(j, pods, 20), "OverflowError: date value out of range")
+    condition = first.status.condition(ConditionType.RECONCILE_ERROR)
+    assert condition is not None and condition.true and "OverflowError" in condition.message
+    assert [(e.type, e.reason) for e in first.events] == [("Warning", "ReconcileError")]
+    assert first.status.phase is Phase.RUNNING and not first.pods_to_delete
+    again = reconcile_failed(Observed.of(job().launched(phase="Running").status(
+        conditions=[first.status.to_json()["conditions"][-1]]).obj(), pods, observed(j, pods, 30).marker, at(30)),
+        "OverflowError: date value out of range")  # fmt: skip
+    assert again.events == ()
+
+
+def test_a_failing_reconcile_still_meets_its_deadlines() -> None:
+    j = job().run_policy(activeDeadlineSeconds=60).launched(phase="Running").obj()
+    pods = [pod(j, i).running().obj() for i in range(2)]
+    waiting = reconcile_failed(observed(j, pods, 30), "RuntimeError: boom")
+    assert waiting.requeue_after == pytest.approx(30.0)
+    over = reconcile_failed(observed(j, pods, 61), "RuntimeError: boom")
+    assert over.status.phase is Phase.FAILED and over.status.reason == "DeadlineExceeded"
+    assert any(isinstance(a, DeletePods) for a in over.actions)
+
+
+def test_a_failing_reconcile_still_meets_the_pending_timeout() -> None:
+    j = job().run_policy(pendingTimeoutSeconds=30).launched(phase="Pending").obj()
+    pods = [pod(j, i).created(0).obj() for i in range(2)]
+    over = reconcile_failed(observed(j, pods, 31), "RuntimeError: boom")
+    assert over.status.phase is Phase.FAILED and over.status.reason == "PendingTimeout"
+
+
+def test_a_reconcile_that_goes_through_again_turns_the_condition_false() -> None:
+    j = job().launched(phase="Running").condition("ReconcileError", True).obj()
+    decision = decide(j, [pod(j, i).running().obj() for i in range(2)])
+    condition = decision.status.condition(ConditionType.RECONCILE_ERROR)
+    assert condition is not None and not condition.true and condition.reason == "Reconciled"
+
+
+def test_a_job_that_never_failed_to_reconcile_has_no_such_condition() -> None:
+    j = job().launched(phase="Running").obj()
+    decision = decide(j, [pod(j, i).running().obj() for i in range(2)])
+    assert decision.status.condition(ConditionType.RECONCILE_ERROR) is None
