@@ -113,7 +113,7 @@ class OperatorThread:
         async def run() -> None:
             self._loop = asyncio.get_running_loop()
             self._stop, ready = asyncio.Event(), asyncio.Event()
-            operating = asyncio.create_task(operate(self.settings, self._stop, ready))
+            operating = asyncio.create_task(operate(self.settings, stop_flag=self._stop, ready_flag=ready))
             started = asyncio.create_task(ready.wait())
             await asyncio.wait([operating, started], return_when=asyncio.FIRST_COMPLETED)
             started.cancel()

@@ -22,6 +22,7 @@ import uvloop
 from prometheus_client import start_http_server
 
 from tfmw_operator.handlers import operate
+from tfmw_operator.health import Health
 from tfmw_operator.progress import DEFAULT_PROGRESS_INTERVAL_SECONDS
 from tfmw_operator.settings import Settings
 
@@ -31,7 +32,11 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--shared-root", required=True, help="where the jobs' shared storage is mounted")
     parser.add_argument("--namespace", action="append", default=[], help="watch only these (repeatable)")
     parser.add_argument("--metrics-port", type=int, default=8080, help="Prometheus /metrics; 0 turns it off")
-    parser.add_argument("--liveness", default="http://0.0.0.0:8081/healthz", help="liveness endpoint URL")
+    parser.add_argument(
+        "--liveness",
+        default="http://0.0.0.0:8081/healthz",
+        help="where /healthz and /readyz are served (host and port of this URL); empty: not served",
+    )
     parser.add_argument(
         "--progress-interval",
         type=float,
@@ -54,11 +59,12 @@ def main(argv: list[str] | None = None) -> None:
         shared_root=Path(args.shared_root),
         namespaces=tuple(args.namespace),
         progress_interval=args.progress_interval,
-        liveness_url=args.liveness or None,
     )
+    health = Health()
+    if args.liveness:
+        # Served from the start, also by a standby replica waiting for the lease.
+        health.serve(args.liveness)
     if args.metrics_port:
-        # Served from the start, also by a standby replica waiting for the lease: the
-        # Deployment's liveness probe asks here.
         start_http_server(args.metrics_port)
     kopf.configure(verbose=args.verbose)
     if not args.verbose:
@@ -68,15 +74,18 @@ def main(argv: list[str] | None = None) -> None:
         from tfmw_operator import leader  # the client library, loaded only for the elector
 
         logging.basicConfig(level=logging.INFO)
+        # The elector tells every 2 s try of leader and standby alike at INFO; only its
+        # warnings are news (ours say when leadership is gained and lost).
+        logging.getLogger("leaderelection").setLevel(logging.WARNING)
         me = leader.identity()
-        leader.lead(args.leader_election_namespace, args.leader_election_lease, me)
+        leader.lead(args.leader_election_namespace, args.leader_election_lease, me, health)
     # uvloop: a launch's path through the event loop (watch event, reconcile, TLS request)
     # is a few milliseconds shorter than on asyncio's own loop.
     with (
         asyncio.Runner(loop_factory=uvloop.new_event_loop) as runner,
         contextlib.suppress(asyncio.CancelledError),
     ):
-        runner.run(operate(settings))
+        runner.run(operate(settings, health))
     if args.leader_elect:
         leader.release(args.leader_election_namespace, args.leader_election_lease, me)
 

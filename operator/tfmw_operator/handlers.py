@@ -18,6 +18,7 @@ import kopf
 from tfmw_operator.api import GROUP, LABEL_QUEUE_NAME, PLURAL, VERSION
 from tfmw_operator.controller import JobController
 from tfmw_operator.events import EVENT_POSTERS
+from tfmw_operator.health import Health
 from tfmw_operator.kube import Kube, connection_info
 from tfmw_operator.settings import Settings
 from tfmw_operator.workqueue import Key
@@ -63,10 +64,29 @@ class Operator:
     """One operator's life: its settings, and the controller and background tasks that
     start-up builds from them. The kopf handlers below close over one of these."""
 
-    def __init__(self, settings: Settings) -> None:
+    def __init__(self, settings: Settings, health: Health) -> None:
         self.settings = settings
         self._controller: JobController | None = None
-        self._background: set[asyncio.Task[None]] = set()
+        self._background: dict[asyncio.Task[None], str] = {}
+        self._stopping = False
+        health.live_while("operator", self._dead_task)
+        health.ready_when("operator", self._not_ready)
+
+    def _dead_task(self) -> str | None:
+        """What the operator cannot work without, ended while it was running."""
+        if self._stopping:
+            return None
+        for task, name in self._background.items():
+            if task.done():
+                error = None if task.cancelled() else task.exception()
+                return f"{name} ended: {error!r}" if error else f"{name} ended"
+        return None
+
+    def _not_ready(self) -> str | None:
+        if self._controller is None:
+            return "starting"
+        waiting = [w.path for w in self._controller.watches() if not w.synced.is_set()]
+        return f"listing {', '.join(waiting)}" if waiting else None
 
     @property
     def controller(self) -> JobController:
@@ -87,10 +107,14 @@ class Operator:
         loop = asyncio.get_running_loop()
         credentials = await asyncio.to_thread(connection_info)  # reads files: not on the event loop
         controller = self._controller = JobController(Kube(credentials), self.settings)
-        posters = (controller.events.run() for _ in range(EVENT_POSTERS))
-        watches = (w.run() for w in controller.watches())
-        for work in (controller.files.run(), controller.audit_jobs(), *watches, *posters):
-            self._background.add(loop.create_task(work))
+        background = {
+            "the marker watcher": controller.files.run(),
+            "the job audit": controller.audit_jobs(),
+            **{f"the watch of {w.path}": w.run() for w in controller.watches()},
+            **{f"Event poster {i}": controller.events.run() for i in range(EVENT_POSTERS)},
+        }
+        for name, work in background.items():
+            self._background[loop.create_task(work, name=name)] = name
         # What start-up loaded (kopf, aiohttp, ours) lives as long as the process: kept out of
         # the collector's full passes, which took 30 ms each on a 2-core VM, a stall that
         # landed in the middle of a launch now and then.
@@ -102,6 +126,7 @@ class Operator:
         )
 
     async def stop(self) -> None:
+        self._stopping = True
         if self._controller is not None:
             await self._controller.queue.drain()  # no reconcile starts after this
         for task in self._background:
@@ -153,16 +178,16 @@ def registry(operator: Operator) -> kopf.OperatorRegistry:
 
 async def operate(
     settings: Settings,
+    health: Health | None = None,
     stop_flag: asyncio.Event | None = None,
     ready_flag: asyncio.Event | None = None,
 ) -> None:
     """Run one operator until it is stopped (a signal, or `stop_flag`)."""
     await kopf.operator(
-        registry=registry(Operator(settings)),
+        registry=registry(Operator(settings, health or Health())),
         standalone=True,
         clusterwide=not settings.namespaces,
         namespaces=settings.namespaces,
-        liveness_endpoint=settings.liveness_url,
         stop_flag=stop_flag,
         ready_flag=ready_flag,
     )

@@ -13,6 +13,7 @@ import logging
 import os
 import socket
 import threading
+import time
 import uuid
 from datetime import UTC, datetime
 from typing import Any
@@ -21,14 +22,18 @@ from kubernetes import client, config
 from kubernetes.leaderelection import electionconfig, leaderelection
 from kubernetes.leaderelection.resourcelock.leaselock import LeaseLock
 
+from tfmw_operator.health import Health
+
 logger = logging.getLogger(__name__)
 
-# (connect, read) seconds: a renewal that hangs must fail within the renew deadline.
-LEASE_REQUEST_TIMEOUT = (3.0, 5.0)
+# (connect, read) seconds, and no retries of the client's own: a renewal's GET and PUT
+# together must end within the renew deadline (with retries, one try took about 64 s).
+LEASE_REQUEST_TIMEOUT = (2.0, 3.0)
 LEASE_SECONDS = 15
 RENEW_DEADLINE_SECONDS = 10
 RETRY_SECONDS = 2
 LOST_LEADERSHIP_EXIT_CODE = 3
+WATCHDOG_SECONDS = 0.5
 
 
 class _Timed:
@@ -62,17 +67,25 @@ class SafeLeaseLock(LeaseLock):  # type: ignore[misc]
 
     def create(self, name: str, namespace: str, election_record: Any) -> bool:
         try:
-            return bool(super().create(name, namespace, election_record))
+            created = bool(super().create(name, namespace, election_record))
         except Exception as error:
             logger.warning("creating the lease %s/%s failed: %s", namespace, name, error)
             return False
+        if created:
+            self.renewed_at = time.monotonic()
+        return created
 
     def update(self, name: str, namespace: str, updated_record: Any) -> bool:
         try:
-            return bool(super().update(name, namespace, updated_record))
+            renewed = bool(super().update(name, namespace, updated_record))
         except Exception as error:
             logger.warning("renewing the lease %s/%s failed: %s", namespace, name, error)
             return False
+        if renewed:
+            self.renewed_at = time.monotonic()
+        return renewed
+
+    renewed_at: float | None = None  # when the lease was last written by us (monotonic)
 
 
 def load_client_config() -> None:
@@ -82,14 +95,22 @@ def load_client_config() -> None:
         config.load_incluster_config()
     except config.ConfigException:
         config.load_kube_config(config_file=os.environ.get("KUBECONFIG"))
+    settings = client.Configuration.get_default_copy()
+    settings.retries = 0
+    client.Configuration.set_default(settings)
 
 
 def identity() -> str:
     return f"{socket.gethostname()}-{uuid.uuid4().hex[:6]}"
 
 
-def lead(namespace: str, name: str, me: str) -> None:
-    """Block until this process holds the lease; keep renewing it in the background."""
+def lead(namespace: str, name: str, me: str, health: Health | None = None) -> None:
+    """Block until this process holds the lease; keep renewing it in the background.
+
+    Once leading, a watchdog ends the process the moment RENEW_DEADLINE_SECONDS have
+    passed since the last renewal, whatever the elector is doing: a standby may take the
+    lease LEASE_SECONDS after it, and by then this one has stopped writing.
+    """
     load_client_config()
     leading = threading.Event()
 
@@ -97,8 +118,22 @@ def lead(namespace: str, name: str, me: str) -> None:
         logger.error("lost the leader lease %s/%s; exiting so that only one operator acts", namespace, name)
         os._exit(LOST_LEADERSHIP_EXIT_CODE)
 
+    lock = SafeLeaseLock(name, namespace, me)
+
+    def watchdog() -> None:
+        leading.wait()
+        while True:
+            time.sleep(WATCHDOG_SECONDS)
+            renewed = lock.renewed_at
+            if renewed is not None and time.monotonic() - renewed > RENEW_DEADLINE_SECONDS:
+                logger.error(
+                    "the leader lease %s/%s was not renewed for %ss; exiting before a standby may lead",
+                    namespace, name, RENEW_DEADLINE_SECONDS,
+                )  # fmt: skip
+                os._exit(LOST_LEADERSHIP_EXIT_CODE)
+
     config = electionconfig.Config(
-        SafeLeaseLock(name, namespace, me),
+        lock,
         lease_duration=LEASE_SECONDS,
         renew_deadline=RENEW_DEADLINE_SECONDS,
         retry_period=RETRY_SECONDS,
@@ -106,7 +141,11 @@ def lead(namespace: str, name: str, me: str) -> None:
         onstopped_leading=lost,
     )
     elector = leaderelection.LeaderElection(config)
-    threading.Thread(target=elector.run, name="leader-election", daemon=True).start()
+    electing = threading.Thread(target=elector.run, name="leader-election", daemon=True)
+    electing.start()
+    threading.Thread(target=watchdog, name="leader-watchdog", daemon=True).start()
+    if health is not None:
+        health.live_while("lease", lambda: None if electing.is_alive() else "the lease elector has stopped")
     logger.info("waiting for the leader lease %s/%s as %s", namespace, name, me)
     leading.wait()
     logger.info("leading as %s", me)

@@ -17,7 +17,6 @@ class Settings:
     progress_interval: float = (
         DEFAULT_PROGRESS_INTERVAL_SECONDS  # at most one progress write per job per this
     )
-    liveness_url: str | None = None  # kopf's liveness endpoint; None: not served
 
     @property
     def exact_namespaces(self) -> tuple[str, ...]:

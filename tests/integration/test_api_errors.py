@@ -1,0 +1,118 @@
+"""Every class of API error on the real API server ends in a clear status: a quota that
+refuses the Service, a fail-closed admission webhook that is down (500), and a job the
+operator holds after it was deleted unseen."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import uuid
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from kube import ClusterClient, Json, kubectl, wait_for
+from kubernetes import client
+from kubernetes.client.exceptions import ApiException
+from tfmw_operator.controller import JobController
+from tfmw_operator.kube import Kube, connection_info
+from tfmw_operator.settings import Settings
+from wrappers import simulated_job
+
+
+def stalled(kube: ClusterClient, namespace: str, name: str) -> Json | None:
+    conditions = kube.status(namespace, name).get("conditions", [])
+    return next((c for c in conditions if c["type"] == "Stalled" and c["status"] == "True"), None)
+
+
+def test_a_quota_that_refuses_the_service_stalls_the_job_and_creates_no_pods(
+    kube: ClusterClient, namespace: str
+) -> None:
+    quota = {"metadata": {"name": "no-services"}, "spec": {"hard": {"services": "0"}}}
+    kube.core.create_namespaced_resource_quota(namespace, quota)
+    wait_for(
+        "the quota to count",
+        lambda: kube.core.read_namespaced_resource_quota("no-services", namespace).status.hard,
+    )
+    kube.create_job(namespace, simulated_job("noservice").manifest())
+    condition = wait_for(
+        "Stalled ServiceCreationRefused", lambda: stalled(kube, namespace, "noservice"), timeout=20
+    )
+    assert condition["reason"] == "ServiceCreationRefused" and "exceeded quota" in condition["message"]
+    assert kube.status(namespace, "noservice")["phase"] == "Pending"
+    assert kube.pods(namespace, "noservice") == []  # they would run without DNS
+    kube.core.delete_namespaced_resource_quota("no-services", namespace)
+    kube.wait_pods(namespace, "noservice", 2, timeout=60)  # backed off, then tried again
+
+
+@pytest.fixture
+def failing_webhook(kube: ClusterClient, namespace: str) -> Iterator[None]:
+    """A fail-closed webhook on pod creation in this namespace, whose server is not there."""
+    name = f"tfmw-test-down-{uuid.uuid4().hex[:6]}"
+    kubectl("label", "namespace", namespace, f"tfmw-test-webhook={name}")
+    webhook = {
+        "apiVersion": "admissionregistration.k8s.io/v1",
+        "kind": "ValidatingWebhookConfiguration",
+        "metadata": {"name": name},
+        "webhooks": [
+            {
+                "name": "down.tfmw.test",
+                "clientConfig": {"url": "https://127.0.0.1:1/down"},
+                "rules": [
+                    {
+                        "apiGroups": [""],
+                        "apiVersions": ["v1"],
+                        "operations": ["CREATE"],
+                        "resources": ["pods"],
+                    }
+                ],
+                "failurePolicy": "Fail",
+                "sideEffects": "None",
+                "admissionReviewVersions": ["v1"],
+                "timeoutSeconds": 2,
+                "namespaceSelector": {"matchLabels": {"tfmw-test-webhook": name}},
+            }
+        ],
+    }
+    api = client.AdmissionregistrationV1Api(kube.api_client)
+    api.create_validating_webhook_configuration(webhook)
+    try:
+        yield
+    finally:
+        with contextlib.suppress(ApiException):
+            api.delete_validating_webhook_configuration(name)
+
+
+@pytest.mark.usefixtures("failing_webhook")
+def test_a_webhook_that_is_down_stalls_the_job_then_its_pending_timeout_fails_it(
+    kube: ClusterClient, namespace: str
+) -> None:
+    kube.create_job(namespace, simulated_job("hooked").run_policy(pendingTimeoutSeconds=12).manifest())
+    condition = wait_for("Stalled PodCreationRefused", lambda: stalled(kube, namespace, "hooked"), timeout=30)
+    assert condition["reason"] == "PodCreationRefused" and "down.tfmw.test" in condition["message"]
+    status = kube.wait_phase(namespace, "hooked", "Failed", timeout=40)
+    assert status["reason"] == "PendingTimeout" and "pendingTimeoutSeconds=12" in status["message"]
+
+
+def test_a_job_deleted_unseen_is_forgotten_after_two_lists(kube: ClusterClient, namespace: str) -> None:
+    kept = kube.create_job(namespace, simulated_job("kept").run_policy(suspend=True).manifest())
+    gone = {**kept, "metadata": {**kept["metadata"], "name": "gone", "uid": str(uuid.uuid4())}}
+    replaced = {**kept, "metadata": {**kept["metadata"], "uid": str(uuid.uuid4())}}  # same name, older job
+
+    async def audit() -> tuple[set[tuple[str, str]], set[tuple[str, str]]]:
+        controller = JobController(
+            Kube(connection_info()), Settings(Path("/nonexistent"), namespaces=(namespace,))
+        )
+        try:
+            controller.jobs.put(gone)  # deleted while the watch could not see it
+            controller.jobs.put(replaced)  # deleted and created again under its name, unseen
+            suspects = await controller.audit_jobs_once({})
+            held_after_one = set(controller.jobs.uids())
+            await controller.audit_jobs_once(suspects)
+            return held_after_one, set(controller.jobs.uids())
+        finally:
+            await controller.kube.close()
+
+    after_one, after_two = asyncio.run(audit())
+    assert after_one == {(namespace, "gone"), (namespace, "kept")}  # one list is not enough
+    assert after_two == set()  # neither is what the API server holds
