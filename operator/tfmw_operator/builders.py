@@ -43,17 +43,32 @@ def pod_group_name_prefix(job_name: str, job_uid: str) -> str:
     return f"tfmw-{job_name[:40]}-{job_uid[:8]}-"
 
 
-def worker_address(job: JobSpec, index: int) -> str:
-    return f"{pod_name(job.name, index)}.{job.name}.{job.namespace}.svc:{job.port}"
+# Linux refuses to start a program with an environment string ("NAME=value") longer than
+# this (MAX_ARG_STRLEN): the container would fail with exit 128, again at every restart.
+MAX_ENV_STRING_BYTES = 32 * 4096
+
+
+def worker_address(job: JobSpec, index: int, qualified: bool = True) -> str:
+    """`<pod>.<service>.<namespace>.svc:<port>`; unqualified, `<pod>.<service>:<port>`, which
+    the pod's DNS search path completes with its own namespace."""
+    where = f".{job.namespace}.svc" if qualified else ""
+    return f"{pod_name(job.name, index)}.{job.name}{where}:{job.port}"
 
 
 def build_tf_config(job: JobSpec, index: int) -> str:
-    """TF_CONFIG for worker `index`: the cluster list is the same for every worker."""
-    config = {
-        "cluster": {"worker": [worker_address(job, i) for i in range(job.workers)]},
-        "task": {"type": "worker", "index": index},
-    }
-    return json.dumps(config, separators=(",", ":"))
+    """TF_CONFIG for worker `index`: the cluster list is the same for every worker. Names
+    are qualified with the namespace unless that makes TF_CONFIG too long to start a
+    program with; the shorter form fits every job the CRD accepts (1,024 workers, 51
+    characters of name, port 65535: 127 KB)."""
+    for qualified in (True, False):
+        config = {
+            "cluster": {"worker": [worker_address(job, i, qualified) for i in range(job.workers)]},
+            "task": {"type": "worker", "index": index},
+        }
+        encoded = json.dumps(config, separators=(",", ":"))
+        if len(contract.TF_CONFIG) + 1 + len(encoded) + 1 <= MAX_ENV_STRING_BYTES:
+            break
+    return encoded
 
 
 def owner_reference(job: JobSpec) -> Json:

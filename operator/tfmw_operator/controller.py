@@ -29,7 +29,7 @@ from tfmw_operator.decision import (
 from tfmw_operator.events import EventPoster
 from tfmw_operator.informer import Informer, LatestJobs
 from tfmw_operator.job_files import JobFileWatcher, Signature
-from tfmw_operator.kube import ApiError, CreateRefused, Kube
+from tfmw_operator.kube import CONNECTION_POOL_SIZE, ApiError, CreateRefused, Kube
 from tfmw_operator.observed import (
     CreatedObject,
     CreateError,
@@ -69,6 +69,9 @@ REPORT_AFTER_FAILURES = 3
 JOB_AUDIT_SECONDS = 60.0
 SERVICE_RETRY_SECONDS = 30.0  # a running gang's missing Service, refused: tried again after this
 LOG_ARCHIVE_BYTES = 4 * 1024 * 1024
+# Pods built and sent at once by one launch, at most: each carries its TF_CONFIG, up to
+# 128 KiB for the largest job the CRD accepts.
+CREATE_BATCH_MAX = 32
 # Launches deciding and creating at once. More only queue for the connections, each with
 # its built pods held: a burst of 100 8-worker jobs peaked 15 MB higher, and was no faster.
 LAUNCHES_AT_ONCE = 16
@@ -108,6 +111,7 @@ class JobController:
         self._states: dict[Key, _JobState] = {}
         self._active = 0
         self._launching = asyncio.Semaphore(LAUNCHES_AT_ONCE)
+        self._sending = asyncio.Semaphore(CONNECTION_POOL_SIZE)
 
     def watches(self) -> list[Informer[Owned]]:
         return [*self.pods.values(), *self.services.values()]
@@ -293,14 +297,14 @@ class JobController:
                 await self._recreate_service(key, action.service, warnings)
             elif isinstance(action, EnsureService):
                 following = actions[0] if actions else None
-                pods_too = following.pods if isinstance(following, CreatePods) else ()
-                if pods_too:
+                pods_too = following if isinstance(following, CreatePods) else None
+                if pods_too is not None:
                     actions.pop(0)
                 if not await self._launch(key, namespace, action.service, pods_too):
                     completed = False
                     break
             elif isinstance(action, CreatePods):
-                if not await self._create_pods(key, namespace, action.pods):
+                if not await self._create_pods(key, namespace, action):
                     completed = False
                     break
             elif isinstance(action, PatchStatus):
@@ -324,11 +328,13 @@ class JobController:
             self.events.post(namespace, build_event(job, *event, now, uuid.uuid4().hex[:12]))
         return completed
 
-    async def _launch(self, key: Key, namespace: str, service: Json, pods: Sequence[Json]) -> bool:
+    async def _launch(self, key: Key, namespace: str, service: Json, pods: CreatePods | None) -> bool:
         """The Service, then the pods: without it no worker resolves its peers, and pods
         whose Service is refused would hold their nodes for nothing. False when either
         means deciding again."""
-        return await self._ensure_service(key, service) and await self._create_pods(key, namespace, pods)
+        if not await self._ensure_service(key, service):
+            return False
+        return pods is None or await self._create_pods(key, namespace, pods)
 
     async def _ensure_service(self, key: Key, service: Json) -> bool:
         """False when a Service of that name is someone else's, or creating it was refused:
@@ -382,11 +388,10 @@ class JobController:
             logger.warning("shared storage: %s", error)
             warnings.append(("StorageError", f"shared storage: {error}"))
 
-    async def _create_pods(
-        self, key: Key, namespace: str, pods: Sequence[Json], first_batch: int = 1
-    ) -> bool:
-        """Create in slow-start batches (1, 2, 4, ...): a doomed template costs one request."""
-        remaining, batch = list(pods), first_batch
+    async def _create_pods(self, key: Key, namespace: str, create: CreatePods) -> bool:
+        """Create in slow-start batches (1, 2, 4, ... CREATE_BATCH_MAX): a doomed template
+        costs one request, and no more than a batch of pods is ever built at once."""
+        remaining, batch = list(create.indices), 1
         if not remaining:
             return True
         state = self._state(key)
@@ -394,19 +399,26 @@ class JobController:
             with self.events.creating_pods():
                 while remaining:
                     this_batch, remaining = remaining[:batch], remaining[batch:]
-                    created = await asyncio.gather(
-                        *(self.kube.create_pod(namespace, pod) for pod in this_batch)
-                    )
+                    pods = [create.build(index) for index in this_batch]
+                    created = await asyncio.gather(*(self._send_pod(namespace, pod) for pod in pods))
+                    del pods
                     view = self._view(self.pods, namespace)
                     for pod in created:
                         if pod is not None:
                             view.put(pod)
-                    batch *= 2
+                    batch = min(batch * 2, CREATE_BATCH_MAX)
         except CreateRefused as refused:
             self._refused(key, CreatedObject.PODS, refused)
             return False
         state.create_error = None
         return True
+
+    async def _send_pod(self, namespace: str, pod: Json) -> Json | None:
+        # A request body is serialised before it waits for a connection: only as many as
+        # there are connections are, whatever the number of launches (each 1.2 MiB for a
+        # 1,024-worker job with ten containers).
+        async with self._sending:
+            return await self.kube.create_pod(namespace, pod)
 
     def _refused(self, key: Key, what: CreatedObject, refused: CreateRefused) -> None:
         """Remember a refused creation for the core, which backs off or fails the job."""

@@ -12,7 +12,8 @@ from dataclasses import dataclass
 from datetime import datetime
 from enum import StrEnum
 
-from tfmw_operator.api import Json
+from tfmw_operator.api import JobSpec, Json
+from tfmw_operator.builders import build_pod
 from tfmw_operator.status import JobStatus
 
 # ---- actions; the shell stops at the first that fails ----
@@ -39,7 +40,19 @@ class EnsureService:
 
 @dataclass(frozen=True)
 class CreatePods:
-    pods: tuple[Json, ...]
+    """Workers `indices` of `attempt`, each built as it is sent: a 1,024-worker job's pods,
+    each with its TF_CONFIG, would hold about 140 MiB at once."""
+
+    job: JobSpec
+    attempt: int
+    indices: tuple[int, ...]
+
+    def build(self, index: int) -> Json:
+        return build_pod(self.job, index, self.attempt)
+
+    @property
+    def pods(self) -> tuple[Json, ...]:
+        return tuple(self.build(i) for i in self.indices)
 
 
 @dataclass(frozen=True)

@@ -16,7 +16,7 @@ from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 
 from tfmw_operator.api import NEVER, JobSpec, Phase, SpecError, later, parse_time
-from tfmw_operator.builders import build_pod, build_service, pod_group_name
+from tfmw_operator.builders import build_service, pod_group_name
 from tfmw_operator.cleanup_policy import after_finish, doomed_by_policy, overdue_deletions
 from tfmw_operator.completion_policy import chief_exit, judge_marker
 from tfmw_operator.decision import (
@@ -353,11 +353,11 @@ def _launch(step: _Step, job: JobSpec, current: Sequence[ObservedPod], leftover_
         # Nothing of this job ever ran, so the marker is an earlier namesake's.
         step.actions.append(RemoveMarker(job.marker_relpath))
     present = {p.index for p in current}
-    missing = tuple(build_pod(job, i, attempt) for i in range(job.workers) if i not in present)
+    missing = tuple(i for i in range(job.workers) if i not in present)
     step.actions.append(EnsureJobDirectory(job.directory, job.uid))
     step.actions.append(EnsureService(build_service(job)))
     if missing:
-        step.actions.append(CreatePods(missing))
+        step.actions.append(CreatePods(job, attempt, missing))
     if first:
         step.milestones.add(Milestone.LAUNCHED)
     phase = step.status.phase

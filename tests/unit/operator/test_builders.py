@@ -168,3 +168,21 @@ def test_priority_class_and_scheduler_of_the_template_reach_every_worker() -> No
     for index in range(2):
         created = build_pod(spec, index, 0)["spec"]
         assert created["priorityClassName"] == "high" and created["schedulerName"] == "my-scheduler"
+
+
+def test_tf_config_of_the_largest_job_the_crd_accepts_fits_one_environment_string() -> None:
+    # 1,024 workers allow a 51-character name; a namespace may have 63 characters.
+    name, namespace = "a" * 51, "n" * 63
+    largest = parse_job(job(name, namespace=namespace).workers(1024).port(65535).obj())
+    tf_config = build_tf_config(largest, 1023)
+    assert len("TF_CONFIG=") + len(tf_config) + 1 <= 131072  # Linux's MAX_ARG_STRLEN
+    workers = json.loads(tf_config)["cluster"]["worker"]
+    assert workers[1023] == f"{name}-worker-1023.{name}:65535"  # completed by the DNS search path
+
+
+def test_tf_config_names_the_namespace_while_it_fits() -> None:
+    small = parse_job(job("mnist", namespace="team-a").workers(2).obj())
+    assert json.loads(build_tf_config(small, 0))["cluster"]["worker"] == [
+        "mnist-worker-0.mnist.team-a.svc:2222",
+        "mnist-worker-1.mnist.team-a.svc:2222",
+    ]

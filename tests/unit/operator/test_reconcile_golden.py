@@ -222,7 +222,9 @@ def render(decision: Decision) -> Json:
     def action(item: Any) -> Json:
         if isinstance(item, PatchStatus):
             return {"PatchStatus": "the status above"}
-        if isinstance(item, CreatePods | EnsureService):
+        if isinstance(item, CreatePods):
+            return {"CreatePods": {"pods": item.pods}}
+        if isinstance(item, EnsureService):
             return {type(item).__name__: dataclasses.asdict(item)}
         return {type(item).__name__: json.loads(json.dumps(dataclasses.asdict(item), default=str))}
 
