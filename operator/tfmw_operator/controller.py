@@ -244,7 +244,24 @@ class JobController:
                 logger.info("job %s/%s (uid %s) was deleted while unseen: forgotten", *key, uid)
                 self.jobs.remove(job)
                 self._forget(key)
+        await self._end_orphaned_workloads()
         return {key: uid for key, uid in missing.items() if suspects.get(key) != uid}
+
+    async def _end_orphaned_workloads(self) -> None:
+        """Kueue holds a deleted job's pods until their Workload goes, and the Workload goes
+        only with its pods: the Workloads of pods whose job is gone are deleted, by level
+        (the DELETED event does it first, once; a deletion during a failover is missed)."""
+        live = self.jobs.uids()
+        for view in self.pods.values():
+            for key in view.jobs():
+                groups = {
+                    owned.pod.pod_group
+                    for owned in view.of_job(key)
+                    if owned.pod is not None and owned.pod.pod_group and live.get(key) not in owned.owners
+                }
+                for group in sorted(g for g in groups if g):
+                    logger.info("ending Workload %s/%s: its job is gone", key[0], group)
+                    await self.kube.delete_workload(key[0], group)
 
     async def _namesake_service(self, key: Key) -> Owned | None:
         """A Service of the job's name that is not its own, as it is now (gone, or still there)."""

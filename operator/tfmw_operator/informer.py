@@ -76,6 +76,10 @@ class Informer(Generic[R]):
     def of_job(self, key: Key) -> list[R]:
         return list(self._by_job.get(key, {}).values())
 
+    def jobs(self) -> list[Key]:
+        """The jobs (by their objects' label) that have objects here."""
+        return list(self._by_job)
+
     # ---- the operator's own writes ----
 
     def put(self, obj: Json) -> None:

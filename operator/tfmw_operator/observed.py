@@ -12,6 +12,7 @@ from typing import Any
 from tfmw_operator.api import (
     KUEUE_ADMISSION_GATE,
     LABEL_ATTEMPT,
+    LABEL_POD_GROUP,
     LABEL_REPLICA_INDEX,
     JobSpec,
     Json,
@@ -61,6 +62,7 @@ class ObservedPod:
     containers: tuple[str, ...] = ()  # names, the main container first
     gated: bool = False  # waits behind Kueue's admission gate
     preempted: bool = False  # Kueue evicted its Workload (preemption): not the job's fault, not counted
+    pod_group: str | None = None  # the Kueue pod group (and Workload) it was created in, if any
 
     @property
     def terminated(self) -> bool:
@@ -171,6 +173,7 @@ def observe_pod(pod: Json) -> ObservedPod | None:
         name=meta.get("name", ""),
         index=index,
         attempt=attempt,
+        pod_group=str(labels[LABEL_POD_GROUP]) if labels.get(LABEL_POD_GROUP) else None,
         phase=phase,
         uid=meta.get("uid", ""),
         deleting=bool(meta.get("deletionTimestamp")),

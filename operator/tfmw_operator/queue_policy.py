@@ -13,7 +13,6 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from tfmw_operator.api import JobSpec
-from tfmw_operator.builders import pod_group_name
 from tfmw_operator.observed import ObservedPod, WorkloadState
 from tfmw_operator.verdicts import Queued
 
@@ -40,13 +39,12 @@ def judge_queue(
     return Queued(reason, f"waiting in {where} {together} (Workload {workload.name}, {reason}{detail})")
 
 
-def workloads_of(job: JobSpec, pods: Sequence[ObservedPod]) -> tuple[str, ...]:
-    """The Workloads of the attempts these pods belong to; none for a job without a queue."""
-    if not job.queue_name:
-        return ()
-    return tuple(sorted({pod_group_name(job, p.attempt) for p in pods}))
+def workloads_of(pods: Sequence[ObservedPod]) -> tuple[str, ...]:
+    """The Workloads these pods were admitted under, from their own labels: the job's queue
+    label may have been removed since, and Kueue still holds them."""
+    return tuple(sorted({p.pod_group for p in pods if p.pod_group}))
 
 
-def workloads_over(job: JobSpec, pods: Sequence[ObservedPod], attempt: int) -> tuple[str, ...]:
+def workloads_over(pods: Sequence[ObservedPod], attempt: int) -> tuple[str, ...]:
     """The Workloads of attempts other than `attempt` that still have pods: delete them."""
-    return workloads_of(job, [p for p in pods if p.attempt != attempt])
+    return workloads_of([p for p in pods if p.attempt != attempt])

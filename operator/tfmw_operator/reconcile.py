@@ -160,7 +160,7 @@ def _decide(step: _Step, job: JobSpec) -> None:
         return
 
     if job.run_policy.suspend:
-        _suspend(step)
+        _suspend(step, job)
         return
     if step.status.phase is Phase.SUSPENDED:
         _resume(step)
@@ -177,7 +177,7 @@ def _decide(step: _Step, job: JobSpec) -> None:
         # A new pod beside a terminating one registers the same task twice and TF
         # refuses it; the next attempt starts only once the old pods are gone.
         step.delete(stale, grace_seconds=_restart_grace(job))
-        _end_workloads(step, workloads_over(job, stale, step.status.attempt))
+        _end_workloads(step, workloads_over(stale, step.status.attempt))
         step.update(phase=step.status.phase or Phase.PENDING)
         return
 
@@ -324,8 +324,8 @@ def _waiting_to_retry(step: _Step, job: JobSpec) -> bool:
 
 def _restart_backoff(step: _Step) -> bool:
     """The first gang restart starts at once; later ones wait longer and longer, so a
-    job that keeps crashing does not churn the cluster."""
-    restarts = step.status.restarts
+    job that keeps crashing, or that Kueue keeps evicting, does not churn the cluster."""
+    restarts = step.status.restarts + step.status.evictions
     restarting = step.status.condition(ConditionType.RESTARTING)
     if restarts < 2 or restarting is None or not restarting.true:
         return False
@@ -383,14 +383,16 @@ def _restart(step: _Step, job: JobSpec, verdict: Restart, current: Sequence[Obse
     step.update(
         attempt=over + 1,
         restarts=step.status.restarts + (1 if verdict.counted else 0),
+        evictions=step.status.evictions + (0 if verdict.counted else 1),
         phase=Phase.RESTARTING,
         message=verdict.message,
     )
     reason = "WorkerFailed" if verdict.counted else "Preempted"
     step.condition(ConditionType.RESTARTING, True, reason, verdict.message)
     step.condition(ConditionType.RUNNING, False, reason, verdict.message)
-    if job.queue_name:
-        _end_workloads(step, [pod_group_name(job, over)])
+    # Named by the pods (the queue label may be gone from the job) and by the attempt
+    # (Kueue may have deleted the pods already).
+    _end_workloads(step, _attempt_workloads(job, over, current))
     step.event("Warning", "GangRestart", verdict.message)
     step.milestones.add(Milestone.RESTARTED)
     step.delete(current, grace_seconds=_restart_grace(job))
@@ -453,8 +455,15 @@ def _set_progress_phase(step: _Step, job: JobSpec, current: Sequence[ObservedPod
         step.update(phase=Phase.PENDING)
 
 
-def _suspend(step: _Step) -> None:
+def _attempt_workloads(job: JobSpec, attempt: int, pods: Sequence[ObservedPod]) -> list[str]:
+    named = {pod_group_name(job, attempt)} if job.queue_name else set()
+    return sorted(named | set(workloads_of(pods)))
+
+
+def _suspend(step: _Step, job: JobSpec) -> None:
     step.delete(step.obs.pods)
+    # A suspended job gives its quota back: others may be admitted while it waits.
+    _end_workloads(step, _attempt_workloads(job, step.status.attempt, step.obs.pods))
     if step.status.phase is not Phase.SUSPENDED:
         step.event("Normal", "Suspended", "runPolicy.suspend is true: worker pods deleted")
     step.update(phase=Phase.SUSPENDED)
@@ -517,7 +526,7 @@ def _clean_up(step: _Step, job: JobSpec, deleted: Sequence[ObservedPod] = ()) ->
     current, stale = _by_attempt(step.obs.pods, step.status.attempt)
     # Its quota goes back to the queue now: Kueue would hold a group whose pods were
     # deleted unfinished (cleanPodPolicy) waiting for replacements that never come.
-    _end_workloads(step, workloads_of(job, step.obs.pods))
+    _end_workloads(step, workloads_of(step.obs.pods))
     cleanup = after_finish(job, step.status.phase is Phase.SUCCEEDED, completed, current, stale, step.now)
     already = {p.name for p in deleted}
     step.delete([p for p in cleanup.delete if p.name not in already])

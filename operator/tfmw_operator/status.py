@@ -170,6 +170,7 @@ class JobStatus:
     attempt: int = 0
     launched_attempt: int | None = None  # the attempt whose pods were all created
     restarts: int = 0
+    evictions: int = 0  # gang restarts because Kueue took the quota back: not against backoffLimit
     workers: WorkerCounts | None = None
     ready_workers: str | None = None
     start_time: datetime | None = None
@@ -226,6 +227,7 @@ class JobStatus:
             attempt=_int(status.get("attempt")) or 0,
             launched_attempt=_int(status.get("launchedAttempt")),
             restarts=_int(status.get("restarts")) or 0,
+            evictions=_int(status.get("evictions")) or 0,
             workers=_workers(status.get("workers")),
             ready_workers=_str(status.get("readyWorkers")),
             start_time=parse_time(status.get("startTime")),
@@ -246,6 +248,7 @@ class JobStatus:
             "attempt": self.attempt,
             "launchedAttempt": self.launched_attempt,
             "restarts": self.restarts,
+            "evictions": self.evictions or None,
             "workers": vars(self.workers) if self.workers else None,
             "readyWorkers": self.ready_workers,
             "startTime": format_time(self.start_time) if self.start_time else None,

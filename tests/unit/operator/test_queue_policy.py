@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
+import pytest
 from tfmw_operator.api import parse_job
 from tfmw_operator.builders import build_pod, pod_group_name
 from tfmw_operator.decision import Decision, DeletePods, DeleteWorkloads
@@ -142,3 +143,37 @@ def test_a_finished_job_gives_its_quota_back_at_once() -> None:
     decision = decide(j, pods, marker=MarkerState(True, "uid-mnist", at(19), attempt=0))
     assert decision.status.phase == "Succeeded"
     assert DeleteWorkloads((pod_group_name(parse_job(j), 0),)) in decision.actions
+
+
+def deleted_workloads(decision: Decision) -> list[str]:
+    return [n for a in decision.actions if isinstance(a, DeleteWorkloads) for n in a.names]
+
+
+def test_a_suspended_job_gives_its_quota_back() -> None:
+    j = queued_job().launched(phase="Running").run_policy(suspend=True).obj()
+    decision = decide(j, [pod(j, i).running().obj() for i in range(2)])
+    assert decision.status.phase == "Suspended"
+    assert deleted_workloads(decision) == [pod_group_name(parse_job(j), 0)]
+
+
+def test_a_restart_after_the_queue_label_was_removed_still_ends_the_admitted_workload() -> None:
+    admitted = queued_job().launched(phase="Running").obj()
+    pods = [pod(admitted, 0).running().obj(), pod(admitted, 1).exited(137).obj()]
+    unlabelled = job().launched(phase="Running").obj()  # the same job, its queue label removed
+    decision = decide(unlabelled, pods)
+    assert decision.status.phase == "Restarting"
+    assert deleted_workloads(decision) == [pod_group_name(parse_job(admitted), 0)]
+
+
+def test_evictions_are_counted_and_backed_off_like_restarts() -> None:
+    j = queued_job().launched(phase="Running", restarts=0).status(evictions=2).obj()
+    pods = [pod(j, 0).running().obj(), pod(j, 1).preempted().obj()]
+    evicted = decide(j, pods)
+    assert evicted.status.restarts == 0 and evicted.status.evictions == 3
+    assert "preempted by Kueue" in (evicted.status.message or "")
+    restarting = job().queue("team-a").status(
+        phase="Restarting", attempt=1, launchedAttempt=0, restarts=0, evictions=3,
+        startTime="2026-01-01T12:00:00Z",
+    ).condition("Restarting").obj()  # fmt: skip
+    waiting = decide(restarting, [], now=at(10))  # 3 restarts in all: 10 * 2**(3-2) s after T0
+    assert waiting.pods_to_create == () and waiting.requeue_after == pytest.approx(10)
