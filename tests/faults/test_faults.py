@@ -441,3 +441,91 @@ def test_a_job_recreated_under_its_name_waits_for_its_predecessor(
         "Succeeded, own Service",
         seconds,
     )
+
+
+# A chief that writes what a user's program might: a progress document from the far future
+# (and its file's mtime too), then, a moment later, its marker.
+FAR_FUTURE_CHIEF = """
+import json, os, time
+folder = os.environ["TFMW_SHARED_DIR"]
+if os.environ["TFMW_WORKER_INDEX"] == "0":
+    progress = os.path.join(folder, "progress.json")
+    for stamp in ("9999-12-31T23:59:50Z", "9999-12-31T23:59:59Z"):
+        with open(progress, "w") as f:
+            json.dump({"epoch": 1, "totalEpochs": 4, "updatedAt": stamp}, f)
+        time.sleep(12)
+    os.utime(progress, (2**34, 2**34))  # a far-ahead mtime, and no updatedAt
+    with open(progress, "w") as f:
+        json.dump({"epoch": 2, "totalEpochs": 4}, f)
+    os.utime(progress, (2**34, 2**34))
+    time.sleep(12)
+    with open(os.environ["TFMW_MARKER_PATH"], "w") as f:
+        json.dump({"jobUid": os.environ["TFMW_JOB_UID"]}, f)
+time.sleep(3600)
+"""
+
+
+def test_a_progress_document_from_year_9999_is_refused_and_the_marker_still_ends_the_job(
+    kube: ClusterClient, fresh_name: Callable[[str], str], report: Report
+) -> None:
+    name = fresh_name("future")
+    job = manifest(name)
+    main = job["spec"]["template"]["spec"]["containers"][0]
+    main["command"], main["args"] = ["python3", "-c", FAR_FUTURE_CHIEF], []
+    kube.create_job(NAMESPACE, job)
+    kube.wait_phase(NAMESPACE, name, "Running", timeout=TRAINING_TIMEOUT)
+    started = time.monotonic()
+    refused = wait_for(
+        "the progress refused",
+        lambda: (
+            kube.status(NAMESPACE, name)
+            if "ahead of" in str(kube.status(NAMESPACE, name).get("progress"))
+            else None
+        ),
+        timeout=30,
+    )
+    assert condition(refused, "ReconcileError") is None
+    final = wait_finished(kube, name, timeout=120)
+    assert final["phase"] == "Succeeded", final
+    report(
+        "progress dated 9999-12-31",
+        "refused, then Succeeded",
+        f"refused, {final['phase']}",
+        time.monotonic() - started,
+    )
+
+
+def test_a_quota_that_refuses_the_service_stalls_the_job_without_pods(
+    kube: ClusterClient, fresh_name: Callable[[str], str], report: Report
+) -> None:
+    name = fresh_name("nosvc")
+    namespace = kube.new_namespace("faults-services")
+    try:
+        kube.core.create_namespaced_resource_quota(
+            namespace, {"metadata": {"name": "no-services"}, "spec": {"hard": {"services": "0"}}}
+        )
+        wait_for(
+            "the quota to count",
+            lambda: kube.core.read_namespaced_resource_quota("no-services", namespace).status.hard,
+        )
+        created = time.monotonic()
+        kube.create_job(namespace, manifest(name))
+        found = wait_for(
+            "Stalled ServiceCreationRefused",
+            lambda: (
+                (c := condition(kube.status(namespace, name), "Stalled"))
+                and c["reason"] == "ServiceCreationRefused"
+                and c
+            ),
+            timeout=60,
+        )
+        assert "exceeded quota" in found["message"], found
+        assert kube.status(namespace, name)["phase"] == "Pending" and kube.pods(namespace, name) == []
+        report(
+            "services=0 quota (403 on the Service)",
+            "Stalled, no pods",
+            "Stalled, 0 pods",
+            time.monotonic() - created,
+        )
+    finally:
+        kube.delete_namespace(namespace)
