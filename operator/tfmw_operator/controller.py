@@ -6,14 +6,16 @@ import asyncio
 import logging
 import time
 import uuid
-from collections.abc import Awaitable, Callable, Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
 
 from tfmw_operator import metrics
 from tfmw_operator.api import JobSpec, Json, Phase, parse_spec
-from tfmw_operator.builders import build_event, pod_group_name, pod_group_name_prefix
+from tfmw_operator.audit import JobAudit
+from tfmw_operator.builders import build_event, pod_group_name
+from tfmw_operator.creation import Created, Creator
 from tfmw_operator.decision import (
     CreatePods,
     Decision,
@@ -29,9 +31,8 @@ from tfmw_operator.decision import (
 from tfmw_operator.events import EventPoster
 from tfmw_operator.informer import Informer, LatestJobs
 from tfmw_operator.job_files import JobFileWatcher, Signature
-from tfmw_operator.kube import CONNECTION_POOL_SIZE, ApiError, CreateRefused, Kube
+from tfmw_operator.kube import ApiError, Kube
 from tfmw_operator.observed import (
-    CreatedObject,
     CreateError,
     MarkerState,
     Observed,
@@ -47,13 +48,14 @@ from tfmw_operator.status import JobStatus, merge_patch
 from tfmw_operator.storage import (
     SharedStorage,
     StorageError,
-    archive_log,
     ensure_job_directory,
     file_signature,
     read_marker,
     read_progress,
     remove_marker,
+    reported,
 )
+from tfmw_operator.worker_deletion import WorkerDeleter
 from tfmw_operator.workqueue import Key, WorkQueue
 
 logger = logging.getLogger(__name__)
@@ -64,14 +66,7 @@ QUEUE_RECHECK_SECONDS = 2.0
 FIRST_RETRY_SECONDS = 2.0
 MAX_RETRY_SECONDS = 300.0
 REPORT_AFTER_FAILURES = 3
-# kopf lists jobs again after a watch expires but tells nothing of those deleted in the
-# gap: a job that lists this far apart both leave out is forgotten.
-JOB_AUDIT_SECONDS = 60.0
 SERVICE_RETRY_SECONDS = 30.0  # a running gang's missing Service, refused: tried again after this
-LOG_ARCHIVE_BYTES = 4 * 1024 * 1024
-# Pods built and sent at once by one launch, at most: each carries its TF_CONFIG, up to
-# 128 KiB for the largest job the CRD accepts.
-CREATE_BATCH_MAX = 32
 # Launches deciding and creating at once. More only queue for the connections, each with
 # its built pods held: a burst of 100 8-worker jobs peaked 15 MB higher, and was no faster.
 LAUNCHES_AT_ONCE = 16
@@ -108,16 +103,24 @@ class JobController:
         self.storage = SharedStorage(settings.shared_root)
         self.files = JobFileWatcher(self.storage, self.queue.trigger, self.queue.trigger_later)
         self.events = EventPoster(kube)
+        self.audit = JobAudit(kube, self.jobs, self.pods.values(), settings.exact_namespaces, self._forget)
+        self.creator = Creator(kube, self.events, self._services_of, self._pods_of)
+        self.deleter = WorkerDeleter(kube, self.storage, self._pods_of)
         self._states: dict[Key, _JobState] = {}
         self._active = 0
         self._launching = asyncio.Semaphore(LAUNCHES_AT_ONCE)
-        self._sending = asyncio.Semaphore(CONNECTION_POOL_SIZE)
 
     def watches(self) -> list[Informer[Owned]]:
         return [*self.pods.values(), *self.services.values()]
 
     def _view(self, informers: dict[str, Informer[Owned]], namespace: str) -> Informer[Owned]:
         return informers[namespace] if namespace in informers else informers[""]
+
+    def _pods_of(self, namespace: str) -> Informer[Owned]:
+        return self._pods_of(namespace)
+
+    def _services_of(self, namespace: str) -> Informer[Owned]:
+        return self._services_of(namespace)
 
     async def reconcile(self, key: Key) -> float | None:
         # As a restarted controller must: decide nothing before the view holds every object.
@@ -152,7 +155,7 @@ class JobController:
             return delay
         described = f"{type(error).__name__}: {error}"[:500]
         try:
-            pods = self._view(self.pods, key[0]).of_job(key)
+            pods = self._pods_of(key[0]).of_job(key)
             observed = Observed.of_owned(job, pods, MarkerState(), datetime.now(UTC))
             decision = reconcile_failed(observed, described)
             await self._apply(key, job, observed.pods, decision)
@@ -168,8 +171,8 @@ class JobController:
         if job is None:
             self._forget(key)
             return None
-        pods = self._view(self.pods, namespace).of_job(key)
-        service = next((s for s in self._view(self.services, namespace).of_job(key) if s.name == name), None)
+        pods = self._pods_of(namespace).of_job(key)
+        service = next((s for s in self._services_of(namespace).of_job(key) if s.name == name), None)
         state = self._states.get(key)
         uid = str((job.get("metadata") or {}).get("uid") or "")
         if state is not None and state.uid != uid:
@@ -220,49 +223,6 @@ class JobController:
             requeue = QUEUE_RECHECK_SECONDS if requeue is None else min(requeue, QUEUE_RECHECK_SECONDS)
         return requeue
 
-    async def audit_jobs(self) -> None:
-        """Until cancelled: forget the jobs that were deleted while the watch could not see it."""
-        suspects: dict[Key, str] = {}
-        while True:
-            await asyncio.sleep(JOB_AUDIT_SECONDS)
-            try:
-                suspects = await self.audit_jobs_once(suspects)
-            except Exception as error:  # the next audit tries again; nothing is forgotten meanwhile
-                logger.warning("listing jobs to find those deleted unseen failed: %s", error)
-
-    async def audit_jobs_once(self, suspects: dict[Key, str]) -> dict[Key, str]:
-        """Forget the jobs held that this list and the one before (`suspects`) both leave
-        out; the jobs this list leaves out, to look at next time. Two lists, because a job
-        created while one is being made may be held already and not in it."""
-        listed: dict[Key, str] = {}
-        for namespace in self.settings.exact_namespaces or ("",):
-            listed |= await self.kube.list_job_uids(namespace)
-        missing = {key: uid for key, uid in self.jobs.uids().items() if listed.get(key) != uid}
-        for key, uid in missing.items():
-            job = self.jobs.get(key)
-            if suspects.get(key) == uid and job is not None:
-                logger.info("job %s/%s (uid %s) was deleted while unseen: forgotten", *key, uid)
-                self.jobs.remove(job)
-                self._forget(key)
-        await self._end_orphaned_workloads()
-        return {key: uid for key, uid in missing.items() if suspects.get(key) != uid}
-
-    async def _end_orphaned_workloads(self) -> None:
-        """Kueue holds a deleted job's pods until their Workload goes, and the Workload goes
-        only with its pods: the Workloads of pods whose job is gone are deleted, by level
-        (the DELETED event does it first, once; a deletion during a failover is missed)."""
-        live = self.jobs.uids()
-        for view in self.pods.values():
-            for key in view.jobs():
-                groups = {
-                    owned.pod.pod_group
-                    for owned in view.of_job(key)
-                    if owned.pod is not None and owned.pod.pod_group and live.get(key) not in owned.owners
-                }
-                for group in sorted(g for g in groups if g):
-                    logger.info("ending Workload %s/%s: its job is gone", key[0], group)
-                    await self.kube.delete_workload(key[0], group)
-
     async def _namesake_service(self, key: Key) -> Owned | None:
         """A Service of the job's name that is not its own, as it is now (gone, or still there)."""
         found = await self.kube.get_service(*key)
@@ -273,15 +233,6 @@ class JobController:
     async def _workload(self, namespace: str, name: str) -> WorkloadState | None:
         found = await self.kube.get_workload(namespace, name)
         return None if found is None else observe_workload(name, found)
-
-    async def forget_deleted(self, key: Key, uid: str) -> None:
-        """A deleted job's Kueue Workloads are owned by its pods alone, and Kueue holds those
-        pods until their Workload goes: delete them, so the garbage collector can finish."""
-        namespace, name = key
-        prefix = pod_group_name_prefix(name, uid)
-        for workload in await self.kube.list_workload_names(namespace):
-            if workload.startswith(prefix):
-                await self.kube.delete_workload(namespace, workload)
 
     async def _read_progress(self, key: Key, relpath: str) -> ProgressReading | None:
         try:
@@ -309,19 +260,20 @@ class JobController:
                 # Made while the Service and pods are created: no worker starts within the
                 # millisecond it takes, and a failure is only reported either way.
                 call = self.storage.call(action.relpath, ensure_job_directory, action.relpath, action.job_uid)
-                alongside.append(asyncio.ensure_future(self._best_effort(warnings, call)))
+                alongside.append(asyncio.ensure_future(reported(warnings, call)))
             elif isinstance(action, EnsureService) and not action.launch:
-                await self._recreate_service(key, action.service, warnings)
-            elif isinstance(action, EnsureService):
+                if not await self.creator.recreate_service(namespace, action.service, warnings):
+                    self.queue.trigger_later(key, SERVICE_RETRY_SECONDS)
+            elif isinstance(action, EnsureService | CreatePods):
+                # The pods that follow their Service go with it: none if it is refused.
                 following = actions[0] if actions else None
-                pods_too = following if isinstance(following, CreatePods) else None
-                if pods_too is not None:
+                batch = action if isinstance(action, CreatePods) else None
+                if isinstance(action, EnsureService) and isinstance(following, CreatePods):
+                    batch = following
                     actions.pop(0)
-                if not await self._launch(key, namespace, action.service, pods_too):
-                    completed = False
-                    break
-            elif isinstance(action, CreatePods):
-                if not await self._create_pods(key, namespace, action):
+                service = action.service if isinstance(action, EnsureService) else None
+                created = await self.creator.launch(namespace, service, batch)
+                if not self._created(key, created):
                     completed = False
                     break
             elif isinstance(action, PatchStatus):
@@ -331,7 +283,7 @@ class JobController:
                     break
             elif isinstance(action, DeletePods):
                 doomed = [by_name[n] for n in action.names if n in by_name]
-                deletions = (self._archive_and_delete(namespace, name, p, action, warnings) for p in doomed)
+                deletions = (self.deleter.delete(namespace, name, p, action, warnings) for p in doomed)
                 await asyncio.gather(*deletions)
             elif isinstance(action, DeleteWorkloads):
                 await asyncio.gather(*(self.kube.delete_workload(namespace, n) for n in action.names))
@@ -345,107 +297,22 @@ class JobController:
             self.events.post(namespace, build_event(job, *event, now, uuid.uuid4().hex[:12]))
         return completed
 
-    async def _launch(self, key: Key, namespace: str, service: Json, pods: CreatePods | None) -> bool:
-        """The Service, then the pods: without it no worker resolves its peers, and pods
-        whose Service is refused would hold their nodes for nothing. False when either
-        means deciding again."""
-        if not await self._ensure_service(key, service):
-            return False
-        return pods is None or await self._create_pods(key, namespace, pods)
-
-    async def _ensure_service(self, key: Key, service: Json) -> bool:
-        """False when a Service of that name is someone else's, or creating it was refused:
-        decide again, knowing it."""
-        namespace = key[0]
-        try:
-            created = await self.kube.create_service(namespace, service)
-        except CreateRefused as refused:
-            self._refused(key, CreatedObject.SERVICE, refused)
-            return False
+    def _created(self, key: Key, outcome: Created) -> bool:
+        """Remember what a launch ran into, for the core; False when it means deciding again."""
         state = self._state(key)
-        if state.create_error is not None and state.create_error.refused is CreatedObject.SERVICE:
+        if outcome.namesake is not None:
+            state.namesake_service = outcome.namesake
+        if outcome.refused is not None:
+            what, refused = outcome.refused
+            previous, now = state.create_error, datetime.now(UTC)
+            same = previous is not None and previous.kind is refused.kind and previous.refused is what
+            failures = previous.failures + 1 if previous is not None and same else 1
+            since = now if previous is None else previous.since or previous.at
+            state.create_error = CreateError(refused.kind, refused.message, failures, now, what, since)
+            logger.warning("creating the %s of %s/%s was refused: %s", what, *key, refused.message)
+        elif outcome.done:
             state.create_error = None
-        if created is not None:
-            self._view(self.services, namespace).put(created)
-            return True
-        # One of that name exists: ours (the view lags), or a namesake the view cannot see.
-        found = await self.kube.get_service(namespace, service["metadata"]["name"])
-        if found is None:
-            return True
-        uid = service["metadata"]["ownerReferences"][0]["uid"]
-        if uid in Owned.service_of(found).owners:
-            self._view(self.services, namespace).put(found)
-            return True
-        self._state(key).namesake_service = Owned.service_of(found)
-        return False
-
-    async def _recreate_service(self, key: Key, service: Json, warnings: list[tuple[str, str]]) -> None:
-        """A running gang's Service went missing: create it again. A refusal (a full quota)
-        is reported and tried again later; the job's marker and failures are judged anyway."""
-        name = service["metadata"]["name"]
-        try:
-            created = await self.kube.create_service(key[0], service)
-        except CreateRefused as refused:
-            message = f"Service {name} is missing and creating it again was refused: {refused.message}"
-            warnings.append(
-                ("ServiceRefused", f"{message}; workers cannot resolve restarted peers until it is")
-            )
-            self.queue.trigger_later(key, SERVICE_RETRY_SECONDS)
-            return
-        if created is not None:
-            self._view(self.services, key[0]).put(created)
-            warnings.append(("ServiceRecreated", f"Service {name} was missing; created it again"))
-
-    @staticmethod
-    async def _best_effort(warnings: list[tuple[str, str]], call: Awaitable[object]) -> None:
-        """Storage trouble while acting is reported and the job goes on being reconciled."""
-        try:
-            await call
-        except StorageError as error:
-            logger.warning("shared storage: %s", error)
-            warnings.append(("StorageError", f"shared storage: {error}"))
-
-    async def _create_pods(self, key: Key, namespace: str, create: CreatePods) -> bool:
-        """Create in slow-start batches (1, 2, 4, ... CREATE_BATCH_MAX): a doomed template
-        costs one request, and no more than a batch of pods is ever built at once."""
-        remaining, batch = list(create.indices), 1
-        if not remaining:
-            return True
-        state = self._state(key)
-        try:
-            with self.events.creating_pods():
-                while remaining:
-                    this_batch, remaining = remaining[:batch], remaining[batch:]
-                    pods = [create.build(index) for index in this_batch]
-                    created = await asyncio.gather(*(self._send_pod(namespace, pod) for pod in pods))
-                    del pods
-                    view = self._view(self.pods, namespace)
-                    for pod in created:
-                        if pod is not None:
-                            view.put(pod)
-                    batch = min(batch * 2, CREATE_BATCH_MAX)
-        except CreateRefused as refused:
-            self._refused(key, CreatedObject.PODS, refused)
-            return False
-        state.create_error = None
-        return True
-
-    async def _send_pod(self, namespace: str, pod: Json) -> Json | None:
-        # A request body is serialised before it waits for a connection: only as many as
-        # there are connections are, whatever the number of launches (each 1.2 MiB for a
-        # 1,024-worker job with ten containers).
-        async with self._sending:
-            return await self.kube.create_pod(namespace, pod)
-
-    def _refused(self, key: Key, what: CreatedObject, refused: CreateRefused) -> None:
-        """Remember a refused creation for the core, which backs off or fails the job."""
-        state = self._state(key)
-        previous, now = state.create_error, datetime.now(UTC)
-        same = previous is not None and previous.kind is refused.kind and previous.refused is what
-        failures = previous.failures + 1 if previous is not None and same else 1
-        since = now if previous is None else previous.since or previous.at
-        state.create_error = CreateError(refused.kind, refused.message, failures, now, what, since)
-        logger.warning("creating the %s of %s/%s was refused: %s", what, *key, refused.message)
+        return outcome.done
 
     async def _patch_status(self, job: Json, patch: Json) -> bool:
         """False when the job is not as read: decide again from it as it is, or forget it
@@ -468,49 +335,6 @@ class JobController:
                 self.jobs.put(current)
             return False
         return True
-
-    async def _archive_and_delete(
-        self,
-        namespace: str,
-        job_name: str,
-        pod: ObservedPod,
-        action: DeletePods,
-        warnings: list[tuple[str, str]],
-    ) -> None:
-        """Delete a worker and keep its log on the shared storage, read to its last line.
-
-        A running worker's log is followed while it stops; saving the log is best effort
-        and never holds the deletion up.
-        """
-        if action.force or pod.phase == "Pending":
-            await self._delete_pod(namespace, pod, action.grace_seconds)
-            return
-        follow = pod.active
-        reads = [
-            asyncio.ensure_future(self.kube.container_log(namespace, pod.name, c, LOG_ARCHIVE_BYTES, follow))
-            for c in pod.containers
-        ]
-        if follow:
-            await asyncio.sleep(0)  # let the log requests go out before the stop
-        await self._delete_pod(namespace, pod, action.grace_seconds)
-        texts = await asyncio.gather(*reads)
-        job_relpath = f"{namespace}/{job_name}"
-        for position, (container, text) in enumerate(zip(pod.containers, texts, strict=True)):
-            if not text:
-                continue
-            suffix = "" if position == 0 else f".{container}"
-            call = self.storage.call(
-                job_relpath, archive_log, job_relpath, pod.attempt, f"{pod.index}{suffix}", text
-            )
-            await self._best_effort(warnings, call)
-
-    async def _delete_pod(self, namespace: str, pod: ObservedPod, grace_seconds: int | None) -> None:
-        deleted = await self.kube.delete_pod(namespace, pod.name, pod.uid, grace_seconds)
-        view = self._view(self.pods, namespace)
-        if deleted is None:
-            view.remove(namespace, pod.name, lambda held: held.pod is not None and held.pod.uid == pod.uid)
-        else:
-            view.put(deleted)
 
     def _track(self, key: Key, decision: Decision, marker_time: datetime | None) -> None:
         milestones = decision.milestones

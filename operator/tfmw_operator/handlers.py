@@ -109,7 +109,7 @@ class Operator:
         controller = self._controller = JobController(Kube(credentials), self.settings)
         background = {
             "the marker watcher": controller.files.run(),
-            "the job audit": controller.audit_jobs(),
+            "the job audit": controller.audit.run(),
             **{f"the watch of {w.path}": w.run() for w in controller.watches()},
             **{f"Event poster {i}": controller.events.run() for i in range(EVENT_POSTERS)},
         }
@@ -145,7 +145,7 @@ class Operator:
             controller.queue.forget(key)
             meta = job.get("metadata", {})
             if (meta.get("labels") or {}).get(LABEL_QUEUE_NAME):
-                await controller.forget_deleted(key, meta.get("uid", ""))
+                await controller.audit.end_workloads_of_deleted(key, meta.get("uid", ""))
             return
         if controller.jobs.put(job):  # not the echo of a status write of our own
             controller.queue.trigger(key)

@@ -20,7 +20,7 @@ import logging
 import os
 import stat
 import uuid
-from collections.abc import Callable, Iterator
+from collections.abc import Awaitable, Callable, Iterator
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import TypeVar
@@ -301,3 +301,12 @@ class SharedStorage:
                 return await work
         except TimeoutError:
             raise StorageError(relpath, f"no answer within {STORAGE_TIMEOUT_SECONDS:.0f}s") from None
+
+
+async def reported(warnings: list[tuple[str, str]], call: Awaitable[object]) -> None:
+    """Storage trouble while acting is reported (a Warning) and the job goes on being reconciled."""
+    try:
+        await call
+    except StorageError as error:
+        logger.warning("shared storage: %s", error)
+        warnings.append(("StorageError", f"shared storage: {error}"))

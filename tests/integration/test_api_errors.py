@@ -106,9 +106,9 @@ def test_a_job_deleted_unseen_is_forgotten_after_two_lists(kube: ClusterClient, 
         try:
             controller.jobs.put(gone)  # deleted while the watch could not see it
             controller.jobs.put(replaced)  # deleted and created again under its name, unseen
-            suspects = await controller.audit_jobs_once({})
+            suspects = await controller.audit.once({})
             held_after_one = set(controller.jobs.uids())
-            await controller.audit_jobs_once(suspects)
+            await controller.audit.once(suspects)
             return held_after_one, set(controller.jobs.uids())
         finally:
             await controller.kube.close()
