@@ -117,10 +117,10 @@ class JobController:
         return informers[namespace] if namespace in informers else informers[""]
 
     def _pods_of(self, namespace: str) -> Informer[Owned]:
-        return self._pods_of(namespace)
+        return self._view(self.pods, namespace)
 
     def _services_of(self, namespace: str) -> Informer[Owned]:
-        return self._services_of(namespace)
+        return self._view(self.services, namespace)
 
     async def reconcile(self, key: Key) -> float | None:
         # As a restarted controller must: decide nothing before the view holds every object.
