@@ -324,6 +324,8 @@ class JobController:
         except ApiError as error:
             if error.status not in (404, 409):
                 raise
+            if error.status == 409 and self.jobs.get((namespace, name)) is not job:
+                return False  # the watch has brought the newer version already
             # Changed since it was read, or gone: the watch may never tell (it missed it).
             current = await self.kube.get_job(namespace, name)
             if current is None or (current.get("metadata") or {}).get("uid") != meta.get("uid"):
