@@ -11,7 +11,7 @@ from __future__ import annotations
 import dataclasses
 import json
 from collections.abc import Callable
-from datetime import datetime
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
@@ -22,8 +22,17 @@ from tfmw_operator.decision import (
     EnsureService,
     PatchStatus,
 )
-from tfmw_operator.observed import CreateError, CreateErrorKind, MarkerState, observe_pod
+from tfmw_operator.observed import (
+    CreatedObject,
+    CreateError,
+    CreateErrorKind,
+    MarkerState,
+    Observed,
+    WorkloadState,
+    observe_pod,
+)
 from tfmw_operator.progress import ProgressProblem, ProgressReport
+from tfmw_operator.reconcile import reconcile_failed
 from wrappers import at, decide, job, pod
 
 Json = dict[str, Any]
@@ -184,6 +193,76 @@ SCENARIOS: dict[str, Callable[[], Decision]] = {
         running(job().obj()),
         marker=MARKER,
         progress=_progress(19, 800, metrics=(("loss", 0.1), ("eval_accuracy", 0.97))),
+    ),
+    "running, progress from year 9999": lambda: decide(
+        job().launched(phase="Running").obj(),
+        running(job().obj()),
+        progress=ProgressReport(updated_at=datetime(9999, 12, 31, 23, 59, 59, tzinfo=UTC), epoch=1),
+    ),
+    "new job, Service refused by a quota": lambda: decide(
+        job().obj(),
+        service=None,
+        create_error=CreateError(
+            CreateErrorKind.FORBIDDEN, "exceeded quota: services=0", 1, at(19), CreatedObject.SERVICE, at(19)
+        ),
+    ),
+    "new job, Service invalid": lambda: decide(
+        job().obj(),
+        service=None,
+        create_error=CreateError(
+            CreateErrorKind.INVALID, "spec.ports[0]: Invalid", 1, at(19), CreatedObject.SERVICE
+        ),
+    ),
+    "new job, webhook down past the pending timeout": lambda: decide(
+        job().run_policy(pendingTimeoutSeconds=15).obj(),
+        create_error=CreateError(
+            CreateErrorKind.UNAVAILABLE, 'failed calling webhook "x"', 4, at(19), CreatedObject.PODS, at(1)
+        ),
+    ),
+    "reconcile failing": lambda: reconcile_failed(
+        Observed.of(
+            job().run_policy(activeDeadlineSeconds=100).launched(phase="Running").obj(),
+            running(job().obj()),
+            MarkerState(),
+            at(20),
+        ),
+        "OverflowError: date value out of range",
+    ),
+    "reconcile failing past the deadline": lambda: reconcile_failed(
+        Observed.of(
+            job().run_policy(activeDeadlineSeconds=10).launched(phase="Running").obj(),
+            running(job().obj()),
+            MarkerState(),
+            at(20),
+        ),
+        "OverflowError: date value out of range",
+    ),
+    "reconciled again after failing": lambda: decide(
+        job().launched(phase="Running").condition("ReconcileError").obj(), running(job().obj())
+    ),
+    "queued gang waiting": lambda: decide(
+        job().queue("team-a").launched().obj(),
+        [pod(job().queue("team-a").obj(), i).gated().obj() for i in (0, 1)],
+        workload=WorkloadState("w", False, "Pending", "insufficient quota for cpu"),
+    ),
+    "queued gang evicted": lambda: decide(
+        job().queue("team-a").launched(phase="Running").status(evictions=1).obj(),
+        [
+            pod(job().queue("team-a").obj(), 0).running().obj(),
+            pod(job().queue("team-a").obj(), 1).preempted().obj(),
+        ],
+    ),
+    "queued job suspended": lambda: decide(
+        job().queue("team-a").run_policy(suspend=True).launched(phase="Running").obj(),
+        running(job().queue("team-a").obj()),
+    ),
+    "restart within the template's shorter grace": lambda: decide(
+        job()
+        .run_policy(restartGracePeriodSeconds=20)
+        .pod_spec(terminationGracePeriodSeconds=7)
+        .launched(phase="Running")
+        .obj(),
+        [pod(job().obj(), 0).running().obj(), pod(job().obj(), 1).exited(137).obj()],
     ),
 }
 
