@@ -11,13 +11,13 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from kube import ClusterClient, Json, kubectl, wait_for
+from kube import ClusterClient, Json, SimulatedKubelet, kubectl, wait_for
 from kubernetes import client
 from kubernetes.client.exceptions import ApiException
 from tfmw_operator.controller import JobController
 from tfmw_operator.kube import Kube, connection_info
 from tfmw_operator.settings import Settings
-from wrappers import simulated_job
+from wrappers import simulated_job, write_marker
 
 
 def stalled(kube: ClusterClient, namespace: str, name: str) -> Json | None:
@@ -116,3 +116,19 @@ def test_a_job_deleted_unseen_is_forgotten_after_two_lists(kube: ClusterClient, 
     after_one, after_two = asyncio.run(audit())
     assert after_one == {(namespace, "gone"), (namespace, "kept")}  # one list is not enough
     assert after_two == set()  # neither is what the API server holds
+
+
+def test_a_running_job_whose_service_cannot_come_back_still_sees_its_marker(
+    kube: ClusterClient, kubelet: SimulatedKubelet, namespace: str, shared_root: Path
+) -> None:
+    job = kubelet.start_job(namespace, simulated_job("nodns").manifest())
+    quota = {"metadata": {"name": "no-services"}, "spec": {"hard": {"services": "0"}}}
+    kube.core.create_namespaced_resource_quota(namespace, quota)
+    wait_for(
+        "the quota to count",
+        lambda: kube.core.read_namespaced_resource_quota("no-services", namespace).status.used,
+    )
+    kube.core.delete_namespaced_service("nodns", namespace)
+    kube.wait_events(namespace, "nodns", {"ServiceRefused"}, timeout=20)
+    write_marker(shared_root / namespace / "nodns", job["metadata"]["uid"])
+    kube.wait_phase(namespace, "nodns", "Succeeded", timeout=20)
