@@ -117,8 +117,9 @@ def test_the_runnable_blocks_the_docs_test_expects_exist() -> None:
 
 def test_every_runnable_block_cleans_up_what_it_creates() -> None:
     for block in runnable_blocks():
-        creates = re.findall(r"kubectl (?:apply|create)\b", block.text)
-        deletes = re.findall(r"kubectl delete\b", block.text)
+        commands = re.sub(r"(^|\s)#.*", "", block.text)  # not the comments
+        creates = re.findall(r"kubectl (?:apply|create)\b", commands)
+        deletes = re.findall(r"kubectl delete\b", commands)
         assert len(deletes) >= len(creates), f"{block.where}: creates without deleting"
 
 
