@@ -1,31 +1,37 @@
 # tfmw: see README.md. Every target installs what it needs (make install) first.
 SHELL := /bin/bash
-export PATH := $(CURDIR)/hack/bin:$(PATH)
+# The project's virtual environment (make install makes it, from Debian's python3): its
+# bin/ comes first on the PATH, so every recipe, hack/ script and test that runs python3,
+# pip, pytest, ruff or mypy gets the venv's, never the system's.
+VENV ?= $(CURDIR)/.venv
+PYTHON := $(VENV)/bin/python3
+export PATH := $(VENV)/bin:$(CURDIR)/hack/bin:$(PATH)
+export VIRTUAL_ENV := $(VENV)
 CLUSTER_DIR ?= $(CURDIR)/.cluster
 SHARED_DIR ?= /var/lib/tfmw/shared
 # hack/ scripts and tests read these: overriding CLUSTER_DIR moves the whole cluster.
 export TFMW_CLUSTER_DIR := $(CLUSTER_DIR)
 export TFMW_SHARED_DIR := $(SHARED_DIR)
 export KUBECONFIG ?= $(CLUSTER_DIR)/kubeconfig
-PYTEST := python3 -m pytest -p no:cacheprovider
-STAMP := build/.installed
+PYTEST := $(PYTHON) -m pytest -p no:cacheprovider
+# In the venv: deleting .venv makes `make install` run again.
+STAMP := $(VENV)/.tfmw-installed
 
-.PHONY: install lint test test-unit test-integration test-e2e test-faults faults run images cluster-up cluster-down \
+.PHONY: install lint test test-unit test-integration test-e2e test-docs test-faults faults run images cluster-up cluster-down \
 	cluster-status deploy demo bench mutate golden kueue-up kueue-down kind-up kind-deploy kind-e2e kind-down test-kind clean
 
+# Debian packages, .venv (the project editable, with its extras) and hack/bin; again only
+# when one of these inputs changed (or .venv was removed).
 $(STAMP): pyproject.toml hack/versions.env hack/go.mod hack/install-deps.sh
-	hack/install-deps.sh
-	@mkdir -p build && touch $@
+	TFMW_VENV=$(VENV) hack/install-deps.sh
+	@touch $@
 
-# The editable install is machine-wide: another clone's `make install` re-points it.
 install: $(STAMP)
-	@python3 -c 'import sys, tfmw_operator, tfmw_trainer; sys.exit(not all(m.__file__.startswith("$(CURDIR)/") for m in (tfmw_operator, tfmw_trainer)))' 2>/dev/null \
-		|| python3 -m pip install -q --disable-pip-version-check -e "$(CURDIR)[operator,trainer,dev]"
 
 lint: install
-	ruff check .
-	ruff format --check .
-	mypy operator/tfmw_operator trainer/tfmw_trainer tests
+	$(VENV)/bin/ruff check .
+	$(VENV)/bin/ruff format --check .
+	$(VENV)/bin/mypy operator/tfmw_operator trainer/tfmw_trainer tests
 
 test: install
 	@hack/stage.sh "unit tests" $(MAKE) --no-print-directory test-unit
@@ -44,6 +50,12 @@ test-e2e: install
 	hack/up.sh
 	$(PYTEST) tests/e2e
 
+# The docs' runnable shell blocks and their minimal training program, on the local cluster
+# (docs/development.md, "Docs that run"); also part of test-e2e.
+test-docs: install
+	hack/up.sh
+	$(PYTEST) tests/e2e/test_docs.py
+
 # Out of cluster, beside the node: the same shared folder the node's pods write.
 # Faults on the local cluster with its node; prints the table of fault, expected and
 # observed end, and seconds to a clear status (also in bench/results/faults.json).
@@ -52,7 +64,7 @@ test-faults faults: install
 	$(PYTEST) tests/faults
 
 run: install
-	python3 -m tfmw_operator --shared-root $(SHARED_DIR) --metrics-port 8080
+	$(PYTHON) -m tfmw_operator --shared-root $(SHARED_DIR) --metrics-port 8080
 
 images: install
 	hack/images.sh
@@ -82,7 +94,7 @@ demo: install
 
 # Pin what the reconcile core decides now (after an intended change; review the diff).
 golden: install
-	PYTHONPATH=operator:trainer:tests python3 -c \
+	PYTHONPATH=operator:trainer:tests $(PYTHON) -c \
 		"from unit.operator.test_reconcile_golden import write_golden; write_golden()"
 
 # Mutation testing of the pure core (not part of make test: it takes minutes).
@@ -91,7 +103,7 @@ mutate: install
 
 bench: install
 	hack/cluster.sh up --no-node
-	PYTHONPATH=tests python3 -m bench.control_plane
+	PYTHONPATH=tests $(PYTHON) -m bench.control_plane
 
 # kind (hack/kind.sh): with Docker and kind installed, plain kind and its node image; on
 # a machine with neither (this one), Docker from Debian, kind from its Go module and a
