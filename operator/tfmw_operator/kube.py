@@ -27,6 +27,14 @@ logger = logging.getLogger(__name__)
 CONNECTION_POOL_SIZE = 8
 REQUEST_TIMEOUT = aiohttp.ClientTimeout(total=30, sock_connect=5)
 LOG_TIMEOUT = aiohttp.ClientTimeout(total=60, sock_connect=5)
+# A followed log lasts as long as the container: the grace period of its deletion, then
+# the kubelet kills it. The margin covers the kubelet seeing the deletion and the stream's
+# end reaching us; LOG_TIMEOUT stays the floor.
+LOG_FOLLOW_MARGIN_SECONDS = 30
+# A watch line is one event: one object as JSON. etcd stores no object above 1.5 MiB (its
+# --max-request-bytes), so no real event comes near this cap; a line that does is refused,
+# not buffered, so no object (any user can label a pod tfmw.dev/job-name) takes the memory.
+MAX_WATCH_LINE_BYTES = 16 * 1024 * 1024
 # A watch ends on the server's side after WATCH_SECONDS; a silent one is given up sooner
 # than it could be alive (bookmarks come about once a minute).
 WATCH_SECONDS = 300
@@ -61,6 +69,53 @@ class ApiError(Exception):
         """Creating in a namespace being deleted is pointless, not an error: the job goes too
         (a 404 on a create says the same of a namespace already gone)."""
         return self.status == 403 and "NamespaceTerminating" in self.body
+
+
+class LineTooLong(ValueError):
+    """A watch line above the cap. A ValueError like any malformed event: the informer
+    gives the watch up and lists again."""
+
+
+class LineSplitter:
+    """A byte stream cut into its non-empty lines, each byte copied at most twice.
+
+    Chunks of a line not yet ended are kept as a list and joined once, when its newline
+    comes: linear in the line's size (appending chunk by chunk to one buffer is quadratic).
+    A line longer than `max_line_bytes` raises LineTooLong as soon as it is known to be.
+    """
+
+    def __init__(self, max_line_bytes: int = MAX_WATCH_LINE_BYTES) -> None:
+        self.max_line_bytes = max_line_bytes
+        self._parts: list[bytes] = []
+        self.pending = 0  # bytes of the line not yet ended
+
+    def feed(self, chunk: bytes) -> list[bytes]:
+        lines: list[bytes] = []
+        start = 0
+        while (end := chunk.find(b"\n", start)) >= 0:
+            self._check(end - start)
+            if self._parts:
+                self._parts.append(chunk[start:end])
+                line = b"".join(self._parts)
+                self._parts, self.pending = [], 0
+            else:
+                line = chunk[start:end]
+            if line:
+                lines.append(line)
+            start = end + 1
+        if start < len(chunk):
+            self._check(len(chunk) - start)
+            self._parts.append(chunk[start:])
+            self.pending += len(chunk) - start
+        return lines
+
+    def _check(self, more: int) -> None:
+        size = self.pending + more
+        if size > self.max_line_bytes:
+            self._parts, self.pending = [], 0
+            raise LineTooLong(
+                f"a line of more than {size} bytes, above the limit of {self.max_line_bytes}: refused"
+            )
 
 
 class CreateRefused(Exception):
@@ -156,21 +211,29 @@ class Kube:
                 return decoded
         raise AssertionError("unreachable")
 
-    async def stream_lines(self, path: str, params: dict[str, str]) -> AsyncIterator[bytes]:
-        """The lines of a watch; ends when the server closes it."""
+    async def stream_lines(
+        self, path: str, params: dict[str, str], max_line_bytes: int = MAX_WATCH_LINE_BYTES
+    ) -> AsyncIterator[bytes]:
+        """The lines of a watch; ends when the server closes it.
+
+        Raises LineTooLong (a ValueError), and drops the connection, on a line above
+        `max_line_bytes`: it is never held whole.
+        """
         async with self.streams.get(self.server + path, params=params, timeout=WATCH_TIMEOUT) as response:
             if response.status == 401:
                 await self._renew_credentials()
             if response.status >= 400:
                 raise ApiError(response.status, response.reason or "", await response.read())
             # Objects are larger than aiohttp's default line limit (a pod easily tops 64 KiB).
-            buffer = b""
+            splitter = LineSplitter(max_line_bytes)
             async for chunk in response.content.iter_any():
-                buffer += chunk
-                *lines, buffer = buffer.split(b"\n")
+                try:
+                    lines = splitter.feed(chunk)
+                except LineTooLong as error:
+                    logger.error("watch of %s: %s; giving the watch up", path, error)
+                    raise
                 for line in lines:
-                    if line:
-                        yield line
+                    yield line
 
     async def _get(self, path: str) -> Json | None:
         """An object; None when it (or its resource type) does not exist."""
@@ -303,19 +366,31 @@ class Kube:
             logger.warning("could not post event %s in %s: %s", event.get("reason"), namespace, error)
 
     async def container_log(
-        self, namespace: str, pod: str, container: str, limit_bytes: int, follow: bool = False
+        self,
+        namespace: str,
+        pod: str,
+        container: str,
+        limit_bytes: int,
+        follow: bool = False,
+        grace_seconds: float | None = None,
     ) -> str:
         """The last `limit_bytes` of a container's log, decoded leniently ("" when none).
 
-        With `follow`, reading goes on until the container ends (or LOG_TIMEOUT passes),
-        so a worker being stopped is read to its last line.
+        With `follow`, reading goes on until the container ends, so a worker being stopped
+        is read to its last line: for at most `grace_seconds` (the grace period the pod is
+        being deleted with) plus LOG_FOLLOW_MARGIN_SECONDS, and never less than
+        LOG_TIMEOUT's 60 s (all there is when `grace_seconds` is not given).
         """
+        timeout = LOG_TIMEOUT
+        if follow and grace_seconds is not None and LOG_TIMEOUT.total is not None:
+            total = max(LOG_TIMEOUT.total, max(grace_seconds, 0) + LOG_FOLLOW_MARGIN_SECONDS)
+            timeout = aiohttp.ClientTimeout(total=total, sock_connect=LOG_TIMEOUT.sock_connect)
         tail: collections.deque[bytes] = collections.deque()
         kept = 0
         params = {"container": container, "follow": "true" if follow else "false"}
         url = self.server + _path(namespace, "pods", pod) + "/log"
         try:
-            async with self.streams.get(url, params=params, timeout=LOG_TIMEOUT) as response:
+            async with self.streams.get(url, params=params, timeout=timeout) as response:
                 if response.status >= 400:
                     error = ApiError(response.status, response.reason or "", await response.read())
                     if error.status not in (400, 404):  # never started, or already gone
@@ -335,4 +410,4 @@ class Kube:
         return data.decode("utf-8", "replace")
 
 
-__all__ = ["ApiError", "CreateRefused", "Kube", "connection_info"]
+__all__ = ["ApiError", "CreateRefused", "Kube", "LineSplitter", "LineTooLong", "connection_info"]

@@ -1,0 +1,226 @@
+"""deploy/admission: who creates or changes a job must be allowed to create its pods.
+
+Against the real API server, as real ServiceAccounts (their own tokens, not impersonation):
+RBAC alone lets a ServiceAccount allowed TFMultiWorkerJobs but not Pods create a job whose
+pods are hostPID with the host's / mounted; the ValidatingAdmissionPolicy refuses it with
+a message naming the reason and the fix. The operator's status writes, a subresource, are
+not matched, and the garbage collector's finalizer removal (a metadata-only update by a
+user that may not create pods) goes through.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+from kube import REPO, ClusterClient, SimulatedKubelet, applied, kubectl, wait_for
+from operator_process import OperatorProcess
+from wrappers import job, simulated_job
+
+Json = dict[str, Any]
+POLICY = REPO / "deploy" / "admission" / "policy.yaml"
+JOBS = "tfmwjobs.tfmw.dev"
+
+
+def hostile_job(name: str) -> Json:
+    """What a pod of its own would need pod rights for: the host's PIDs and its /."""
+    return (
+        job(name)
+        .pod_spec(hostPID=True, volumes=[{"name": "host", "hostPath": {"path": "/"}}])
+        .container(volumeMounts=[{"name": "host", "mountPath": "/host"}])
+        .manifest()
+    )
+
+
+def role(namespace: str, name: str, rules: list[Json]) -> list[Json]:
+    """A ServiceAccount `name`, allowed exactly `rules` in `namespace`."""
+    meta = {"name": name, "namespace": namespace}
+    subject = {"kind": "ServiceAccount", "name": name, "namespace": namespace}
+    return [
+        {"apiVersion": "v1", "kind": "ServiceAccount", "metadata": meta},
+        {"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "Role", "metadata": meta, "rules": rules},
+        {
+            "apiVersion": "rbac.authorization.k8s.io/v1",
+            "kind": "RoleBinding",
+            "metadata": meta,
+            "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "Role", "name": name},
+            "subjects": [subject],
+        },
+    ]
+
+
+JOB_VERBS = ["get", "list", "watch", "create", "update", "patch", "delete"]
+JOBS_ONLY = [{"apiGroups": ["tfmw.dev"], "resources": ["tfmwjobs"], "verbs": JOB_VERBS}]
+JOBS_AND_PODS = [*JOBS_ONLY, {"apiGroups": [""], "resources": ["pods"], "verbs": ["create", "get", "list"]}]
+STATUS_ONLY = [
+    {"apiGroups": ["tfmw.dev"], "resources": ["tfmwjobs"], "verbs": ["get"]},
+    {
+        "apiGroups": ["tfmw.dev"],
+        "resources": ["tfmwjobs/status"],
+        "verbs": ["get", "patch"],
+    },  # kubectl reads first
+]
+
+
+def kubeconfig_for(namespace: str, account: str, folder: Path) -> str:
+    """A kubeconfig holding a real token of the ServiceAccount."""
+    token = kubectl("create", "token", account, "-n", namespace, "--duration=1h").stdout.strip()
+    admin = yaml.safe_load(Path(os.environ["KUBECONFIG"]).read_text())
+    config = {
+        "apiVersion": "v1",
+        "kind": "Config",
+        "clusters": [{"name": "local", "cluster": admin["clusters"][0]["cluster"]}],
+        "users": [{"name": account, "user": {"token": token}}],
+        "contexts": [{"name": account, "context": {"cluster": "local", "user": account}}],
+        "current-context": account,
+    }
+    path = folder / f"{namespace}-{account}.kubeconfig"
+    path.write_text(yaml.safe_dump(config))
+    return str(path)
+
+
+class Tenant:
+    def __init__(self, namespace: str, account: str, kubeconfig: str) -> None:
+        self.namespace = namespace
+        self.username = f"system:serviceaccount:{namespace}:{account}"
+        self.kubeconfig = kubeconfig
+
+    def kubectl(self, *args: str, input: str | None = None) -> Any:
+        return kubectl("--kubeconfig", self.kubeconfig, "-n", self.namespace, *args, input=input, check=False)
+
+    def create(self, manifest: Json) -> Any:
+        return self.kubectl("create", "-f", "-", input=yaml.safe_dump(manifest))
+
+    def merge_patch(self, name: str, patch: str, *extra: str) -> Any:
+        return self.kubectl("patch", JOBS, name, "--type=merge", "-p", patch, *extra)
+
+
+def refused(tenant: Tenant) -> bool:
+    if tenant.create(hostile_job("probe")).returncode != 0:
+        return True
+    tenant.kubectl("delete", JOBS, "probe")
+    return False
+
+
+@pytest.fixture(scope="module")
+def policy(kube: ClusterClient) -> Iterator[bool]:
+    """The policy as deploy/ installs it (True: in force); the cluster as it was afterwards."""
+    with applied(POLICY):
+        yield True
+
+
+@pytest.fixture(scope="module")
+def tenants(
+    kube: ClusterClient, policy: bool, tmp_path_factory: pytest.TempPathFactory
+) -> Iterator[dict[str, Tenant]]:
+    namespace = kube.new_namespace("vap")
+    folder = tmp_path_factory.mktemp("tenants")
+    accounts = {"jobs-only": JOBS_ONLY, "jobs-and-pods": JOBS_AND_PODS, "status-only": STATUS_ONLY}
+    objects = [obj for account, rules in accounts.items() for obj in role(namespace, account, rules)]
+    kubectl("apply", "-f", "-", input=yaml.safe_dump_all(objects))
+    made = {name: Tenant(namespace, name, kubeconfig_for(namespace, name, folder)) for name in accounts}
+    # RBAC alone would let jobs-only create jobs, and not pods: the policy is all that stands.
+    assert made["jobs-only"].kubectl("auth", "can-i", "create", JOBS).stdout.strip() == "yes"
+    assert made["jobs-only"].kubectl("auth", "can-i", "create", "pods").stdout.strip() == "no"
+    if policy:  # a new policy takes a moment to reach admission: wait until it bites
+        wait_for(
+            "the admission policy in force", lambda: refused(made["jobs-only"]), timeout=30, interval=0.5
+        )
+    yield made
+    kube.delete_namespace(namespace)
+
+
+def test_a_service_account_allowed_jobs_but_not_pods_is_refused_with_the_reason_and_the_fix(
+    tenants: dict[str, Tenant],
+) -> None:
+    tenant = tenants["jobs-only"]
+    result = tenant.create(hostile_job("hostile"))
+    assert result.returncode != 0, "a job with a hostPID pod was admitted for a user who may not create pods"
+    message = result.stderr
+    assert "ValidatingAdmissionPolicy 'tfmw-job-creator-may-create-pods'" in message, message
+    assert f"{tenant.username} may not create pods in namespace {tenant.namespace}" in message, message
+    assert 'Fix: grant that user "create" on "pods"' in message, message
+    assert tenant.kubectl("get", JOBS, "hostile").returncode != 0  # nothing was stored
+    # Not the pod's shape: a plain job is refused the same way, for the same reason.
+    plain = tenant.create(job("plain").manifest())
+    assert plain.returncode != 0 and "may not create pods" in plain.stderr, plain.stderr
+
+
+def test_a_service_account_allowed_jobs_and_pods_is_admitted(tenants: dict[str, Tenant]) -> None:
+    tenant = tenants["jobs-and-pods"]
+    result = tenant.create(hostile_job("allowed"))
+    assert result.returncode == 0, result.stderr
+    changed = tenant.merge_patch("allowed", '{"spec":{"runPolicy":{"backoffLimit":5}}}')
+    assert changed.returncode == 0, changed.stderr
+
+
+def test_changing_a_job_needs_pod_rights_too_but_removing_a_finalizer_does_not(
+    kube: ClusterClient, tenants: dict[str, Tenant]
+) -> None:
+    """A change can start pods (suspend: false, a higher backoffLimit, a queue label): it
+    is checked like a creation. One that leaves spec, labels and annotations as they were
+    cannot, and is let through: the garbage collector, which may not create pods, removes
+    finalizers that way."""
+    tenant, owner = tenants["jobs-only"], tenants["jobs-and-pods"]
+    manifest = job("suspended").run_policy(suspend=True).manifest()
+    manifest["metadata"]["finalizers"] = ["example.com/hold"]
+    assert owner.create(manifest).returncode == 0
+    for patch in (
+        '{"spec":{"runPolicy":{"suspend":false}}}',
+        '{"spec":{"runPolicy":{"backoffLimit":100}}}',
+        '{"metadata":{"labels":{"kueue.x-k8s.io/queue-name":"other"}}}',
+        '{"metadata":{"annotations":{"note":"x"}}}',
+    ):
+        result = tenant.merge_patch("suspended", patch)
+        assert result.returncode != 0 and "may not create pods" in result.stderr, (patch, result.stderr)
+    unchanged = tenant.merge_patch("suspended", '{"spec":{"runPolicy":{"suspend":true}}}')
+    assert unchanged.returncode == 0, unchanged.stderr
+    released = tenant.merge_patch("suspended", '{"metadata":{"finalizers":null}}')
+    assert released.returncode == 0, released.stderr
+
+
+def test_the_garbage_collector_still_finishes_a_foreground_deletion(
+    kube: ClusterClient, tenants: dict[str, Tenant]
+) -> None:
+    owner = tenants["jobs-and-pods"]
+    assert owner.create(job("foreground").manifest()).returncode == 0
+    deleted = owner.kubectl("delete", JOBS, "foreground", "--cascade=foreground", "--wait=false")
+    assert deleted.returncode == 0, deleted.stderr
+    wait_for(
+        "the job gone after a foreground deletion",
+        lambda: kube.get_job(owner.namespace, "foreground") is None,
+        timeout=60,
+        interval=0.5,
+    )
+
+
+def test_status_writes_are_not_matched(kube: ClusterClient, tenants: dict[str, Tenant]) -> None:
+    """A writer of tfmwjobs/status alone, with no pod rights, still writes it."""
+    owner, writer = tenants["jobs-and-pods"], tenants["status-only"]
+    assert owner.create(job("status").manifest()).returncode == 0
+    result = writer.merge_patch("status", '{"status":{"phase":"Pending"}}', "--subresource=status")
+    assert result.returncode == 0, result.stderr
+    assert kube.status(owner.namespace, "status").get("phase") == "Pending"
+
+
+def test_the_operator_with_its_service_account_runs_a_job_under_the_policy(
+    kube: ClusterClient,
+    kubelet: SimulatedKubelet,
+    tenants: dict[str, Tenant],
+    tmp_path: Path,
+    operator_process: Callable[..., OperatorProcess],
+) -> None:
+    """deploy/'s operator, with its own token: it creates pods, and patches the status."""
+    owner = tenants["jobs-and-pods"]
+    namespace = owner.namespace
+    operator = kubeconfig_for("tfmw-system", "tfmw-operator", tmp_path)
+    operator_process(namespace, operator)
+    assert owner.create(simulated_job("trained").manifest()).returncode == 0
+    kube.wait_pods(namespace, "trained", 2, timeout=60)
+    kubelet.run_all(namespace, "trained")
+    status = kube.wait_phase(namespace, "trained", "Running", timeout=30)
+    assert status.get("attempt") == 0
