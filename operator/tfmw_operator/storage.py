@@ -273,12 +273,12 @@ def _write_atomically(dir_fd: int, name: str, content: bytes, relpath: str) -> N
         raise StorageError(relpath, error) from error
 
 
-def archive_log(shared_root: Path, job_relpath: str, attempt: int, index: int | str, text: str) -> str:
-    """Keep a worker's log at `<job>/logs/attempt-<a>/worker-<i>.log`; the path written."""
+def archive_log(shared_root: Path, job_relpath: str, attempt: int, index: int | str, log: bytes) -> str:
+    """Keep a worker's log, byte for byte, at `<job>/logs/attempt-<a>/worker-<i>.log`; the path written."""
     folder = f"{job_relpath}/logs/attempt-{attempt}"
     name = f"worker-{index}.log"
     with _directory(shared_root, folder, create=True) as dir_fd:
-        _write_atomically(dir_fd, name, text.encode("utf-8", "replace"), f"{folder}/{name}")
+        _write_atomically(dir_fd, name, log, f"{folder}/{name}")
     return f"{folder}/{name}"
 
 

@@ -148,12 +148,12 @@ def test_a_followed_log_is_read_to_its_end_within_the_grace_period(monkeypatch: 
     monkeypatch.setattr(kube_module, "LOG_FOLLOW_MARGIN_SECONDS", 1)
     body = b"".join(f"line {i}\n".encode() for i in range(25))
 
-    async def scenario() -> str:
+    async def scenario() -> bytes:
         async with serving(LOG_PATH, chunked_stream(body, 7, pause=0.1)) as kube:
             return await kube.container_log("ns", "p", "tf", 1 << 20, follow=True, grace_seconds=3)
 
     text = asyncio.run(scenario())
-    assert text.endswith("line 24\n"), text[-40:]
+    assert text.endswith(b"line 24\n"), text[-40:]
 
 
 def test_a_followed_log_stops_at_grace_plus_margin_and_keeps_what_came(
@@ -163,7 +163,7 @@ def test_a_followed_log_stops_at_grace_plus_margin_and_keeps_what_came(
     monkeypatch.setattr(kube_module, "LOG_FOLLOW_MARGIN_SECONDS", 1)
     body = b"".join(f"line {i}\n".encode() for i in range(1000))  # would take 100 s
 
-    async def scenario() -> tuple[str, float]:
+    async def scenario() -> tuple[bytes, float]:
         async with serving(LOG_PATH, chunked_stream(body, 8, pause=0.1)) as kube:
             started = time.monotonic()
             text = await kube.container_log("ns", "p", "tf", 1 << 20, follow=True, grace_seconds=1)
@@ -171,7 +171,7 @@ def test_a_followed_log_stops_at_grace_plus_margin_and_keeps_what_came(
 
     text, elapsed = asyncio.run(scenario())
     assert 1.5 < elapsed < 4, elapsed  # grace 1 s + margin 1 s
-    assert text.startswith("line 0\n")
+    assert text.startswith(b"line 0\n")
 
 
 def test_without_a_grace_period_the_follow_keeps_todays_limit(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -190,9 +190,19 @@ def test_without_a_grace_period_the_follow_keeps_todays_limit(monkeypatch: pytes
 def test_the_byte_limit_still_keeps_only_the_tail() -> None:
     body = b"".join(f"line {i:04}\n".encode() for i in range(2000))
 
-    async def scenario() -> str:
+    async def scenario() -> bytes:
         async with serving(LOG_PATH, chunked_stream(body, 4096)) as kube:
             return await kube.container_log("ns", "p", "tf", 100, follow=True, grace_seconds=5)
 
     text = asyncio.run(scenario())
-    assert len(text) == 100 and text.endswith("line 1999\n")
+    assert len(text) == 100 and text.endswith(b"line 1999\n")
+
+
+def test_a_log_that_is_not_utf8_is_kept_byte_for_byte() -> None:
+    body = bytes(range(256)) * 4096  # 1 MiB, most of it not UTF-8
+
+    async def scenario() -> bytes:
+        async with serving(LOG_PATH, chunked_stream(body, 65536)) as kube:
+            return await kube.container_log("ns", "p", "tf", 4 << 20)
+
+    assert asyncio.run(scenario()) == body
