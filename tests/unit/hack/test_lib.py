@@ -96,7 +96,7 @@ def test_the_inputs_hash_is_the_sha256_prefix_of_the_files_in_order(tmp_path: Pa
 
 
 def test_a_missing_input_fails_the_hash() -> None:
-    assert lib('inputs_hash /nonexistent/file', check=False).returncode != 0
+    assert lib("inputs_hash /nonexistent/file", check=False).returncode != 0
 
 
 def test_wait_gone_returns_when_the_process_exits_and_fails_while_it_runs() -> None:
