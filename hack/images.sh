@@ -33,7 +33,10 @@ base() {
 pause() {
   local hash
   hash=$(inputs_hash "$repo/hack/pause/main.go")
-  has_image "tfmw-pause:$hash" && return 0
+  if has_image "tfmw-pause:$hash"; then
+    buildah tag "tfmw-pause:$hash" tfmw-pause:dev  # as for the targets below
+    return 0
+  fi
   (cd "$repo/hack" && CGO_ENABLED=0 go build -trimpath -ldflags "-s -w" -o "$out/pause" ./pause)
   scratch_image "tfmw-pause:$hash" "$out/pause" /pause --entrypoint '["/pause"]' --user 65535:65535
   buildah tag "tfmw-pause:$hash" tfmw-pause:dev
@@ -57,7 +60,12 @@ target() { # operator|trainer: tfmw-<target>:dev, tagged with a hash of what mak
   # shellcheck disable=SC2046 # one file a word
   inputs=$(cd "$repo" && inputs_hash Dockerfile pyproject.toml \
     $(git ls-files -co --exclude-standard "$target" | grep -v __pycache__ | sort))
-  has_image "tfmw-$target:$inputs" && return 0
+  # :dev is what gets loaded. The image store is shared by every clone on the machine,
+  # so another clone may have moved it to its own build: point it at this one's.
+  if has_image "tfmw-$target:$inputs"; then
+    buildah tag "tfmw-$target:$inputs" "tfmw-$target:dev"
+    return 0
+  fi
   log "building tfmw-$target ..."
   t0=$(date +%s)
   buildah bud -q --pull=never --network host --isolation chroot --layers \
