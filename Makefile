@@ -18,7 +18,8 @@ PYTEST := $(PYTHON) -m pytest -p no:cacheprovider
 STAMP := $(VENV)/.tfmw-installed
 
 .PHONY: install lint test test-unit test-integration test-e2e test-docs test-faults faults run images cluster-up cluster-down \
-	cluster-status deploy demo bench mutate golden kueue-up kueue-down kind-up kind-deploy kind-e2e kind-down test-kind clean
+	cluster-status deploy demo bench mutate golden kueue-up kueue-down kind-up kind-deploy kind-e2e kind-down test-kind \
+	bump-kubernetes clean
 
 # Debian packages, .venv (the project editable, with its extras) and hack/bin; again only
 # when one of these inputs changed (or .venv was removed).
@@ -131,6 +132,12 @@ test-kind: install
 	@hack/stage.sh "kind up" hack/kind.sh up && \
 	  hack/stage.sh "kind e2e" $(MAKE) --no-print-directory kind-e2e; \
 	  status=$$?; hack/stage.sh "kind down" hack/kind.sh down || status=1; exit $$status
+
+# Another Kubernetes release for hack/: versions.env, go.mod/go.sum, the binaries and the
+# CRD's pod template schema, in order (hack/bump-kubernetes.sh). Leaves the cluster down.
+bump-kubernetes: install
+	@[[ -n "$(VERSION)" ]] || { echo "usage: make bump-kubernetes VERSION=v1.x.y" >&2; exit 2; }
+	hack/bump-kubernetes.sh $(VERSION)
 
 clean: cluster-down
 	rm -rf build .cluster

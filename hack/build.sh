@@ -1,16 +1,14 @@
 #!/usr/bin/env bash
-# Builds the local cluster's binaries into hack/bin, only when they are missing or
-# when versions.env changed. The Go build cache is kept, so a rebuild after a
-# version bump recompiles only what changed.
+# Builds the local cluster's binaries into hack/bin, only when they are missing or when
+# what makes them changed: versions.env, the go.mod, the sources, hack/components. The Go
+# build cache is kept, so a rebuild after a version bump recompiles only what changed.
 set -euo pipefail
 source "$(dirname "$0")/lib.sh"
 cd "$repo/hack"
-source versions.env
 stamp="$bin/.versions"
 # Pins of what is built elsewhere (Kueue, the TFJob peer, kind) do not rebuild the cluster's binaries.
-want="$(cat <(grep -v -E '^(KUEUE|TFJOB|KIND)_' versions.env) go.mod kubeall/main.go coredns/main.go coredns/go.mod 2>/dev/null |
-  sha256sum | cut -d' ' -f1)"
-components=(kube-apiserver kube-controller-manager kube-scheduler kube-proxy kubelet kubectl etcd)
+want=$(inputs_hash <(grep -v -E '^(KUEUE|TFJOB|KIND)_' versions.env) go.mod kubeall/main.go \
+  coredns/main.go coredns/go.mod components)
 if [[ -f "$stamp" && "$(cat "$stamp")" == "$want" && -x "$bin/kubeall" && -x "$bin/coredns" ]]; then
   exit 0
 fi
@@ -23,7 +21,7 @@ mkdir -p "$bin"
 start=$(date +%s)
 echo "building kubeall (Kubernetes ${KUBE_VERSION}, etcd ${ETCD_VERSION}) ..."
 CGO_ENABLED=0 go build -trimpath -ldflags "$(kube_ldflags "$KUBE_VERSION")" -o "$bin/kubeall" ./kubeall
-for c in "${components[@]}"; do ln -sf kubeall "$bin/$c"; done
+for c in $(components binary=kubeall); do ln -sf kubeall "$bin/$c"; done
 echo "building coredns ${COREDNS_VERSION} ..."
 (cd coredns && CGO_ENABLED=0 go build -trimpath -ldflags "-s -w" -o "$bin/coredns" .)
 echo "$want" > "$stamp"

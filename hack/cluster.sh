@@ -56,7 +56,7 @@ control_plane_up() {
   mkdir -p "$dir"
   write_audit_policy
   "$repo/hack/pki.sh"
-  for identity in admin controller-manager scheduler kube-proxy coredns kubelet; do
+  for identity in $(components -o identity identity!=-); do
     write_kubeconfig "$dir/$identity.kubeconfig" "$identity"
   done
   cp "$dir/admin.kubeconfig" "$kubeconfig"
@@ -117,7 +117,7 @@ cluster_up() {
 
 cluster_down() {
   [[ -x "$repo/hack/node.sh" ]] && "$repo/hack/node.sh" down || true
-  for name in kube-scheduler kube-controller-manager kube-apiserver etcd; do stop "$name"; done
+  for name in $(components part=control-plane | tac); do stop "$name"; done
   ip addr del "$node_ip/32" dev lo 2>/dev/null || true
 }
 
@@ -125,7 +125,7 @@ case "${1:-}" in
   up) if [[ "${2:-}" == --no-node ]]; then cluster_up no; else cluster_up yes; fi ;;
   down) cluster_down ;;
   status)
-    for name in etcd kube-apiserver kube-controller-manager kube-scheduler containerd kubelet kube-proxy coredns; do
+    for name in $(components part!=client); do
       if alive "$name"; then echo "$name: running (pid $(cat "$run/$name.pid"))"; else echo "$name: stopped"; fi
     done ;;
   *) echo "usage: $0 up [--no-node] | down | status" >&2; exit 2 ;;

@@ -1,75 +1,104 @@
 #!/usr/bin/env bash
-# Builds the images the local node runs, without a registry, and imports them into
-# containerd's k8s.io namespace:
+# Builds the images the local node runs, without a registry, and loads them into the
+# cluster hack/ targets (lib.sh's load_image: the local node's containerd, or the kind
+# cluster's node under TFMW_KIND_CLUSTER):
 #   tfmw-base:bookworm   debootstrap'd Debian 12 with Python 3.11 (the Dockerfile's BASE)
-#   tfmw-pause:dev       the pod sandbox (hack/pause)
+#   tfmw-pause:dev       the local node's pod sandbox (hack/pause)
 #   tfmw-operator:dev, tfmw-trainer:dev   the Dockerfile's targets
-# Each image is rebuilt only when its inputs changed.
+# Each image is rebuilt only when its inputs changed. The one way the operator and
+# trainer images are built, for the local cluster and for kind alike.
+#
+#   hack/images.sh         all of them, loaded
+#   hack/images.sh pause   tfmw-pause:dev only, not loaded (kind's node image takes it)
+# With TFMW_IMAGE_BUILDER=docker (the kind path on a machine with Docker and a registry)
+# the two targets are `docker build` with the Dockerfile's own base instead.
 set -euo pipefail
 source "$(dirname "$0")/lib.sh"
 out=$repo/.images
 mkdir -p "$out"
-has_image() { buildah inspect --type image "$1" >/dev/null 2>&1; }
 
-start=$(date +%s)
-if ! has_image tfmw-base:bookworm; then
+base() {
+  has_image tfmw-base:bookworm && return 0
   log "debootstrap Debian 12 with Python 3.11 (about a minute) ..."
   rm -rf "$out/rootfs"
   debootstrap --variant=minbase --include=python3,python3-venv,python3-pip,ca-certificates \
     bookworm "$out/rootfs" >"$out/debootstrap.log" 2>&1 || { tail -20 "$out/debootstrap.log"; exit 1; }
   rm -rf "$out/rootfs/var/cache/apt/archives/"*.deb "$out/rootfs/var/lib/apt/lists/"*
-  container=$(buildah from scratch)
-  buildah copy -q "$container" "$out/rootfs" / >/dev/null
-  buildah config --env PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin \
-    --env LANG=C.UTF-8 --cmd python3 "$container"
-  buildah commit -q "$container" tfmw-base:bookworm >/dev/null
-  buildah rm "$container" >/dev/null
+  scratch_image tfmw-base:bookworm "$out/rootfs" / \
+    --env PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin --env LANG=C.UTF-8 --cmd python3
   rm -rf "$out/rootfs"
   log "built tfmw-base:bookworm"
-fi
+}
 
-pause_hash=$(sha256sum "$repo/hack/pause/main.go" | cut -c1-16)
-if ! has_image "tfmw-pause:$pause_hash"; then
+pause() {
+  local hash
+  hash=$(inputs_hash "$repo/hack/pause/main.go")
+  if has_image "tfmw-pause:$hash"; then
+    buildah tag "tfmw-pause:$hash" tfmw-pause:dev  # as for the targets below
+    return 0
+  fi
   (cd "$repo/hack" && CGO_ENABLED=0 go build -trimpath -ldflags "-s -w" -o "$out/pause" ./pause)
-  container=$(buildah from scratch)
-  buildah copy -q "$container" "$out/pause" /pause >/dev/null
-  buildah config --entrypoint '["/pause"]' --user 65535:65535 "$container"
-  buildah commit -q "$container" "tfmw-pause:$pause_hash" >/dev/null
-  buildah rm "$container" >/dev/null
-  buildah tag "tfmw-pause:$pause_hash" tfmw-pause:dev
+  scratch_image "tfmw-pause:$hash" "$out/pause" /pause --entrypoint '["/pause"]' --user 65535:65535
+  buildah tag "tfmw-pause:$hash" tfmw-pause:dev
   log "built tfmw-pause:dev"
-fi
+}
 
 # Wheels are fetched once on the host and offered to pip inside the build.
-wheels=$image_store/wheels
-mkdir -p "$wheels"
-if [[ ! -f $wheels/.complete || $repo/pyproject.toml -nt $wheels/.complete ]]; then
-  log "downloading wheels for the images ..."
-  python3 -m pip download -q -d "$wheels" "$repo[operator,trainer]" setuptools wheel >/dev/null
-  rm -f "$wheels"/tfmw-*
-  touch "$wheels/.complete"
-fi
-
-for target in operator trainer; do
-  inputs=$(cd "$repo" && cat Dockerfile pyproject.toml \
-    $(git ls-files -co --exclude-standard "$target" | grep -v __pycache__ | sort) | sha256sum | cut -c1-16)
-  if ! has_image "tfmw-$target:$inputs"; then
-    log "building tfmw-$target ..."
-    t0=$(date +%s)
-    buildah bud -q --pull=never --network host --isolation chroot --layers \
-      -v /etc/ssl/certs/ca-certificates.crt:/etc/ssl/certs/ca-certificates.crt:ro \
-      -v "$wheels:/wheels:ro" \
-      --build-arg BASE=tfmw-base:bookworm --build-arg PIP_FIND_LINKS=/wheels \
-      --target "$target" -t "tfmw-$target:$inputs" -f "$repo/Dockerfile" "$repo" >"$out/build-$target.log" 2>&1 \
-      || { tail -30 "$out/build-$target.log"; exit 1; }
-    buildah tag "tfmw-$target:$inputs" "tfmw-$target:dev"
-    # Earlier builds of this target only take disk space.
-    buildah images --format '{{.Name}}:{{.Tag}}' | grep -E "/tfmw-$target:[0-9a-f]{16}\$" |
-      grep -v ":$inputs\$" | xargs -r buildah rmi >/dev/null 2>&1 || true
-    buildah rmi --prune >/dev/null 2>&1 || true
-    log "built tfmw-$target:dev in $(( $(date +%s) - t0 ))s"
+fetch_wheels() {
+  wheels=$image_store/wheels
+  mkdir -p "$wheels"
+  if [[ ! -f $wheels/.complete || $repo/pyproject.toml -nt $wheels/.complete ]]; then
+    log "downloading wheels for the images ..."
+    python3 -m pip download -q -d "$wheels" "$repo[operator,trainer]" setuptools wheel >/dev/null
+    rm -f "$wheels"/tfmw-*
+    touch "$wheels/.complete"
   fi
-done
+}
 
-for name in tfmw-pause:dev tfmw-operator:dev tfmw-trainer:dev; do import_image "$name" "$out"; done
+target() { # operator|trainer: tfmw-<target>:dev, tagged with a hash of what makes it
+  local target=$1 inputs t0 sources=$1
+  # The trainer image carries the wire contract it shares with the operator.
+  [[ $target != trainer ]] || sources+=" operator/tfmw_operator/__init__.py operator/tfmw_operator/contract.py"
+  # shellcheck disable=SC2046,SC2086 # one file a word
+  inputs=$(cd "$repo" && inputs_hash Dockerfile pyproject.toml \
+    $(git ls-files -co --exclude-standard $sources | grep -v __pycache__ | sort))
+  # :dev is what gets loaded. The image store is shared by every clone on the machine,
+  # so another clone may have moved it to its own build: point it at this one's.
+  if has_image "tfmw-$target:$inputs"; then
+    buildah tag "tfmw-$target:$inputs" "tfmw-$target:dev"
+    return 0
+  fi
+  log "building tfmw-$target ..."
+  t0=$(date +%s)
+  buildah bud -q --pull=never --network host --isolation chroot --layers \
+    -v /etc/ssl/certs/ca-certificates.crt:/etc/ssl/certs/ca-certificates.crt:ro \
+    -v "$wheels:/wheels:ro" \
+    --build-arg BASE=tfmw-base:bookworm --build-arg PIP_FIND_LINKS=/wheels \
+    --target "$target" -t "tfmw-$target:$inputs" -f "$repo/Dockerfile" "$repo" >"$out/build-$target.log" 2>&1 \
+    || { tail -30 "$out/build-$target.log"; exit 1; }
+  buildah tag "tfmw-$target:$inputs" "tfmw-$target:dev"
+  # Earlier builds of this target only take disk space.
+  buildah images --format '{{.Name}}:{{.Tag}}' | grep -E "/tfmw-$target:[0-9a-f]{16}\$" |
+    grep -v ":$inputs\$" | xargs -r buildah rmi >/dev/null 2>&1 || true
+  buildah rmi --prune >/dev/null 2>&1 || true
+  log "built tfmw-$target:dev in $(( $(date +%s) - t0 ))s"
+}
+
+start=$(date +%s)
+if [[ ${1:-} == pause ]]; then
+  pause
+  exit 0
+fi
+loaded=(tfmw-operator:dev tfmw-trainer:dev)
+if [[ ${TFMW_IMAGE_BUILDER:-buildah} == docker ]]; then
+  for name in operator trainer; do docker build -q --target "$name" -t "tfmw-$name:dev" "$repo" >/dev/null; done
+else
+  base
+  pause
+  fetch_wheels
+  for name in operator trainer; do target "$name"; done
+  # The pause image is the local node's sandbox; a kind node has its own.
+  [[ -n $kind_cluster ]] || loaded=(tfmw-pause:dev "${loaded[@]}")
+fi
+for name in "${loaded[@]}"; do load_image "$name" "$out"; done
 log "images ready in $(( $(date +%s) - start ))s"

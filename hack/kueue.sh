@@ -5,31 +5,23 @@
 # Namespaces opt in with the label tfmw.dev/kueue=enabled (see hack/kueue/kustomization.yaml).
 set -euo pipefail
 source "$(dirname "$0")/lib.sh"
-source "$repo/hack/versions.env"
 cache=$repo/.kueue
 binary=$cache/kueue-$KUEUE_VERSION
 
 build() {
   [[ -x $binary ]] && return 0
   log "building Kueue $KUEUE_VERSION from its Go module (about 5 minutes cold) ..."
-  mkdir -p "$cache/gobin"
-  (cd "$repo/hack" && CGO_ENABLED=0 GOBIN="$cache/gobin" go install -trimpath -ldflags "-s -w" \
-    "sigs.k8s.io/kueue/cmd/kueue@$KUEUE_VERSION")
-  mv "$cache/gobin/kueue" "$binary"
+  go_install "sigs.k8s.io/kueue/cmd/kueue@$KUEUE_VERSION" "$binary"
 }
 
 image() {
   local tag=tfmw-kueue:$KUEUE_VERSION
-  if ! buildah inspect --type image "$tag" >/dev/null 2>&1; then
-    local container; container=$(buildah from scratch)
-    buildah copy -q "$container" "$binary" /manager >/dev/null
-    buildah config --entrypoint '["/manager"]' --user 65532:65532 "$container"
-    buildah commit -q "$container" "$tag" >/dev/null
-    buildah rm "$container" >/dev/null
+  if ! has_image "$tag"; then
+    scratch_image "$tag" "$binary" /manager --entrypoint '["/manager"]' --user 65532:65532
     log "built $tag"
   fi
   buildah tag "$tag" tfmw-kueue:dev
-  import_image tfmw-kueue:dev "$cache"
+  load_image tfmw-kueue:dev "$cache"
 }
 
 manifests() { # the module's config/ (read-only in the module cache) with our overlay beside it
@@ -50,7 +42,7 @@ up() {
   # The Workload CRD is too big for client-side apply's annotation.
   kubectl apply --server-side --force-conflicts -f "$cache/kueue.yaml" >/dev/null
   # A new image or configuration (a ConfigMap: no rollout of its own) needs a restart.
-  local applied; applied=$(cat "$cache/kueue.yaml" "$cache/tfmw-kueue.imported" | sha256sum | cut -c1-16)
+  local applied; applied=$(inputs_hash "$cache/kueue.yaml" "$cache/tfmw-kueue.imported")
   if [[ $(cat "$cache/applied" 2>/dev/null) != "$applied" ]]; then
     kubectl -n kueue-system rollout restart deployment/kueue-controller-manager >/dev/null
     echo "$applied" >"$cache/applied"

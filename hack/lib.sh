@@ -1,7 +1,14 @@
-# Sourced by every hack/ script: where the local cluster, the shared folder and the image
-# store live, the cluster's fixed addresses, and how its processes are started and stopped.
+# Sourced by every hack/ script: the pinned versions, where the local cluster, the shared
+# folder and the image store live, the cluster's fixed addresses and components, how its
+# processes are started and stopped, and how images are built and loaded.
 # shellcheck shell=bash
+# shellcheck disable=SC2034 # its variables are for the scripts that source it
 repo=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
+# Run by hand as well as by make: python3 is the project's .venv (PyYAML and the rest), never
+# the system's, once make install has made it.
+[[ ! -x $repo/.venv/bin/python3 || :$PATH: == *":$repo/.venv/bin:"* ]] || PATH=$repo/.venv/bin:$PATH
+# shellcheck source=/dev/null
+source "$repo/hack/versions.env"
 dir=${TFMW_CLUSTER_DIR:-$repo/.cluster}
 # The node's shared storage: deploy/storage.yaml's hostPath volumes point here.
 shared_dir=${TFMW_SHARED_DIR:-/var/lib/tfmw/shared}
@@ -31,13 +38,18 @@ kind_cluster=${TFMW_KIND_CLUSTER:-}
 target_kubeconfig=$kubeconfig
 [[ -z $kind_cluster ]] || target_kubeconfig=${TFMW_KIND_KUBECONFIG:-$HOME/.kube/config}
 kubectl() { "$bin/kubectl" --kubeconfig "$target_kubeconfig" "$@"; }
+# The kind path's own state (hack/kind.sh, hack/kind-node.sh): kubeadm, the node image's
+# build folders, the Docker engine it started; and the node image built here.
+kind_state=$repo/.kind
+kind_node_image=tfmw-kind-node:$KUBE_VERSION
 
 buildah() { command buildah --root "$image_store/storage" --runroot "$image_store/run" --storage-driver overlay "$@"; }
 
-# Puts a built image into the node's containerd (k8s.io namespace), unless it holds that
-# build already; `folder` keeps the stamp. Skipped while containerd is not running
-# (hack/node.sh starts it first).
-import_image() { # name folder
+# Puts a built image into the cluster hack/ targets: the local node's containerd (k8s.io
+# namespace), unless it holds that build already (`folder` keeps the stamp; skipped while
+# containerd is not running: hack/node.sh starts it first), or under TFMW_KIND_CLUSTER the
+# kind cluster's node. The one way every hack/ script loads an image.
+load_image() { # name folder
   local name=$1 folder=$2 sock=$dir/containerd/containerd.sock
   if [[ -n $kind_cluster ]]; then load_into_kind "$name"; return 0; fi
   local archive=$folder/${name%%:*}.tar stamp=$folder/${name%%:*}.imported id
@@ -53,6 +65,85 @@ import_image() { # name folder
   rm -f "$archive"
   echo "$id" >"$stamp"
   log "imported $name into containerd"
+}
+
+# A built image into the kind cluster's node, by way of Docker: buildah's build is pushed
+# to Docker first (skipped when Docker holds that build already); with
+# TFMW_IMAGE_BUILDER=docker (hack/images.sh) `docker build` put it there. kind skips a
+# node that holds it.
+load_into_kind() { # name
+  local id
+  if [[ ${TFMW_IMAGE_BUILDER:-buildah} == buildah ]]; then
+    id=$(buildah inspect --type image --format '{{.FromImageID}}' "$1")
+    if [[ $(docker image inspect -f '{{.Id}}' "$1" 2>/dev/null) != "sha256:$id" ]]; then
+      buildah push -q "$1" "docker-daemon:$1" >/dev/null
+    fi
+  fi
+  kind load docker-image --name "$kind_cluster" "$1" >/dev/null
+}
+
+# A one-layer image of one file or folder, built without a registry: the pause, Kueue and
+# kind's control-plane images, and the Debian base. The options go to `buildah config`.
+scratch_image() { # name source destination [buildah config options...]
+  local name=$1 source=$2 destination=$3 container
+  shift 3
+  container=$(buildah from scratch)
+  buildah copy -q "$container" "$source" "$destination" >/dev/null
+  if (($#)); then buildah config "$@" "$container"; fi
+  buildah commit -q --rm "$container" "$name" >/dev/null
+}
+
+has_image() { buildah inspect --type image "$1" >/dev/null 2>&1; }
+
+# What makes a build, as a short hash: the content of these files (a process
+# substitution for text: `inputs_hash <(declare -f f; echo "$VERSION") file`). A build
+# stamped or tagged with it is redone when, and only when, one of them changes.
+inputs_hash() { # file...: fails when one cannot be read
+  (set -o pipefail; cat -- "$@" | sha256sum | cut -c1-16)
+}
+
+# A Go command from its module at a pinned version, static and stripped, to `binary`
+# (a cache outside the Go module: hack/bin, .kueue/, .tfjob/).
+go_install() { # package@version binary
+  local gobin
+  gobin=$(mktemp -d)
+  mkdir -p "$(dirname "$2")"
+  (cd "$repo/hack" && CGO_ENABLED=0 GOBIN=$gobin go install -trimpath -ldflags "-s -w" "$1")
+  mv "$gobin"/* "$2"
+  rmdir "$gobin"
+}
+
+# The cluster's components (hack/components), in start order: by default their names,
+# with -o the columns named (comma-separated), of the lines that match every filter.
+#   components binary=kubeall            components -o identity,subject identity!=-
+components() { # [-o column,...] [column=value | column!=value ...]
+  local columns=name
+  if [[ ${1:-} == -o ]]; then columns=$2; shift 2; fi
+  awk -v columns="$columns" -v filters="$*" -v node_name="$node_name" '
+    BEGIN {
+      n = split("name binary part kind identity subject", names, " ")
+      for (i = 1; i <= n; i++) index_of[names[i]] = i
+      n_out = split(columns, out, ",")
+      for (i = 1; i <= n_out; i++) if (!(out[i] in index_of)) { print "components: no column " out[i] > "/dev/stderr"; exit 2 }
+      n_filters = split(filters, filter, " ")
+      for (i = 1; i <= n_filters; i++) {
+        negate[i] = filter[i] ~ /!=/
+        split(filter[i], pair, negate[i] ? "!=" : "=")
+        if (!(pair[1] in index_of)) { print "components: no column " pair[1] > "/dev/stderr"; exit 2 }
+        column[i] = index_of[pair[1]]; value[i] = pair[2]
+      }
+    }
+    /^[[:space:]]*(#|$)/ { next }
+    {
+      for (i = 1; i <= n_filters; i++) if (($(column[i]) == value[i]) == negate[i]) next
+      line = ""
+      for (i = 1; i <= n_out; i++) {
+        field = $(index_of[out[i]])
+        gsub(/\$node_name/, node_name, field)
+        line = line (i > 1 ? " " : "") field
+      }
+      print line
+    }' "$repo/hack/components"
 }
 
 # Linker flags that stamp a Kubernetes component with its release, as upstream's build
@@ -74,17 +165,6 @@ module_dir() { # module@version
   (cd "$repo/hack" && go mod download -json "$1") | python3 -c 'import json, sys; print(json.load(sys.stdin)["Dir"])'
 }
 
-# A built image into the kind cluster's node, by way of Docker (skipped when Docker holds
-# that build already; kind skips a node that holds it).
-load_into_kind() { # name
-  local id
-  id=$(buildah inspect --type image --format '{{.FromImageID}}' "$1")
-  if [[ $(docker image inspect -f '{{.Id}}' "$1" 2>/dev/null) != "sha256:$id" ]]; then
-    buildah push -q "$1" "docker-daemon:$1" >/dev/null
-  fi
-  kind load docker-image --name "$kind_cluster" "$1" >/dev/null
-}
-
 alive() { [[ -f "$run/$1.pid" ]] && kill -0 "$(cat "$run/$1.pid")" 2>/dev/null; }
 
 start() { # name command...: start in its own process group unless already running
@@ -101,7 +181,7 @@ stop() { # name: TERM the process group, KILL it after 10 s
   if alive "$name"; then
     local pid; pid=$(cat "$run/$name.pid")
     kill -- "-$pid" 2>/dev/null || kill "$pid" 2>/dev/null || true
-    for _ in $(seq 100); do kill -0 "$pid" 2>/dev/null || break; sleep 0.1; done
+    wait_gone "$pid" 10 || true
     kill -9 -- "-$pid" 2>/dev/null || true
     log "stopped $name"
   fi
@@ -118,4 +198,13 @@ wait_for() { # description seconds command...
     fi
     sleep 0.5
   done
+}
+
+wait_gone() { # pid seconds: until that process has exited; fails if it still runs then
+  local i
+  for ((i = 0; i < $2 * 10; i++)); do
+    kill -0 "$1" 2>/dev/null || return 0
+    sleep 0.1
+  done
+  ! kill -0 "$1" 2>/dev/null
 }

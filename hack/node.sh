@@ -40,15 +40,12 @@ write_if_changed() { # file, content on stdin
 }
 
 restart_changed() {
+  local -A config_of=([containerd]=$containerd_dir/config.toml [kubelet]=$kubelet_dir/config.yaml
+    [kube-proxy]=$dir/kube-proxy.yaml [coredns]=$dir/Corefile)
   local component file
-  for component in containerd kubelet kube-proxy coredns; do
-    case $component in
-      containerd) file=$containerd_dir/config.toml ;;
-      kubelet) file=$kubelet_dir/config.yaml ;;
-      kube-proxy) file=$dir/kube-proxy.yaml ;;
-      coredns) file=$dir/Corefile ;;
-    esac
-    if alive "$component" && [[ " ${changed[*]} " == *" $file "* ]]; then stop "$component"; fi
+  for component in $(components part=node); do
+    file=${config_of[$component]:-}
+    if [[ -n $file ]] && alive "$component" && [[ " ${changed[*]} " == *" $file "* ]]; then stop "$component"; fi
   done
 }
 
@@ -216,19 +213,17 @@ node_up() {
 }
 
 node_down() {
-  stop coredns
-  stop kube-proxy
-  stop kubelet
-  if alive containerd; then
-    # Stop every pod's processes before containerd goes: runc containers outlive it.
-    for ns in k8s.io; do
-      for task in $(ctr --address "$sock" -n "$ns" tasks ls -q 2>/dev/null); do
-        ctr --address "$sock" -n "$ns" tasks kill -s KILL "$task" >/dev/null 2>&1 || true
+  local name
+  for name in $(components part=node | tac); do
+    if [[ $name == containerd ]] && alive containerd; then
+      # Stop every pod's processes before containerd goes: runc containers outlive it.
+      for task in $(ctr --address "$sock" -n k8s.io tasks ls -q 2>/dev/null); do
+        ctr --address "$sock" -n k8s.io tasks kill -s KILL "$task" >/dev/null 2>&1 || true
       done
-    done
-    sleep 1
-  fi
-  stop containerd
+      sleep 1
+    fi
+    stop "$name"
+  done
   remove_leftovers
 }
 

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Creates the local cluster's certificates once: a CA, the API server's serving
-# certificate, and one client certificate per identity (each with the name the
-# built-in RBAC bindings expect), plus the service-account signing key.
+# certificate, and one client certificate per identity in hack/components (each with the
+# name the built-in RBAC bindings expect), plus the service-account signing key.
 set -euo pipefail
 source "$(dirname "$0")/lib.sh"
 mkdir -p "$pki"
@@ -20,11 +20,12 @@ issue() { # name subject [subjectAltName]
     -days 3650 -extfile <(printf '%s\n' "$ext") 2>/dev/null
   rm -f "$name.csr"
 }
+# The API server's serving certificate.
 issue apiserver "/CN=kube-apiserver" \
   "IP:127.0.0.1,IP:${node_ip},IP:10.96.0.1,DNS:localhost,DNS:kubernetes,DNS:kubernetes.default,DNS:kubernetes.default.svc,DNS:kubernetes.default.svc.cluster.local"
-issue admin "/O=system:masters/CN=tfmw-admin"
-issue controller-manager "/CN=system:kube-controller-manager"
-issue scheduler "/CN=system:kube-scheduler"
-issue kube-proxy "/CN=system:kube-proxy"
-issue coredns "/CN=tfmw:coredns"
-issue kubelet "/O=system:nodes/CN=system:node:${node_name}" "IP:127.0.0.1,IP:${node_ip},DNS:${node_name}"
+# Each component's client certificate (hack/components); the kubelet's serves its API too.
+while read -r identity subject <&3; do
+  san=""
+  [[ $identity != kubelet ]] || san="IP:127.0.0.1,IP:${node_ip},DNS:${node_name}"
+  issue "$identity" "$subject" "$san"
+done 3< <(components -o identity,subject identity!=-)

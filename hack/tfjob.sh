@@ -3,16 +3,12 @@
 # module (TFJOB_VERSION in versions.env) into .tfjob/, once per version. Prints its path.
 set -euo pipefail
 source "$(dirname "$0")/lib.sh"
-source "$repo/hack/versions.env"
 cache=$repo/.tfjob
 binary=$cache/training-operator-$TFJOB_VERSION
 if [[ ! -x $binary ]]; then
   log "building the training-operator $TFJOB_VERSION from its Go module (about 2 minutes warm, 5 cold) ..." >&2
   start=$(date +%s)
-  mkdir -p "$cache/gobin"
-  (cd "$repo/hack" && CGO_ENABLED=0 GOBIN="$cache/gobin" go install -trimpath -ldflags "-s -w" \
-    "github.com/kubeflow/training-operator/cmd/training-operator.v1@$TFJOB_VERSION") >&2
-  mv "$cache/gobin/training-operator.v1" "$binary"
+  go_install "github.com/kubeflow/training-operator/cmd/training-operator.v1@$TFJOB_VERSION" "$binary" >&2
   log "built in $(( $(date +%s) - start ))s" >&2
 fi
 # Its TFJob CRD, from the same module.
