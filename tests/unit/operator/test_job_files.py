@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
@@ -20,24 +21,31 @@ PROGRESS = "ns/job/progress.json"
 
 
 def watch(
-    root: Path, track: dict[Key, tuple[str | None, ProgressWatch | None]], until: int = 1
+    root: Path,
+    setup: Callable[[JobFileWatcher], None],
+    settle: float = 0.0,
+    then: Callable[[], object] | None = None,
 ) -> tuple[list[Key], list[Key]]:
-    """Run the watcher until `until` triggers (or 5 s); the triggered keys, now and later."""
+    """Run a watcher set up by `setup`; after `settle` seconds, what it triggered so far is
+    returned first, `then` happens, and what it triggers after that (within 5 s) second."""
 
     async def scenario() -> tuple[list[Key], list[Key]]:
         triggered: list[Key] = []
-        later: list[Key] = []
-        watcher = JobFileWatcher(SharedStorage(root), triggered.append, lambda key, _: later.append(key))
-        for key, (marker, progress) in track.items():
-            watcher.track(key, marker, progress)
+        watcher = JobFileWatcher(SharedStorage(root), triggered.append, lambda key, _: triggered.append(key))
+        setup(watcher)
         detection = asyncio.create_task(watcher.run())
+        await asyncio.sleep(settle)
+        before = list(triggered)
+        triggered.clear()
+        if then is not None:
+            then()
         for _ in range(100):
-            if len(triggered) + len(later) >= until:
+            if triggered or (then is None and settle):
                 break
             await asyncio.sleep(0.05)
         detection.cancel()
         await asyncio.gather(detection, return_exceptions=True)
-        return triggered, later
+        return before, triggered
 
     return asyncio.run(scenario())
 
@@ -61,7 +69,7 @@ def test_marker_detection_outlives_a_look_that_fails(
 
     monkeypatch.setattr(job_files, "marker_exists", first_look_breaks)
     with caplog.at_level(logging.ERROR, logger="tfmw_operator.job_files"):
-        triggered, _ = watch(tmp_path, {KEY: (MARKER, None)})
+        _, triggered = watch(tmp_path, lambda w: w.track(KEY, MARKER, None))
     assert "the first look went wrong" in caplog.text  # the failure is told, not swallowed
     assert KEY in triggered
 
@@ -71,43 +79,25 @@ def test_a_marker_written_while_watched_triggers_its_job_only(tmp_path: Path) ->
         (tmp_path / "ns" / job).mkdir(parents=True)
     other: Key = ("ns", "other")
 
-    async def scenario() -> list[Key]:
-        triggered: list[Key] = []
-        watcher = JobFileWatcher(SharedStorage(tmp_path), triggered.append, lambda key, _: None)
+    def setup(watcher: JobFileWatcher) -> None:
         watcher.track(KEY, MARKER, None)
         watcher.track(other, "ns/other/multiworker-complete.txt", None)
-        detection = asyncio.create_task(watcher.run())
-        await asyncio.sleep(0.5)  # the watches are set up; nothing is there yet
-        triggered.clear()
-        (tmp_path / MARKER).write_text("done\n")
-        for _ in range(60):
-            if triggered:
-                break
-            await asyncio.sleep(0.05)
-        detection.cancel()
-        await asyncio.gather(detection, return_exceptions=True)
-        return triggered
 
-    assert asyncio.run(scenario()) == [KEY]
+    # After half a second the watches are set up, and nothing is there yet.
+    _, triggered = watch(tmp_path, setup, 0.5, lambda: (tmp_path / MARKER).write_text("done\n"))
+    assert triggered == [KEY]
 
 
 def test_a_forgotten_job_is_not_triggered(tmp_path: Path) -> None:
     (tmp_path / "ns" / "job").mkdir(parents=True)
     (tmp_path / MARKER).write_text("done\n")
 
-    async def scenario() -> list[Key]:
-        triggered: list[Key] = []
-        watcher = JobFileWatcher(SharedStorage(tmp_path), triggered.append, lambda key, _: None)
+    def setup(watcher: JobFileWatcher) -> None:
         watcher.track(KEY, MARKER, None)
         watcher.forget(KEY)
         assert watcher.awaiting_marker(KEY) is None
-        detection = asyncio.create_task(watcher.run())
-        await asyncio.sleep(0.6)
-        detection.cancel()
-        await asyncio.gather(detection, return_exceptions=True)
-        return triggered
 
-    assert asyncio.run(scenario()) == []
+    assert watch(tmp_path, setup, 0.6) == ([], [])
 
 
 def test_a_progress_document_unchanged_since_read_triggers_nothing(
@@ -119,22 +109,12 @@ def test_a_progress_document_unchanged_since_read_triggers_nothing(
     monkeypatch.setattr(job_files, "PROGRESS_POLL_SECONDS", 0.2)
     seen = storage.file_signature(tmp_path, PROGRESS)
 
-    async def scenario() -> tuple[list[Key], list[Key]]:
-        triggered: list[Key] = []
-        watcher = JobFileWatcher(SharedStorage(tmp_path), triggered.append, lambda key, _: None)
+    def setup(watcher: JobFileWatcher) -> None:
         watcher.track(KEY, None, ProgressWatch(PROGRESS))
         watcher.saw_progress(KEY, seen)
-        detection = asyncio.create_task(watcher.run())
-        await asyncio.sleep(0.8)
-        quiet = list(triggered)
-        (tmp_path / PROGRESS).write_text('{"epoch": 2, "totalEpochs": 4}')  # a new size
-        for _ in range(40):
-            if triggered:
-                break
-            await asyncio.sleep(0.05)
-        detection.cancel()
-        await asyncio.gather(detection, return_exceptions=True)
-        return quiet, triggered
 
-    quiet, triggered = asyncio.run(scenario())
+    def new_size() -> None:
+        (tmp_path / PROGRESS).write_text('{"epoch": 2, "totalEpochs": 4}')
+
+    quiet, triggered = watch(tmp_path, setup, 0.8, new_size)
     assert quiet == [] and KEY in triggered
