@@ -173,13 +173,7 @@ class JobController:
             return None
         pods = self._pods_of(namespace).of_job(key)
         service = next((s for s in self._services_of(namespace).of_job(key) if s.name == name), None)
-        state = self._states.get(key)
-        uid = str((job.get("metadata") or {}).get("uid") or "")
-        if state is not None and state.uid != uid:
-            # Deleted and created again under its name: nothing of the old job carries over.
-            self._set_active(key, False)
-            state = self._states[key] = _JobState(uid=uid)
-        state = state or _JobState(uid=uid)
+        state = self._state(key)
         if state.namesake_service is not None:
             service = await self._namesake_service(key)
         spec = parse_spec(job)
@@ -367,9 +361,17 @@ class JobController:
         metrics.forget_job_progress(*key)
 
     def _state(self, key: Key) -> _JobState:
+        """The job's record; a fresh one when the job held now is another than it was about
+        (deleted and created again under its name: nothing of the old job carries over)."""
         job = self.jobs.get(key)
         uid = str(((job or {}).get("metadata") or {}).get("uid") or "")
-        return self._states.setdefault(key, _JobState(uid=uid))
+        state = self._states.get(key)
+        if state is not None and (job is None or state.uid == uid):
+            return state
+        if state is not None:
+            self._set_active(key, False)
+        state = self._states[key] = _JobState(uid=uid)
+        return state
 
     def _set_active(self, key: Key, active: bool) -> None:
         state = self._states.get(key) if not active else self._state(key)
