@@ -39,7 +39,7 @@ from tfmw_operator.progress import next_progress
 from tfmw_operator.queue_policy import judge_queue, workloads_of, workloads_over
 from tfmw_operator.status import ConditionType, JobStatus, MarkerRecord, WorkerCounts, evolve
 from tfmw_operator.time_limits import active_deadline, judge_pending
-from tfmw_operator.verdicts import Fail, MarkerVerdict, Queued, Restart, WakeAt
+from tfmw_operator.verdicts import Fail, MarkerVerdict, Pending, Queued, Restart, WakeAt
 
 NAMESAKE_RECHECK_SECONDS = 2.0
 MAX_CREATE_BACKOFF_SECONDS = 300.0
@@ -124,9 +124,7 @@ def reconcile_failed(obs: Observed, error: str) -> Decision:
         step.wake_at(deadline.at)
     if step.status.launched:
         current, _ = _by_attempt(obs.pods, step.status.attempt)
-        pending = judge_pending(
-            spec, current, step.now, since=step.status.start_time if spec.queue_name else None
-        )
+        pending = _judge_pending(step, spec, current)
         if pending.fail is not None:
             _fail(step, spec, pending.fail)
         else:
@@ -427,9 +425,14 @@ def _end_workloads(step: _Step, names: Sequence[str]) -> None:
         step.actions.append(DeleteWorkloads(tuple(names)))
 
 
+def _judge_pending(step: _Step, job: JobSpec, current: Sequence[ObservedPod]) -> Pending:
+    # A queued gang's workers count as Pending only from its admission.
+    return judge_pending(job, current, step.now, since=step.status.start_time if job.queue_name else None)
+
+
 def _stalled(step: _Step, job: JobSpec, current: Sequence[ObservedPod]) -> bool:
     """Record the Stalled condition; True if a stuck worker ended the job."""
-    pending = judge_pending(job, current, step.now, since=step.status.start_time if job.queue_name else None)
+    pending = _judge_pending(step, job, current)
     if pending.stalled is None:
         step.condition(ConditionType.STALLED, False, "WorkersStarted", "no worker is stuck")
     else:
