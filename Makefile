@@ -18,7 +18,7 @@ PYTEST := $(PYTHON) -m pytest -p no:cacheprovider
 STAMP := $(VENV)/.tfmw-installed
 
 .PHONY: install lint test test-unit test-integration test-e2e test-docs test-faults faults run images cluster-up cluster-down \
-	cluster-status deploy demo bench mutate golden kueue-up kueue-down kind-up kind-deploy kind-e2e kind-down test-kind \
+	cluster-status deploy namespace-storage kind-namespace-storage demo bench mutate golden kueue-up kueue-down kind-up kind-deploy kind-e2e kind-down test-kind \
 	bump-kubernetes clean
 
 # Debian packages, .venv (the project editable, with its extras) and hack/bin; again only
@@ -82,6 +82,11 @@ cluster-status:
 deploy: install
 	hack/up.sh
 
+# A namespace's own folder and claim tfmw-shared (docs/storage.md, "One namespace, one folder").
+namespace-storage: install
+	@[[ -n "$(NAMESPACE)" ]] || { echo "usage: make namespace-storage NAMESPACE=<namespace>" >&2; exit 2; }
+	hack/namespace-storage.sh $(NAMESPACE)
+
 # Kueue on the local cluster, built from its Go module (the e2e tests start it themselves).
 kueue-up: install
 	hack/up.sh
@@ -123,6 +128,11 @@ kind-deploy: install
 kind-e2e: kind-deploy
 	TFMW_E2E_KUBECONFIG=$(KIND_KUBECONFIG) TFMW_E2E_SHARED_DIR=$(KIND_SHARED_DIR) \
 	  TFMW_KIND_CLUSTER=$(KIND_CLUSTER) TFMW_KIND_KUBECONFIG=$(KIND_KUBECONFIG) $(PYTEST) tests/e2e
+
+kind-namespace-storage: install
+	@[[ -n "$(NAMESPACE)" ]] || { echo "usage: make kind-namespace-storage NAMESPACE=<namespace>" >&2; exit 2; }
+	TFMW_KIND_CLUSTER=$(KIND_CLUSTER) TFMW_KIND_KUBECONFIG=$(KIND_KUBECONFIG) TFMW_SHARED_DIR=$(KIND_SHARED_DIR) \
+	  hack/namespace-storage.sh $(NAMESPACE)
 
 kind-down:
 	hack/kind.sh down

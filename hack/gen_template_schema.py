@@ -29,6 +29,8 @@ DROP = {"description", "x-kubernetes-patch-strategy", "x-kubernetes-patch-merge-
 # CEL rules need bounded lists to fit the API server's cost budget.
 MAX_CONTAINERS = 64
 MAX_ENV = 256
+MAX_VOLUMES = 256  # spec's rule refusing a second mount of the job's claim walks them
+MAX_NAME = 253  # and compares their claim names
 # On each variable, not on the whole PodSpec: a rule there cost a job's create 0.4 ms more
 # in CEL (the API server's own metrics), and its error named no container.
 NOT_INJECTED = "self.name != 'TF_CONFIG' && !self.name.startsWith('TFMW_')"
@@ -83,6 +85,10 @@ def pod_spec_schema(openapi: Json) -> Json:
     )
     for field in ("initContainers", "ephemeralContainers"):
         spec["properties"][field]["maxItems"] = MAX_CONTAINERS
+    volumes = spec["properties"]["volumes"]
+    items = volumes.pop("items")
+    volumes.update(maxItems=MAX_VOLUMES, items=items)
+    items["properties"]["persistentVolumeClaim"]["properties"]["claimName"]["maxLength"] = MAX_NAME
     for field in ("containers", "initContainers"):
         env = spec["properties"][field]["items"]["properties"]["env"]
         env["maxItems"] = MAX_ENV

@@ -50,8 +50,8 @@ restart_changed() {
 }
 
 write_configs() {
-  mkdir -p "$containerd_dir" "$kubelet_dir" "$cni_dir/net.d" "$shared_dir"
-  chmod 0777 "$shared_dir"   # workers and the operator run as non-root users
+  mkdir -p "$containerd_dir" "$kubelet_dir" "$cni_dir/net.d" "$shared_dir/default"
+  chmod 0777 "$shared_dir" "$shared_dir/default"   # workers and the operator run as non-root users
   write_if_changed "$containerd_dir/config.toml" <<EOF
 version = 2
 root = "$containerd_dir/root"

@@ -43,6 +43,18 @@ def main(argv: list[str] | None = None) -> None:
         default=DEFAULT_PROGRESS_INTERVAL_SECONDS,
         help="at most one status.progress write per job per this many seconds",
     )
+    parser.add_argument(
+        "--folder-check-image",
+        default=os.environ.get("TFMW_FOLDER_CHECK_IMAGE", ""),
+        help="the operator's own image: every worker's first init container checks with it that the "
+        "job's claim reaches the job's folder (default $TFMW_FOLDER_CHECK_IMAGE; empty: no check)",
+    )
+    parser.add_argument(
+        "--folder-retention",
+        type=float,
+        default=7 * 24 * 3600.0,
+        help="seconds a deleted job's folder is kept before the operator removes it; negative: never",
+    )
     parser.add_argument("--verbose", action="store_true")
     parser.add_argument(
         "--leader-elect", action="store_true", help="run only while holding the Lease (for several replicas)"
@@ -59,6 +71,8 @@ def main(argv: list[str] | None = None) -> None:
         shared_root=Path(args.shared_root),
         namespaces=tuple(args.namespace),
         progress_interval=args.progress_interval,
+        folder_check_image=args.folder_check_image,
+        folder_retention_seconds=None if args.folder_retention < 0 else args.folder_retention,
     )
     health = Health()
     if args.liveness:

@@ -37,6 +37,10 @@ DEFAULT_CHIEF_EXIT_GRACE_SECONDS = 30
 DEFAULT_BACKOFF_LIMIT = 3
 DEFAULT_RESTART_GRACE_SECONDS = 5
 SHARED_VOLUME_NAME = "tfmw-shared"
+# The operator's init container in every worker: does the claim reach the job's folder?
+FOLDER_CHECK_CONTAINER = "tfmw-folder-check"
+# Its exit code when it does not (the folder lacks the operator's record of this job).
+FOLDER_CHECK_MISMATCH_EXIT_CODE = 3
 
 Json = dict[str, Any]
 
@@ -151,11 +155,20 @@ class JobSpec:
     run_policy: RunPolicy
     template: Json
     queue_name: str | None = None  # the Kueue LocalQueue the job's label names
+    # The image of the init container that checks the claim reaches the job's folder (the
+    # operator's own); "" leaves it out.
+    folder_check_image: str = ""
 
     @property
     def directory(self) -> str:
-        """The job's directory relative to the shared root (and the pod's subPath)."""
+        """The job's directory relative to the operator's shared root."""
         return f"{self.namespace}/{self.name}"
+
+    @property
+    def sub_path(self) -> str:
+        """The job's directory inside its namespace's volume: the workers' subPath. A
+        namespace's claim exposes only `<shared root>/<namespace>`."""
+        return self.name
 
     @property
     def marker_relpath(self) -> str:
@@ -170,7 +183,7 @@ class SpecError(ValueError):
     """A spec the operator cannot act on; the message names the field and the fix."""
 
 
-def parse_job(job: Json) -> JobSpec:
+def parse_job(job: Json, folder_check_image: str = "") -> JobSpec:
     meta = job.get("metadata") or {}
     spec = job.get("spec") or {}
     shared = spec.get("sharedVolume") or {}
@@ -214,11 +227,12 @@ def parse_job(job: Json) -> JobSpec:
         ),
         template=template,
         queue_name=(meta.get("labels") or {}).get(LABEL_QUEUE_NAME) or None,
+        folder_check_image=folder_check_image,
     )
 
 
-def parse_spec(job: Json) -> JobSpec | SpecError:
+def parse_spec(job: Json, folder_check_image: str = "") -> JobSpec | SpecError:
     try:
-        return parse_job(job)
+        return parse_job(job, folder_check_image)
     except SpecError as error:
         return error

@@ -9,6 +9,7 @@ from tfmw_operator import contract
 from tfmw_operator.api import (
     ANNOTATION_POD_GROUP_COUNT,
     API_VERSION,
+    FOLDER_CHECK_CONTAINER,
     KIND,
     LABEL_ATTEMPT,
     LABEL_JOB_NAME,
@@ -151,6 +152,37 @@ def _with_injections(container: Json, env: list[Json], mount: Json) -> Json:
     return container
 
 
+# What the folder check may use: it reads one small file and exits.
+FOLDER_CHECK_RESOURCES: Json = {"requests": {"cpu": "10m", "memory": "32Mi"}, "limits": {"memory": "64Mi"}}
+
+
+def build_folder_check(job: JobSpec, mount: Json) -> Json:
+    """The first init container of every worker: it fails at once, with a termination message
+    naming the claim, when the folder the claim gives is not the one the operator made for
+    this job (no `.tfmw-job-uid` with the job's UID), so nothing trains into the wrong place.
+    It runs the operator's image, whatever image the workers use; restricted as the
+    "restricted" Pod Security profile asks, and read-only."""
+    return {
+        "name": FOLDER_CHECK_CONTAINER,
+        "image": job.folder_check_image,
+        "imagePullPolicy": "IfNotPresent",
+        "command": ["python3", "-m", "tfmw_operator.folder_check", f"--claim={job.claim_name}"],
+        "env": [
+            {"name": contract.JOB_UID_ENV, "value": job.uid},
+            {"name": contract.SHARED_DIR_ENV, "value": job.mount_path},
+        ],
+        "volumeMounts": [{**mount, "readOnly": True}],
+        "resources": copy_json(FOLDER_CHECK_RESOURCES),
+        "terminationMessagePolicy": "File",
+        "securityContext": {
+            "allowPrivilegeEscalation": False,
+            "readOnlyRootFilesystem": True,
+            "capabilities": {"drop": ["ALL"]},
+            "seccompProfile": {"type": "RuntimeDefault"},
+        },
+    }
+
+
 def build_pod(job: JobSpec, index: int, attempt: int) -> Json:
     """Worker `index` of `attempt`, from the job's pod template."""
     template = copy_json(job.template)
@@ -158,15 +190,19 @@ def build_pod(job: JobSpec, index: int, attempt: int) -> Json:
     spec = template.get("spec") or {}
     name = pod_name(job.name, index)
     env = build_env(job, index, attempt)
-    mount = {"name": SHARED_VOLUME_NAME, "mountPath": job.mount_path, "subPath": job.directory}
+    # The namespace's claim exposes only its own folder; the job's is `<job>` inside it.
+    mount = {"name": SHARED_VOLUME_NAME, "mountPath": job.mount_path, "subPath": job.sub_path}
 
     containers = [_with_injections(c, env, mount) for c in spec.get("containers") or []]
     main = containers[_main_container_index(containers)]
     ports = [p for p in main.get("ports") or [] if p.get("name") != PORT_NAME]
     main["ports"] = [*ports, {"name": PORT_NAME, "containerPort": job.port, "protocol": "TCP"}]
     spec["containers"] = containers
-    if spec.get("initContainers"):
-        spec["initContainers"] = [_with_injections(c, env, mount) for c in spec["initContainers"]]
+    init_containers = [_with_injections(c, env, mount) for c in spec.get("initContainers") or []]
+    if job.folder_check_image:
+        init_containers.insert(0, build_folder_check(job, mount))
+    if init_containers:
+        spec["initContainers"] = init_containers
 
     volumes = [v for v in spec.get("volumes") or [] if v.get("name") != SHARED_VOLUME_NAME]
     spec["volumes"] = [

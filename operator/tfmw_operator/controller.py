@@ -176,7 +176,7 @@ class JobController:
         state = self._state(key)
         if state.namesake_service is not None:
             service = await self._namesake_service(key)
-        spec = parse_spec(job)
+        spec = parse_spec(job, self.settings.folder_check_image)
         recorded = JobStatus.from_json(job.get("status"))
         marker, storage_error, progress, workload = MarkerState(), None, None, None
         if isinstance(spec, JobSpec):

@@ -32,6 +32,7 @@ class WorkerFailure:
     termination_message: str = ""
     disrupted: bool = False  # taken away (eviction, preemption, node loss), not the program's fault
     preempted: bool = False  # by Kueue: the queue gave the quota to another workload
+    folder_mismatch: bool = False  # the operator's folder check refused the claim's folder
 
     def describe(self) -> str:
         what = f"worker {self.index} (pod {self.pod_name})"
@@ -45,7 +46,14 @@ class WorkerFailure:
 
 def failure_of(pod: ObservedPod) -> WorkerFailure:
     return WorkerFailure(
-        pod.index, pod.name, pod.exit_code, pod.reason, pod.message, pod.disrupted, pod.preempted
+        pod.index,
+        pod.name,
+        pod.exit_code,
+        pod.reason,
+        pod.message,
+        pod.disrupted,
+        pod.preempted,
+        pod.folder_mismatch,
     )
 
 
@@ -103,6 +111,15 @@ def judge_failures(
         # the job's, so it costs no restart of the backoffLimit (and Never does not apply).
         message = f"preempted by Kueue, not counted against backoffLimit: {failure.describe()}"
         return Restart(message, counted=False)
+    if failure.folder_mismatch:
+        # Every attempt would mount the same wrong folder: fail before anything trains.
+        return Fail(
+            "SharedVolumeMismatch",
+            f"spec.sharedVolume.claimName {job.claim_name} (namespace {job.namespace}) does not reach the "
+            f"folder the operator made for this job ({job.directory} under its shared root): "
+            f"{failure.describe()}. Fix: give the namespace its storage as docs/storage.md says (the "
+            f"claim must expose <shared root>/{job.namespace}), then create the job again",
+        )
     if not is_retryable(failure, policy.restart_policy):
         return Fail("WorkerFailed", failure.describe())
     if restarts >= policy.backoff_limit:

@@ -18,6 +18,7 @@ import kopf
 from tfmw_operator.api import GROUP, LABEL_QUEUE_NAME, PLURAL, VERSION
 from tfmw_operator.controller import JobController
 from tfmw_operator.events import EVENT_POSTERS
+from tfmw_operator.folder_retention import FolderRetention
 from tfmw_operator.health import Health
 from tfmw_operator.kube import Kube, connection_info
 from tfmw_operator.settings import Settings
@@ -113,6 +114,17 @@ class Operator:
             **{f"the watch of {w.path}": w.run() for w in controller.watches()},
             **{f"Event poster {i}": controller.events.run() for i in range(EVENT_POSTERS)},
         }
+        retention = self.settings.folder_retention_seconds
+        if retention is not None and (self.settings.exact_namespaces or not self.settings.namespaces):
+            kube = controller.kube
+
+            async def live_uids() -> set[str]:
+                namespaces = self.settings.exact_namespaces or ("",)
+                return {uid for n in namespaces for uid in (await kube.list_job_uids(n)).values()}
+
+            namespaces = self.settings.exact_namespaces
+            sweeper = FolderRetention(controller.storage, retention, live_uids, namespaces)
+            background["the folder retention sweep"] = sweeper.run()
         for name, work in background.items():
             self._background[loop.create_task(work, name=name)] = name
         # What start-up loaded (kopf, aiohttp, ours) lives as long as the process: kept out of

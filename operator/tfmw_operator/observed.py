@@ -10,6 +10,8 @@ from enum import StrEnum
 from typing import Any
 
 from tfmw_operator.api import (
+    FOLDER_CHECK_CONTAINER,
+    FOLDER_CHECK_MISMATCH_EXIT_CODE,
     KUEUE_ADMISSION_GATE,
     LABEL_ATTEMPT,
     LABEL_POD_GROUP,
@@ -63,6 +65,8 @@ class ObservedPod:
     gated: bool = False  # waits behind Kueue's admission gate
     preempted: bool = False  # Kueue evicted its Workload (preemption): not the job's fault, not counted
     pod_group: str | None = None  # the Kueue pod group (and Workload) it was created in, if any
+    # The operator's folder check failed: the claim does not reach the job's folder.
+    folder_mismatch: bool = False
 
     @property
     def terminated(self) -> bool:
@@ -99,18 +103,19 @@ def _terminated(status: Json) -> Json | None:
     return terminated if isinstance(terminated, dict) else None
 
 
-def _explaining_termination(pod: Json) -> Json | None:
-    """The termination that explains the pod: the main container's, else a failed init
-    container's (the main one never ran), else none: a sidecar's exit explains nothing."""
+def _explaining_termination(pod: Json) -> tuple[str, Json] | None:
+    """The termination that explains the pod, with its container's name: the main
+    container's, else a failed init container's (the main one never ran), else none: a
+    sidecar's exit explains nothing."""
     status = pod.get("status") or {}
     main = main_container_name(pod.get("spec") or {})
     for container in status.get("containerStatuses") or []:
         if container.get("name") == main and (terminated := _terminated(container)):
-            return terminated
+            return main, terminated
     for container in status.get("initContainerStatuses") or []:
         terminated = _terminated(container)
         if terminated and terminated.get("exitCode", 0) != 0:
-            return terminated
+            return str(container.get("name") or ""), terminated
     return None
 
 
@@ -153,7 +158,8 @@ def observe_pod(pod: Json) -> ObservedPod | None:
         return None
     status = pod.get("status") or {}
     statuses = [*(status.get("initContainerStatuses") or []), *(status.get("containerStatuses") or [])]
-    terminated = _explaining_termination(pod)
+    explained = _explaining_termination(pod)
+    terminated = explained[1] if explained else None
     phase = status.get("phase") or "Pending"
     exit_code = terminated.get("exitCode") if terminated else None
     if phase == "Running" and isinstance(exit_code, int):
@@ -193,6 +199,9 @@ def observe_pod(pod: Json) -> ObservedPod | None:
         containers=_container_names(pod.get("spec") or {}),
         gated=gated,
         preempted=_preempted(status),
+        folder_mismatch=explained is not None
+        and explained[0] == FOLDER_CHECK_CONTAINER
+        and exit_code == FOLDER_CHECK_MISMATCH_EXIT_CODE,
         changed_at=max(
             (t for c in status.get("conditions") or [] if (t := parse_time(c.get("lastTransitionTime")))),
             default=None,

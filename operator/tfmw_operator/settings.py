@@ -17,6 +17,10 @@ class Settings:
     progress_interval: float = (
         DEFAULT_PROGRESS_INTERVAL_SECONDS  # at most one progress write per job per this
     )
+    # The image of the workers' folder check (the operator's own); "": no check.
+    folder_check_image: str = ""
+    # How long a deleted job's folder is kept before the operator removes it; None: never.
+    folder_retention_seconds: float | None = None
 
     @property
     def exact_namespaces(self) -> tuple[str, ...]:

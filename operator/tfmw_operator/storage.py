@@ -27,6 +27,7 @@ from typing import TypeVar
 
 from tfmw_operator.api import DAWN, NEVER
 from tfmw_operator.contract import MARKER_ATTEMPT, marker_job_uid
+from tfmw_operator.folder_check import OWNER_FILE as OWNER_FILE  # which job a folder is; workers check it
 from tfmw_operator.observed import MarkerState
 from tfmw_operator.progress import (
     MAX_PROGRESS_BYTES,
@@ -46,8 +47,6 @@ STORAGE_TIMEOUT_SECONDS = 10.0
 STORAGE_THREADS = 16
 # Workers may run as any user; the folder is the job's scratch space, writable by all of them.
 JOB_DIRECTORY_MODE = 0o777
-# Written by the operator into each job folder: which job it belongs to.
-OWNER_FILE = ".tfmw-job-uid"
 
 _DIR_FLAGS = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC
 _READ_FLAGS = os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC

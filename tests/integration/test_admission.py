@@ -159,6 +159,19 @@ INVALID: list[tuple[str, Callable[[Json], None], str]] = [
     ("typo outside the template", spec(backofLimit=3), 'unknown field "spec.backofLimit"'),
     ("typo in runPolicy", run_policy(backofLimit=3), 'unknown field "spec.runPolicy.backofLimit"'),
     ("spec missing", delete("spec"), "spec: Required value"),
+    (
+        "the job's claim mounted again",
+        lambda m: m["spec"]["template"]["spec"].update(
+            volumes=[
+                {"name": "scratch", "emptyDir": {}},
+                {
+                    "name": "again",
+                    "persistentVolumeClaim": {"claimName": m["spec"]["sharedVolume"]["claimName"]},
+                },
+            ]
+        ),
+        "spec.template.spec.volumes: a volume mounts claim tfmw-shared again",
+    ),
 ]
 
 IMMUTABLE: list[tuple[str, Callable[[Json], None], str]] = [
@@ -218,6 +231,15 @@ def test_run_policy_may_change(admission_namespace: str) -> None:
     changed = mutate(name("mutable-policy"))
     run_policy(backoffLimit=7, suspend=True, activeDeadlineSeconds=60)(changed)
     result = apply(admission_namespace, changed)
+    assert result.returncode == 0, result.stderr
+
+
+def test_a_template_may_mount_other_claims(admission_namespace: str) -> None:
+    manifest = mutate(name("other-claim"))
+    manifest["spec"]["template"]["spec"]["volumes"] = [
+        {"name": "data", "persistentVolumeClaim": {"claimName": "training-data", "readOnly": True}}
+    ]
+    result = apply(admission_namespace, manifest, "--dry-run=server")
     assert result.returncode == 0, result.stderr
 
 

@@ -94,7 +94,7 @@ def test_env_injected_into_every_container_and_init_container() -> None:
         assert env["TFMW_SHARED_DIR"] == "/shared"
         assert env["TFMW_MARKER_PATH"] == "/shared/out/done"
         assert json.loads(env["TF_CONFIG"])["task"] == {"type": "worker", "index": 1}
-        assert {"name": "tfmw-shared", "mountPath": "/shared", "subPath": "ns1/mnist"} in container[
+        assert {"name": "tfmw-shared", "mountPath": "/shared", "subPath": "mnist"} in container[
             "volumeMounts"
         ]
     assert container_env(pod["spec"]["containers"][0])["KEEP"] == "1"
@@ -186,3 +186,42 @@ def test_tf_config_names_the_namespace_while_it_fits() -> None:
         "mnist-worker-0.mnist.team-a.svc:2222",
         "mnist-worker-1.mnist.team-a.svc:2222",
     ]
+
+
+def test_workers_mount_their_job_folder_inside_the_namespace_volume() -> None:
+    """A namespace's claim exposes <root>/<namespace>: the subPath is the job's name alone."""
+    spec = parse_job(job("mnist", namespace="team-a").obj())
+    assert spec.directory == "team-a/mnist" and spec.sub_path == "mnist"
+    mounts = build_pod(spec, 0, 0)["spec"]["containers"][0]["volumeMounts"]
+    assert {"name": "tfmw-shared", "mountPath": "/shared", "subPath": "mnist"} in mounts
+
+
+def test_folder_check_runs_first_in_the_operator_image_when_configured() -> None:
+    template = {
+        "spec": {
+            "initContainers": [{"name": "fetch", "image": "x"}],
+            "containers": [{"name": "tensorflow", "image": "my/own:1"}],
+        }
+    }
+    obj = (
+        job("mnist", namespace="team-a")
+        .template(template)
+        .spec(sharedVolume={"claimName": "data", "mountPath": "/ckpt"})
+        .obj()
+    )
+    pod = build_pod(parse_job(obj, folder_check_image="tfmw-operator:9"), 1, 0)
+    check, fetch = pod["spec"]["initContainers"]
+    assert fetch["name"] == "fetch"
+    assert check["name"] == "tfmw-folder-check" and check["image"] == "tfmw-operator:9"
+    assert check["command"] == ["python3", "-m", "tfmw_operator.folder_check", "--claim=data"]
+    assert container_env(check) == {"TFMW_JOB_UID": "uid-mnist", "TFMW_SHARED_DIR": "/ckpt"}
+    assert check["volumeMounts"] == [
+        {"name": "tfmw-shared", "mountPath": "/ckpt", "subPath": "mnist", "readOnly": True}
+    ]
+    assert check["securityContext"]["capabilities"] == {"drop": ["ALL"]}
+    assert check["securityContext"]["allowPrivilegeEscalation"] is False
+    assert check["resources"]["limits"]["memory"]
+    # Without an image (the operator run out of cluster) there is no check.
+    plain = build_pod(parse_job(obj), 1, 0)
+    assert [c["name"] for c in plain["spec"]["initContainers"]] == ["fetch"]
+    assert "initContainers" not in build_pod(parse_job(job().obj()), 0, 0)["spec"]

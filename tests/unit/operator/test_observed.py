@@ -112,3 +112,26 @@ def test_a_kueue_workload_reads_as_admitted_or_why_not() -> None:
         {"status": {"conditions": ["x", {"type": 3}]}},
     ):
         assert observe_workload("w", junk) == WorkloadState("w")
+
+
+def folder_check_failed(code: int) -> dict[str, object]:
+    return {
+        "name": "tfmw-folder-check",
+        "state": {"terminated": {"exitCode": code, "reason": "Error", "message": "claim c does not reach"}},
+    }
+
+
+def test_a_failed_folder_check_is_a_folder_mismatch_only_with_its_exit_code() -> None:
+    j = job().obj()
+    raw = pod(j, 0).container_statuses("Failed").obj()
+    raw["status"]["initContainerStatuses"] = [folder_check_failed(3)]
+    observed = observe_pod(raw)
+    assert observed is not None and observed.folder_mismatch and observed.exit_code == 3
+    assert observed.message == "claim c does not reach"
+    raw["status"]["initContainerStatuses"] = [folder_check_failed(137)]  # OOM-killed: not a verdict
+    killed = observe_pod(raw)
+    assert killed is not None and not killed.folder_mismatch
+    # The same exit code from an init container of the user's own says nothing about the claim.
+    raw["status"]["initContainerStatuses"] = [{**folder_check_failed(3), "name": "fetch"}]
+    theirs = observe_pod(raw)
+    assert theirs is not None and not theirs.folder_mismatch and theirs.exit_code == 3

@@ -239,6 +239,25 @@ def test_restart_policy_decides_which_exit_codes_restart(policy: str, code: int,
         assert "OOM at step 7" in str(status.message)
 
 
+@pytest.mark.parametrize("policy", ["ExitCode", "OnFailure"])
+def test_a_claim_that_misses_the_job_folder_fails_before_training_naming_the_claim(policy: str) -> None:
+    j = job(namespace="team-a").run_policy(restartPolicy=policy).launched(phase="Pending").obj()
+    mismatched = pod(j, 1).container_statuses("Failed").obj()
+    mismatched["status"]["initContainerStatuses"] = [
+        {
+            "name": "tfmw-folder-check",
+            "state": {"terminated": {"exitCode": 3, "message": "/shared/.tfmw-job-uid does not exist"}},
+        }
+    ]
+    decision = decide(j, [pod(j, 0).waiting("PodInitializing").obj(), mismatched])
+    status = decision.status
+    assert status is not None and status.phase == "Failed" and status.reason == "SharedVolumeMismatch"
+    message = str(status.message)
+    assert "spec.sharedVolume.claimName tfmw-shared (namespace team-a)" in message
+    assert "team-a/mnist" in message and "/shared/.tfmw-job-uid does not exist" in message
+    assert status.restarts == 0  # every attempt would mount the same folder: no restart
+
+
 def test_eviction_is_retryable_under_exit_code() -> None:
     j = job().launched(phase="Running").obj()
     decision = decide(j, [pod(j, 0).running().obj(), pod(j, 1).evicted().obj()])
