@@ -18,7 +18,7 @@ PYTEST := $(PYTHON) -m pytest -p no:cacheprovider
 STAMP := $(VENV)/.tfmw-installed
 
 .PHONY: install lint test test-unit test-integration test-e2e test-docs test-faults faults run images cluster-up cluster-down \
-	cluster-status deploy namespace-storage kind-namespace-storage demo bench mutate golden kueue-up kueue-down kind-up kind-deploy kind-e2e kind-down test-kind \
+	cluster-status deploy namespace-storage kind-namespace-storage demo bench mutate golden kueue-up kueue-down kind-up kind-deploy kind-e2e kind-multinode kind-down test-kind test-multinode \
 	bump-kubernetes clean
 
 # Debian packages, .venv (the project editable, with its extras) and hack/bin; again only
@@ -118,7 +118,11 @@ bench: install
 KIND_CLUSTER ?= tfmw
 KIND_KUBECONFIG ?= $(HOME)/.kube/config
 KIND_SHARED_DIR ?= /tmp/tfmw-shared
-export KIND_CLUSTER KIND_KUBECONFIG KIND_SHARED_DIR
+# Worker nodes beside the control plane: `make kind-up KIND_WORKERS=2` gives three nodes.
+KIND_WORKERS ?= 0
+export KIND_CLUSTER KIND_KUBECONFIG KIND_SHARED_DIR KIND_WORKERS
+KIND_TEST_ENV = TFMW_E2E_KUBECONFIG=$(KIND_KUBECONFIG) TFMW_E2E_SHARED_DIR=$(KIND_SHARED_DIR) \
+	  TFMW_KIND_CLUSTER=$(KIND_CLUSTER) TFMW_KIND_KUBECONFIG=$(KIND_KUBECONFIG)
 kind-up: install
 	hack/kind.sh up
 
@@ -126,8 +130,12 @@ kind-deploy: install
 	hack/kind.sh deploy
 
 kind-e2e: kind-deploy
-	TFMW_E2E_KUBECONFIG=$(KIND_KUBECONFIG) TFMW_E2E_SHARED_DIR=$(KIND_SHARED_DIR) \
-	  TFMW_KIND_CLUSTER=$(KIND_CLUSTER) TFMW_KIND_KUBECONFIG=$(KIND_KUBECONFIG) $(PYTEST) tests/e2e
+	$(KIND_TEST_ENV) $(PYTEST) tests/e2e
+
+# tests/multinode on a kind cluster of several nodes (KIND_WORKERS=2): spread training, a
+# worker killed, a worker node stopped, the leader's node stopped. Prints the times.
+kind-multinode: kind-deploy
+	$(KIND_TEST_ENV) $(PYTEST) -s tests/multinode
 
 kind-namespace-storage: install
 	@[[ -n "$(NAMESPACE)" ]] || { echo "usage: make kind-namespace-storage NAMESPACE=<namespace>" >&2; exit 2; }
@@ -141,6 +149,13 @@ kind-down:
 test-kind: install
 	@hack/stage.sh "kind up" hack/kind.sh up && \
 	  hack/stage.sh "kind e2e" $(MAKE) --no-print-directory kind-e2e; \
+	  status=$$?; hack/stage.sh "kind down" hack/kind.sh down || status=1; exit $$status
+
+# The multinode suite as CI runs it: a kind cluster of a control plane and two workers up,
+# tests/multinode, and down (also on failure).
+test-multinode: install
+	@KIND_WORKERS=2 hack/stage.sh "kind up (2 workers)" hack/kind.sh up && \
+	  KIND_WORKERS=2 hack/stage.sh "multinode tests" $(MAKE) --no-print-directory kind-multinode; \
 	  status=$$?; hack/stage.sh "kind down" hack/kind.sh down || status=1; exit $$status
 
 # Another Kubernetes release for hack/: versions.env, go.mod/go.sum, the binaries and the

@@ -5,7 +5,7 @@
 #   hack/kind-node.sh build         tfmw-kind-node:$KUBE_VERSION, rebuilt only when what
 #                                   makes it changed (Docker must be running:
 #                                   `hack/kind.sh node-image` starts it first)
-#   hack/kind-node.sh config FILE   FILE, a kind cluster config, made for this node image
+#   hack/kind-node.sh config FILE N FILE, a kind cluster config with N workers, made for this node image
 #
 # The way kind's own builder does it, by hand:
 # - a Debian 12 base made by debootstrap to kind's base-image contract (systemd,
@@ -14,7 +14,8 @@
 #   hack/components says (kind column);
 # - the images `kubeadm init` runs, built from the same binaries under the image
 #   repository tfmw.local. The config tells kubeadm to use that repository and that our
-#   bridge CNI, baked into the node, replaces kindnetd.
+#   pod network, baked into the node (hack/kind/tfmw-podnet: each node's bridge on the
+#   pod CIDR it was given, and routes between the nodes' pod CIDRs), replaces kindnetd.
 set -euo pipefail
 source "$(dirname "$0")/lib.sh"
 log_prefix=kind
@@ -31,7 +32,7 @@ base_inputs() {
 }
 node_inputs() {
   inputs_hash <(declare -f build_node build_control_plane_images image_tag scratch_image) \
-    "$repo/hack/versions.env" "$bin/.versions" "$repo/hack/components" "$repo/hack/kind/10-tfmw-bridge.conflist" \
+    "$repo/hack/versions.env" "$bin/.versions" "$repo/hack/components" "$repo/hack/kind/tfmw-podnet" "$repo/hack/kind/tfmw-podnet.service" \
     <(docker image inspect -f '{{.Id}}' "$base_image")
 }
 label_of() { docker image inspect -f '{{index .Config.Labels "tfmw.dev/inputs"}}' "$1" 2>/dev/null || true; }
@@ -148,7 +149,11 @@ build_node() {
   for name in $(components kind=host); do links+="ln -sf kubeall /usr/bin/$name; "; done
   docker exec "$container" sh -ec "$links
     echo $KUBE_VERSION >/kind/version; mkdir -p /etc/cni/net.d"
-  docker cp "$repo/hack/kind/10-tfmw-bridge.conflist" "$container:/etc/cni/net.d/" >/dev/null
+  # Pod networking between nodes: routes between the nodes' pod CIDRs (hack/kind/tfmw-podnet).
+  docker cp "$repo/hack/kind/tfmw-podnet" "$container:/usr/local/bin/tfmw-podnet" >/dev/null
+  docker cp "$repo/hack/kind/tfmw-podnet.service" "$container:/etc/systemd/system/" >/dev/null
+  docker exec "$container" sh -ec 'mkdir -p /etc/systemd/system/multi-user.target.wants
+    ln -sf /etc/systemd/system/tfmw-podnet.service /etc/systemd/system/multi-user.target.wants/'
   docker exec "$container" bash -c 'nohup containerd >/dev/null 2>&1 &
     for i in $(seq 50); do [ -S /run/containerd/containerd.sock ] && ctr version >/dev/null 2>&1 && exit 0; sleep 0.2; done
     exit 1'
@@ -186,6 +191,6 @@ build() { # ours, when its inputs changed
 
 case ${1:-} in
   build) build ;;
-  config) python3 "$repo/hack/kind/cluster_config.py" "$2" "$repository" "$ETCD_VERSION" "$COREDNS_VERSION" ;;
-  *) echo "usage: $0 build | config CLUSTER_YAML" >&2; exit 2 ;;
+  config) python3 "$repo/hack/kind/cluster_config.py" "$2" "${3:-0}" "$repository" "$ETCD_VERSION" "$COREDNS_VERSION" ;;
+  *) echo "usage: $0 build | config CLUSTER_YAML WORKERS" >&2; exit 2 ;;
 esac

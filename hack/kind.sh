@@ -15,7 +15,8 @@
 #
 # Env: KIND_NODE_IMAGE=<image> uses that node image; KIND_NODE_IMAGE=build always
 # builds ours. KIND_CLUSTER (tfmw), KIND_KUBECONFIG (~/.kube/config), KIND_SHARED_DIR
-# (/tmp/tfmw-shared: deploy/kind/cluster.yaml's hostPath).
+# (/tmp/tfmw-shared: deploy/kind/cluster.yaml's hostPath), KIND_WORKERS (0: worker nodes
+# beside the control plane, each mounting the shared folder at the same path).
 set -euo pipefail
 source "$(dirname "$0")/lib.sh"
 log_prefix=kind
@@ -24,6 +25,9 @@ state=$kind_state
 cluster=${KIND_CLUSTER:-tfmw}
 kind_kubeconfig=${KIND_KUBECONFIG:-$HOME/.kube/config}
 kind_shared=${KIND_SHARED_DIR:-/tmp/tfmw-shared}
+# Worker nodes beside the control plane (0: one node that runs everything). Every node
+# mounts $kind_shared at /var/lib/tfmw/shared: one folder standing in for ReadWriteMany.
+kind_workers=${KIND_WORKERS:-0}
 # Docker's data is a machine-wide cache, like the image store: a warm node image
 # survives `down` and fresh clones. Only what runs is stopped.
 docker_root=${TFMW_DOCKER_ROOT:-/var/lib/tfmw/docker}
@@ -96,12 +100,12 @@ chosen_image() {
 }
 
 up() {
-  local t0 image config=$repo/deploy/kind/cluster.yaml
+  local t0 image config=$state/cluster.yaml
   t0=$(date +%s)
   ensure_docker
   ensure_kind
   [[ -d $kind_shared ]] || made made-shared
-  mkdir -p "$kind_shared" && chmod 0777 "$kind_shared"
+  mkdir -p "$kind_shared/default" && chmod 0777 "$kind_shared" "$kind_shared/default"
   [[ -d /lib/modules ]] || { made made-lib-modules; mkdir -p /lib/modules; }  # kind mounts it
   [[ -e $kind_kubeconfig ]] || made made-kubeconfig
   image=$(chosen_image)
@@ -109,16 +113,18 @@ up() {
     log "kind cluster $cluster is up"
     return 0
   fi
-  local args=(--name "$cluster" --kubeconfig "$kind_kubeconfig" --wait 120s)
+  local args=(--name "$cluster" --kubeconfig "$kind_kubeconfig" --wait 180s)
   if [[ $image == "$node_image" ]]; then
     node_image
-    config=$state/cluster.yaml
-    "$repo/hack/kind-node.sh" config "$repo/deploy/kind/cluster.yaml" >"$config"
+    "$repo/hack/kind-node.sh" config "$repo/deploy/kind/cluster.yaml" "$kind_workers" >"$config"
+  else
+    python3 "$repo/hack/kind/cluster_config.py" "$repo/deploy/kind/cluster.yaml" "$kind_workers" >"$config"
   fi
   [[ -n $image ]] && args+=(--image "$image")
   kind create cluster "${args[@]}" --config "$config"
   echo "$image" >"$state/image"
-  log "kind cluster $cluster up in $(( $(date +%s) - t0 ))s, Kubernetes $(kubectl version -o json |
+  [[ $kind_workers == 0 ]] || kubectl wait node --all --for=condition=Ready --timeout=180s >/dev/null
+  log "kind cluster $cluster up ($(( kind_workers + 1 )) nodes) in $(( $(date +%s) - t0 ))s, Kubernetes $(kubectl version -o json |
     python3 -c 'import json,sys; print(json.load(sys.stdin)["serverVersion"]["gitVersion"])')"
 }
 

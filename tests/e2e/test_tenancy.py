@@ -89,7 +89,8 @@ def waiting_reason(namespace: str, name: str) -> str | None:
         "-o",
         "jsonpath={.status.containerStatuses[0].state.waiting.reason}",
     ).stdout
-    return out or None
+    # ContainerCreating and PodInitializing are on the way, not the kubelet's verdict.
+    return out if out not in ("", "ContainerCreating", "PodInitializing") else None
 
 
 def namespace_storage(shared_dir: Path, namespace: str) -> None:

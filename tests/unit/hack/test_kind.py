@@ -97,7 +97,15 @@ def test_the_bounding_set_is_read_from_the_status_file(tmp_path: Path) -> None:
 def test_the_derived_kind_config_keeps_the_nodes_and_mounts_and_points_kubeadm_at_our_images() -> None:
     source = KIND.parents[1] / "deploy" / "kind" / "cluster.yaml"
     out = subprocess.run(
-        [sys.executable, str(KIND / "cluster_config.py"), str(source), "tfmw.local", "v3.6.4", "v1.12.1"],
+        [
+            sys.executable,
+            str(KIND / "cluster_config.py"),
+            str(source),
+            "0",
+            "tfmw.local",
+            "v3.6.4",
+            "v1.12.1",
+        ],
         check=True,
         capture_output=True,
         text=True,
@@ -112,3 +120,20 @@ def test_the_derived_kind_config_keeps_the_nodes_and_mounts_and_points_kubeadm_a
         "etcd": {"local": {"imageTag": "v3.6.4"}},
         "dns": {"imageTag": "v1.12.1"},
     }
+
+
+def test_workers_each_mount_the_shared_folder_where_the_control_plane_does() -> None:
+    source = KIND.parents[1] / "deploy" / "kind" / "cluster.yaml"
+    out = subprocess.run(
+        [sys.executable, str(KIND / "cluster_config.py"), str(source), "2"],
+        check=True,
+        capture_output=True,
+        text=True,
+    ).stdout
+    config, original = yaml.safe_load(out), yaml.safe_load(source.read_text())
+    control_plane, *workers = config["nodes"]
+    assert control_plane == original["nodes"][0]
+    assert [w["role"] for w in workers] == ["worker", "worker"]
+    assert all(w["extraMounts"] == control_plane["extraMounts"] for w in workers)
+    # kind's own image: its own CNI (kindnet) and images, nothing patched.
+    assert "networking" not in config and "kubeadmConfigPatches" not in config

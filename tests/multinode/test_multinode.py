@@ -1,0 +1,234 @@
+"""Several nodes (`make test-multinode`: kind with KIND_WORKERS=2): real TensorFlow spread
+over two worker nodes with pod networking between them, a worker killed, a worker node
+stopped mid-run, and the operator's leader's node stopped. Prints each worker's node and
+the measured times (node stop -> the job acting, leader node stop -> takeover).
+
+Run in the order written: the node-stop tests stop nodes (the first starts its node again).
+"""
+
+from __future__ import annotations
+
+import copy
+import os
+import signal
+import subprocess
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import pytest
+from e2e.test_training import (
+    NAMESPACE,
+    TRAINING_TIMEOUT,
+    assert_trained_in_sync,
+    epoch_lines,
+    logs,
+    sample,
+    submit,
+)
+from kube import ClusterClient, kubectl, wait_for
+
+Json = dict[str, Any]
+CLUSTER = os.environ.get("TFMW_KIND_CLUSTER", "tfmw")
+SPREAD = "mnist-4-workers-spread.yaml"
+# A stopped node: NotReady after the node monitor's grace (40 s at most here), its pods
+# evicted 10 s later (the sample's tolerations), stuck pods force-deleted after their grace
+# (5 s) + 60 s; then the gang starts again on the nodes that are left.
+NODE_STOP_BOUND_SECONDS = 240
+
+
+@pytest.fixture(scope="module", autouse=True)
+def several_nodes(kube: ClusterClient) -> list[str]:
+    workers = worker_nodes()
+    if len(workers) < 2:
+        pytest.fail(f"make test-multinode needs 2 worker nodes (KIND_WORKERS=2); found {workers}")
+    return workers
+
+
+def worker_nodes() -> list[str]:
+    out = kubectl("get", "nodes", "-o", "jsonpath={range .items[*]}{.metadata.name}{'\\n'}{end}").stdout
+    return sorted(n for n in out.split() if "control-plane" not in n)
+
+
+def node_of_pods(name: str, namespace: str = NAMESPACE) -> dict[str, str]:
+    out = kubectl(
+        "get",
+        "pods",
+        "-n",
+        namespace,
+        "-l",
+        f"tfmw.dev/job-name={name}",
+        "-o",
+        "jsonpath={range .items[*]}{.metadata.name} {.spec.nodeName}{'\\n'}{end}",
+    ).stdout
+    return dict(line.split() for line in out.splitlines() if len(line.split()) == 2)
+
+
+def trainer_pid(uid: str, index: int) -> int | None:
+    """Worker `index`'s trainer, a process of this machine whatever node runs it."""
+    for environ in Path("/proc").glob("[0-9]*/environ"):
+        try:
+            env = environ.read_bytes()
+        except OSError:
+            continue
+        if f"TFMW_JOB_UID={uid}".encode() in env and f"TFMW_WORKER_INDEX={index}\0".encode() in env:
+            cmdline = (environ.parent / "cmdline").read_bytes()
+            if b"tfmw_trainer" in cmdline:
+                return int(environ.parent.name)
+    return None
+
+
+def docker(*args: str) -> None:
+    subprocess.run(["docker", *args], check=True, capture_output=True, text=True)
+
+
+def wait_node_ready(node: str, timeout: float = 240) -> None:
+    kubectl("wait", f"node/{node}", "--for=condition=Ready", f"--timeout={int(timeout)}s")
+
+
+def spread_manifest(args: list[str]) -> Json:
+    manifest = copy.deepcopy(sample(SPREAD))
+    manifest["spec"]["template"]["spec"]["containers"][0]["args"] = args
+    return manifest
+
+
+def progress_epoch(kube: ClusterClient, name: str) -> int:
+    progress = kube.status(NAMESPACE, name).get("progress") or {}
+    epoch = progress.get("epoch")
+    return epoch if isinstance(epoch, int) else 0
+
+
+def test_four_workers_spread_over_two_nodes_train_in_sync(
+    kube: ClusterClient, fresh_name: Callable[[str], str]
+) -> None:
+    name = fresh_name("spread")
+    submit(kube, spread_manifest(["--epochs=4", "--steps-per-epoch=30"]), name)
+    status = kube.wait_phase(NAMESPACE, name, "Succeeded", timeout=TRAINING_TIMEOUT)
+    placement = node_of_pods(name)
+    print(f"\n{name}: worker nodes {placement}")
+    assert len(set(placement.values())) == 2, placement
+    assert sorted(placement.values()).count(sorted(placement.values())[0]) == 2  # 2 and 2
+    assert status["restarts"] == 0
+    lines = assert_trained_in_sync(name, 4)
+    print(f"{name}: identical epoch lines on every worker: {lines}")
+
+
+def test_a_worker_killed_on_one_node_restarts_the_gang_across_nodes(
+    kube: ClusterClient, fresh_name: Callable[[str], str]
+) -> None:
+    name = fresh_name("killed")
+    job = submit(kube, spread_manifest(["--epochs=4", "--steps-per-epoch=20", "--epoch-pause=2"]), name)
+    uid = job["metadata"]["uid"]
+    kube.wait_phase(NAMESPACE, name, "Running", timeout=TRAINING_TIMEOUT)
+    wait_for("a checkpointed epoch", lambda: progress_epoch(kube, name) >= 1, timeout=TRAINING_TIMEOUT)
+    placement = node_of_pods(name)
+    pid = wait_for("worker 1's trainer", lambda: trainer_pid(uid, 1), timeout=30)
+    print(f"\n{name}: killing worker 1 (pid {pid}) on {placement[f'{name}-worker-1']}")
+    os.kill(pid, signal.SIGKILL)
+    status = kube.wait_phase(NAMESPACE, name, "Succeeded", timeout=TRAINING_TIMEOUT)
+    assert status["restarts"] == 1 and status["attempt"] == 1
+    after = node_of_pods(name)
+    print(f"{name}: attempt 1 on {after}")
+    assert len(set(after.values())) == 2, after
+    for index in range(4):
+        output = logs(name, index)
+        assert "attempt=1" in output and "resumed_from_epoch=" in output, output[-2000:]
+        assert "epoch=1 " not in "\n".join(epoch_lines(output))  # resumed, not started over
+    assert_trained_in_sync(name, 4)
+
+
+def test_a_worker_node_stopped_mid_run_restarts_the_gang_on_the_nodes_left(
+    kube: ClusterClient, fresh_name: Callable[[str], str], several_nodes: list[str]
+) -> None:
+    name = fresh_name("nodestop")
+    submit(kube, spread_manifest(["--epochs=6", "--steps-per-epoch=20", "--epoch-pause=3"]), name)
+    kube.wait_phase(NAMESPACE, name, "Running", timeout=TRAINING_TIMEOUT)
+    wait_for("a checkpointed epoch", lambda: progress_epoch(kube, name) >= 1, timeout=TRAINING_TIMEOUT)
+    victim = node_of_pods(name)[f"{name}-worker-1"]
+    print(f"\n{name}: stopping node {victim} (pods {node_of_pods(name)})")
+    stopped = time.monotonic()
+    docker("stop", "-t", "0", victim)
+    try:
+        wait_for(
+            "the job acting on the lost node",
+            lambda: kube.status(NAMESPACE, name).get("phase") in ("Restarting", "Failed"),
+            timeout=NODE_STOP_BOUND_SECONDS,
+            interval=1,
+        )
+        acted = time.monotonic() - stopped
+        status = kube.status(NAMESPACE, name)
+        print(f"{name}: node stop -> {status['phase']} in {acted:.0f}s: {status.get('message')}")
+        status = kube.wait_phase(
+            NAMESPACE, name, "Succeeded", timeout=TRAINING_TIMEOUT + NODE_STOP_BOUND_SECONDS
+        )
+        print(f"{name}: node stop -> Succeeded in {time.monotonic() - stopped:.0f}s, on {node_of_pods(name)}")
+        assert status["restarts"] >= 1
+        assert victim not in node_of_pods(name).values()
+        assert "resumed_from_epoch=" in logs(name, 0)
+    finally:
+        docker("start", victim)
+        wait_node_ready(victim)
+
+
+def lease_holder() -> str:
+    return kubectl(
+        "get", "lease", "-n", "tfmw-system", "tfmw-operator", "-o", "jsonpath={.spec.holderIdentity}"
+    ).stdout.strip()
+
+
+def operator_pods() -> dict[str, str]:
+    out = kubectl(
+        "get",
+        "pods",
+        "-n",
+        "tfmw-system",
+        "-l",
+        "app.kubernetes.io/name=tfmw-operator",
+        "-o",
+        "jsonpath={range .items[*]}{.metadata.name} {.spec.nodeName}{'\\n'}{end}",
+    ).stdout
+    return dict(line.split() for line in out.splitlines() if len(line.split()) == 2)
+
+
+def spread_operator() -> dict[str, str] | None:
+    pods = operator_pods()
+    return pods if len(set(pods.values())) == 2 else None
+
+
+def new_holder(leader: str) -> str | None:
+    holder = lease_holder()
+    return holder if holder and not holder.startswith(leader) else None
+
+
+def test_the_leaders_node_stopped_the_other_replica_leads_and_runs_a_new_job(
+    kube: ClusterClient, fresh_name: Callable[[str], str]
+) -> None:
+    kubectl("-n", "tfmw-system", "rollout", "status", "deployment/tfmw-operator", "--timeout=180s")
+    pods = wait_for(
+        "operator replicas on two nodes",
+        spread_operator,
+        timeout=180,
+    )
+    leader = wait_for(
+        "a leader", lambda: next((p for p in pods if lease_holder().startswith(p)), None), timeout=60
+    )
+    node = pods[leader]
+    print(f"\noperator replicas {pods}; leader {leader} on {node}: stopping {node}")
+    stopped = time.monotonic()
+    docker("stop", "-t", "0", node)
+    successor = wait_for(
+        "another replica holding the lease",
+        lambda: new_holder(leader),
+        timeout=120,
+        interval=0.5,
+    )
+    takeover = time.monotonic() - stopped
+    print(f"leader node stop -> {successor} leads in {takeover:.1f}s")
+    name = fresh_name("after-takeover")
+    manifest = copy.deepcopy(sample("mnist-2-workers.yaml"))
+    manifest["spec"]["template"]["spec"]["containers"][0]["args"] = ["--epochs=2", "--steps-per-epoch=20"]
+    submit(kube, manifest, name)
+    kube.wait_phase(NAMESPACE, name, "Succeeded", timeout=TRAINING_TIMEOUT)
+    print(f"{name}: Succeeded {time.monotonic() - stopped:.0f}s after the leader's node stopped")
+    assert node not in node_of_pods(name).values()
