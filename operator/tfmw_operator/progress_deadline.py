@@ -61,9 +61,10 @@ def judge_progress(job: JobSpec, status: JobStatus, now: datetime) -> ProgressVe
         )
     deadline = later(since, limit)
     if now >= deadline:
+        # Nothing in it moves with the clock: a stalled job's status is not written again and again.
         message = (
-            f"no progress for {format_duration((now - since).total_seconds())} since {format_time(since)} "
-            f"(progressDeadlineSeconds={limit}): {last}"
+            f"no progress since {format_time(since)}, for longer than progressDeadlineSeconds={limit} "
+            f"({format_duration(limit)}): {last}"
         )
         return ProgressVerdict(True, PROGRESS_STALLED, message)
     message = f"{last}; stalled if nothing moves by {format_time(deadline)}"
