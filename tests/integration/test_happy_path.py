@@ -43,7 +43,7 @@ def test_service_and_pods_exactly_as_the_contract_says(kube: ClusterClient, name
         assert env["TFMW_JOB_UID"] == uid and env["TFMW_NAMESPACE"] == namespace
         assert env["TFMW_MARKER_PATH"] == "/shared/multiworker-complete.txt"
         mount = next(m for m in container["volumeMounts"] if m["name"] == "tfmw-shared")
-        assert mount == {"name": "tfmw-shared", "mountPath": "/shared", "subPath": f"{namespace}/mnist"}
+        assert mount == {"name": "tfmw-shared", "mountPath": "/shared", "subPath": "mnist"}
         assert container["ports"][0]["containerPort"] == 2345
     assert meta.get("finalizers") is None
 
