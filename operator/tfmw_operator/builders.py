@@ -153,6 +153,7 @@ def _with_injections(container: Json, env: list[Json], mount: Json) -> Json:
 
 
 # What the folder check may use: it reads one small file and exits.
+FOLDER_CHECK_USER = 1000  # the operator image's own user
 FOLDER_CHECK_RESOURCES: Json = {"requests": {"cpu": "10m", "memory": "32Mi"}, "limits": {"memory": "64Mi"}}
 
 
@@ -174,7 +175,11 @@ def build_folder_check(job: JobSpec, mount: Json) -> Json:
         "volumeMounts": [{**mount, "readOnly": True}],
         "resources": copy_json(FOLDER_CHECK_RESOURCES),
         "terminationMessagePolicy": "File",
+        # Its own user, whatever the template's pod runs as (root included), so that it meets
+        # the "restricted" profile wherever the workers do.
         "securityContext": {
+            "runAsNonRoot": True,
+            "runAsUser": FOLDER_CHECK_USER,
             "allowPrivilegeEscalation": False,
             "readOnlyRootFilesystem": True,
             "capabilities": {"drop": ["ALL"]},

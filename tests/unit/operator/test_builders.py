@@ -220,6 +220,7 @@ def test_folder_check_runs_first_in_the_operator_image_when_configured() -> None
     ]
     assert check["securityContext"]["capabilities"] == {"drop": ["ALL"]}
     assert check["securityContext"]["allowPrivilegeEscalation"] is False
+    assert check["securityContext"]["runAsNonRoot"] is True and check["securityContext"]["runAsUser"] == 1000
     assert check["resources"]["limits"]["memory"]
     # Without an image (the operator run out of cluster) there is no check.
     plain = build_pod(parse_job(obj), 1, 0)
