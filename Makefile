@@ -153,8 +153,9 @@ kind-e2e: kind-deploy
 
 # tests/multinode on a kind cluster of several nodes (KIND_WORKERS=2): spread training, a
 # worker killed, a worker node stopped, the leader's node stopped. Prints the times.
+MULTINODE_TESTS ?= tests/multinode
 kind-multinode: kind-deploy
-	$(KIND_TEST_ENV) $(PYTEST) -s tests/multinode
+	$(KIND_TEST_ENV) $(PYTEST) -s $(MULTINODE_TESTS)
 
 kind-namespace-storage: install
 	@[[ -n "$(NAMESPACE)" ]] || { echo "usage: make kind-namespace-storage NAMESPACE=<namespace>" >&2; exit 2; }
