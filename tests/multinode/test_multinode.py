@@ -191,6 +191,12 @@ def operator_pods() -> dict[str, str]:
     return dict(line.split() for line in out.splitlines() if len(line.split()) == 2)
 
 
+def node_ready(node: str) -> str:
+    return kubectl(
+        "get", "node", node, "-o", "jsonpath={.status.conditions[?(@.type=='Ready')].status}"
+    ).stdout.strip()
+
+
 def spread_operator() -> dict[str, str] | None:
     pods = operator_pods()
     return pods if len(set(pods.values())) == 2 else None
@@ -225,6 +231,9 @@ def test_the_leaders_node_stopped_the_other_replica_leads_and_runs_a_new_job(
     )
     takeover = time.monotonic() - stopped
     print(f"leader node stop -> {successor} leads in {takeover:.1f}s")
+    # Until the node monitor marks it unreachable the scheduler may still place pods there.
+    wait_for("the stopped node NotReady", lambda: node_ready(node) != "True", timeout=120, interval=1)
+    print(f"{node} NotReady {time.monotonic() - stopped:.0f}s after it stopped")
     name = fresh_name("after-takeover")
     manifest = copy.deepcopy(sample("mnist-2-workers.yaml"))
     manifest["spec"]["template"]["spec"]["containers"][0]["args"] = ["--epochs=2", "--steps-per-epoch=20"]
