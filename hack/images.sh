@@ -89,14 +89,17 @@ if [[ ${1:-} == pause ]]; then
   pause
   exit 0
 fi
-loaded=(tfmw-operator:dev tfmw-trainer:dev)
+# TFMW_IMAGES="operator": that image alone (a cluster short of disk for the trainer's).
+read -ra targets <<<"${TFMW_IMAGES:-operator trainer}"
+loaded=()
+for name in "${targets[@]}"; do loaded+=("tfmw-$name:dev"); done
 if [[ ${TFMW_IMAGE_BUILDER:-buildah} == docker ]]; then
-  for name in operator trainer; do docker build -q --target "$name" -t "tfmw-$name:dev" "$repo" >/dev/null; done
+  for name in "${targets[@]}"; do docker build -q --target "$name" -t "tfmw-$name:dev" "$repo" >/dev/null; done
 else
   base
   pause
   fetch_wheels
-  for name in operator trainer; do target "$name"; done
+  for name in "${targets[@]}"; do target "$name"; done
   # The pause image is the local node's sandbox; a kind node has its own.
   [[ -n $kind_cluster ]] || loaded=(tfmw-pause:dev "${loaded[@]}")
 fi

@@ -23,7 +23,8 @@ from e2e.conftest import NAMESPACE
 from kube import REPO, ClusterClient, kubectl, wait_for
 
 Json = dict[str, Any]
-IMAGE = "tfmw-trainer:dev"
+# Any image with python3 will do; the operator's is small (and non-root, as tenants' pods are).
+IMAGE = "tfmw-operator:dev"
 HOSTILE_SCRIPT = """
 import json, os, sys
 victim = sys.argv[1]
@@ -134,6 +135,7 @@ def test_another_namespace_cannot_see_or_touch_a_jobs_folder(
                         {
                             "name": "tensorflow",
                             "image": IMAGE,
+                            "imagePullPolicy": "IfNotPresent",
                             "command": ["python3", "-c", "import time; time.sleep(900)"],
                         }
                     ],

@@ -9,6 +9,7 @@ Run in the order written: the node-stop tests stop nodes (the first starts its n
 from __future__ import annotations
 
 import copy
+import json
 import os
 import signal
 import subprocess
@@ -97,6 +98,82 @@ def progress_epoch(kube: ClusterClient, name: str) -> int:
     progress = kube.status(NAMESPACE, name).get("progress") or {}
     epoch = progress.get("epoch")
     return epoch if isinstance(epoch, int) else 0
+
+
+def test_pods_on_different_nodes_reach_each_other_by_pod_address_and_name(several_nodes: list[str]) -> None:
+    """Real pod networking between nodes: a server pod on one worker, a client on the other,
+    by the server's pod IP and by its name under a headless Service, as TF_CONFIG names workers."""
+    namespace = f"tfmw-net-{os.getpid()}"
+    server, client = several_nodes[:2]
+    kubectl("create", "namespace", namespace)
+    try:
+        manifests = [
+            {
+                "apiVersion": "v1",
+                "kind": "Service",
+                "metadata": {"name": "peers", "namespace": namespace},
+                "spec": {"clusterIP": "None", "selector": {"app": "peer"}, "ports": [{"port": 2222}]},
+            },
+            net_pod(namespace, "server", server, ["python3", "-m", "http.server", "2222"], hostname=True),
+        ]
+        kubectl(
+            "apply", "-f", "-", input=json.dumps({"apiVersion": "v1", "kind": "List", "items": manifests})
+        )
+        kubectl("wait", "-n", namespace, "pod/server", "--for=condition=Ready", "--timeout=120s")
+        ip = kubectl("get", "pod", "-n", namespace, "server", "-o", "jsonpath={.status.podIP}").stdout
+        fetch = (
+            "import sys, urllib.request\n"
+            "for url in sys.argv[1:]:\n"
+            "    print(url, urllib.request.urlopen(url, timeout=10).status)\n"
+        )
+        urls = [f"http://{ip}:2222/", f"http://server.peers.{namespace}.svc:2222/"]
+        pod = net_pod(namespace, "client", client, ["python3", "-c", fetch, *urls])
+        kubectl("apply", "-f", "-", input=json.dumps(pod))
+        wait_for(
+            "the client done",
+            lambda: (
+                kubectl("get", "pod", "-n", namespace, "client", "-o", "jsonpath={.status.phase}").stdout
+                in ("Succeeded", "Failed")
+            ),
+            timeout=120,
+        )
+        out = kubectl("logs", "-n", namespace, "client").stdout
+        print(f"\nserver on {server} ({ip}), client on {client}:\n{out}")
+        assert out.count(" 200") == 2, out
+        assert node_of(namespace, "server") == server and node_of(namespace, "client") == client
+    finally:
+        kubectl("delete", "namespace", namespace, "--wait=false", check=False)
+
+
+def net_pod(namespace: str, name: str, node: str, command: list[str], hostname: bool = False) -> Json:
+    spec: Json = {
+        "nodeName": node,
+        "restartPolicy": "Never",
+        "terminationGracePeriodSeconds": 1,
+        "containers": [
+            {
+                "name": "c",
+                "image": "tfmw-operator:dev",
+                "imagePullPolicy": "IfNotPresent",
+                "command": command,
+                "readinessProbe": {"tcpSocket": {"port": 2222}, "periodSeconds": 1} if hostname else None,
+            }
+        ],
+    }
+    if hostname:
+        spec.update(hostname=name, subdomain="peers")
+    else:
+        del spec["containers"][0]["readinessProbe"]
+    return {
+        "apiVersion": "v1",
+        "kind": "Pod",
+        "metadata": {"name": name, "namespace": namespace, "labels": {"app": "peer"}},
+        "spec": spec,
+    }
+
+
+def node_of(namespace: str, pod: str) -> str:
+    return kubectl("get", "pod", "-n", namespace, pod, "-o", "jsonpath={.spec.nodeName}").stdout
 
 
 def test_four_workers_spread_over_two_nodes_train_in_sync(
@@ -235,8 +312,13 @@ def test_the_leaders_node_stopped_the_other_replica_leads_and_runs_a_new_job(
     wait_for("the stopped node NotReady", lambda: node_ready(node) != "True", timeout=120, interval=1)
     print(f"{node} NotReady {time.monotonic() - stopped:.0f}s after it stopped")
     name = fresh_name("after-takeover")
+    # A small job (the operator's image, writing its marker): what is measured is the operator.
     manifest = copy.deepcopy(sample("mnist-2-workers.yaml"))
-    manifest["spec"]["template"]["spec"]["containers"][0]["args"] = ["--epochs=2", "--steps-per-epoch=20"]
+    manifest["spec"]["template"]["spec"]["containers"][0].update(
+        image="tfmw-operator:dev",
+        command=["python3", "-c", "import os; open(os.environ['TFMW_MARKER_PATH'], 'w').write('done')"],
+        args=[],
+    )
     submit(kube, manifest, name)
     kube.wait_phase(NAMESPACE, name, "Succeeded", timeout=TRAINING_TIMEOUT)
     print(f"{name}: Succeeded {time.monotonic() - stopped:.0f}s after the leader's node stopped")
