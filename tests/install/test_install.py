@@ -120,8 +120,9 @@ def test_the_registry_serves_both_images_with_their_labels(registry: None) -> No
         assert env["TFMW_VERSION"] == VERSION
 
 
-def pulled(pod_selector: str, namespace: str, image: str) -> None:
-    """The pods' image came from the registry: the kubelet pulled it (not 'already present')."""
+def pulled(pod_selector: str, namespace: str, image: str, pod_prefix: str) -> None:
+    """The pods' image came from the registry: the kubelet pulled it (not 'already present')
+    for a pod of this run (its name starts with pod_prefix)."""
     pods = json.loads(kubectl("-n", namespace, "get", "pods", "-l", pod_selector, "-o", "json").stdout)[
         "items"
     ]
@@ -132,7 +133,11 @@ def pulled(pod_selector: str, namespace: str, image: str) -> None:
     events = kubectl(
         "-n", namespace, "get", "events", "--field-selector", "reason=Pulled", "-o", "json"
     ).stdout
-    messages = [e["message"] for e in json.loads(events)["items"]]
+    messages = [
+        e["message"]
+        for e in json.loads(events)["items"]
+        if e["involvedObject"]["name"].startswith(pod_prefix)
+    ]
     assert any(f'Successfully pulled image "{image}"' in m for m in messages), messages
 
 
@@ -153,7 +158,7 @@ def train_the_sample(name: str) -> None:
 
     wait_for(f"{name} to succeed", phase, timeout=900, interval=2)
     TIMINGS.append((f"sample {name} trained to Succeeded", time.monotonic() - t0))
-    pulled(f"tfmw.dev/job-name={name}", JOBS, TRAINER_IMAGE)
+    pulled(f"tfmw.dev/job-name={name}", JOBS, TRAINER_IMAGE, pod_prefix=f"{name}-")
     kubectl("-n", JOBS, "delete", "tfmwjob", name, "--wait=true", "--timeout=180s")
     wait_for(
         f"{name}'s pods to go",
@@ -168,7 +173,7 @@ def train_the_sample(name: str) -> None:
 
 def operator_pods_pulled_and_ready() -> None:
     kubectl("-n", SYSTEM, "rollout", "status", "deployment/tfmw-operator", "--timeout=600s")
-    pulled("app.kubernetes.io/name=tfmw-operator", SYSTEM, OPERATOR_IMAGE)
+    pulled("app.kubernetes.io/name=tfmw-operator", SYSTEM, OPERATOR_IMAGE, pod_prefix="tfmw-operator-")
 
 
 def gone(obj: Json) -> bool:
