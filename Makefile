@@ -25,7 +25,7 @@ export TFMW_REGISTRY := $(REGISTRY)
 export TFMW_IMAGE_TAG := $(VERSION)
 
 .PHONY: install lint test test-unit test-integration test-e2e test-docs test-faults faults run images cluster-up cluster-down \
-	cluster-status deploy demo push registry-up registry-down test-install bench mutate golden kueue-up kueue-down kind-up kind-deploy kind-e2e kind-down test-kind \
+	cluster-status deploy demo push registry-up registry-down test-install bench bench-scale kwok-up kwok-down mutate golden kueue-up kueue-down kind-up kind-deploy kind-e2e kind-down test-kind \
 	bump-kubernetes clean
 
 # Debian packages, .venv (the project editable, with its extras) and hack/bin; again only
@@ -134,6 +134,25 @@ mutate: install
 bench: install
 	hack/cluster.sh up --no-node
 	PYTHONPATH=tests $(PYTHON) -m bench.control_plane
+
+# Simulated nodes (kwok, built from its Go module) on the local control plane (make
+# cluster-up, or hack/cluster.sh up --no-node) running already: labelled and tainted tfmw.dev/kwok, so only the scale bench's
+# pods land there. kwok-down: kwok stopped, its nodes and their pods deleted.
+NODES ?= 100
+kwok-up: install
+	hack/kwok.sh up $(NODES)
+
+kwok-down:
+	hack/kwok.sh down
+
+# The scale benchmark (tests/bench/scale.py): JOBS gangs of 8 workers on NODES kwok nodes,
+# tfmw and the TFJob controller each alone; table printed, JSON in bench/results/. Not
+# part of make test. Leaves the cluster up: `make cluster-down` stops it and kwok.
+JOBS ?= 1000
+bench-scale: install
+	hack/cluster.sh up --no-node
+	hack/kwok.sh up $(NODES)
+	TFMW_BENCH_JOBS=$(JOBS) PYTHONPATH=tests $(PYTHON) -m bench.scale
 
 # kind (hack/kind.sh): with Docker and kind installed, plain kind and its node image; on
 # a machine with neither (this one), Docker from Debian, kind from its Go module and a
