@@ -116,6 +116,14 @@ class RestartPolicy(StrEnum):
     EXIT_CODE = "ExitCode"
 
 
+class ProgressDeadlinePolicy(StrEnum):
+    """What a Running job whose progress stopped for progressDeadlineSeconds gets."""
+
+    REPORT = "Report"  # the Stalled condition, a Warning and the gauge; nothing else
+    RESTART = "Restart"  # a gang restart, counted against backoffLimit
+    FAIL = "Fail"
+
+
 class CleanPodPolicy(StrEnum):
     ALL = "All"
     RUNNING = "Running"
@@ -133,6 +141,8 @@ class RunPolicy:
     suspend: bool = False
     # How long a gang being restarted gets to exit; at most the template's own grace period.
     restart_grace_seconds: int = DEFAULT_RESTART_GRACE_SECONDS
+    progress_deadline_seconds: int | None = None  # None: a job's progress is not watched
+    progress_deadline_policy: ProgressDeadlinePolicy = ProgressDeadlinePolicy.RESTART
 
 
 @dataclass(frozen=True)
@@ -188,6 +198,9 @@ def parse_job(job: Json) -> JobSpec:
     try:
         restart_policy = RestartPolicy(run.get("restartPolicy", RestartPolicy.EXIT_CODE.value))
         clean_pod_policy = CleanPodPolicy(run.get("cleanPodPolicy", CleanPodPolicy.RUNNING.value))
+        deadline_policy = ProgressDeadlinePolicy(
+            run.get("progressDeadlinePolicy", ProgressDeadlinePolicy.RESTART.value)
+        )
     except ValueError as error:
         raise SpecError(f"spec.runPolicy: {error}") from error
     return JobSpec(
@@ -211,6 +224,8 @@ def parse_job(job: Json) -> JobSpec:
             clean_pod_policy=clean_pod_policy,
             suspend=bool(run.get("suspend", False)),
             restart_grace_seconds=int(run.get("restartGracePeriodSeconds", DEFAULT_RESTART_GRACE_SECONDS)),
+            progress_deadline_seconds=run.get("progressDeadlineSeconds"),
+            progress_deadline_policy=deadline_policy,
         ),
         template=template,
         queue_name=(meta.get("labels") or {}).get(LABEL_QUEUE_NAME) or None,

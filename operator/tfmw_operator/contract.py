@@ -51,6 +51,11 @@ PROGRESS_EXAMPLES_PER_SECOND: Final = "examplesPerSecond"
 PROGRESS_UPDATED_AT: Final = "updatedAt"  # RFC 3339 or Unix seconds; else the file's mtime
 PROGRESS_JOB_UID: Final = "jobUid"
 PROGRESS_ATTEMPT: Final = "attempt"
+# The last checkpoint completed (all optional): its epoch and/or step, and where it is
+# (a path inside the job's folder, or any URI). A restarted gang resumes from it.
+PROGRESS_CHECKPOINT_EPOCH: Final = "checkpointEpoch"
+PROGRESS_CHECKPOINT_STEP: Final = "checkpointStep"
+PROGRESS_CHECKPOINT_PATH: Final = "checkpointPath"
 
 
 def marker_job_uid(marker: Mapping[str, object]) -> object:

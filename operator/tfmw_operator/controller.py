@@ -42,6 +42,7 @@ from tfmw_operator.observed import (
     observe_workload,
 )
 from tfmw_operator.progress import ProgressProblem, ProgressReading
+from tfmw_operator.progress_deadline import stalled_by_progress
 from tfmw_operator.reconcile import reconcile, reconcile_failed
 from tfmw_operator.settings import Settings
 from tfmw_operator.status import JobStatus, merge_patch
@@ -337,7 +338,8 @@ class JobController:
         if Milestone.LAUNCHED in milestones:
             metrics.JOBS_CREATED.inc()
         if Milestone.RESTARTED in milestones:
-            metrics.GANG_RESTARTS.inc()
+            history = decision.status.history
+            metrics.GANG_RESTARTS.labels(cause=history[0].cause if history else "Unknown").inc()
         if Milestone.SUCCEEDED in milestones:
             metrics.JOBS_SUCCEEDED.inc()
             if marker_time is not None:
@@ -352,6 +354,8 @@ class JobController:
             metrics.forget_job_progress(*key)
         else:
             metrics.set_job_progress(*key, progress.percent, progress.examples_per_second)
+        if not decision.finished:
+            metrics.set_job_stalled(*key, stalled_by_progress(decision.status))
 
     def _forget(self, key: Key) -> None:
         self._set_active(key, False)

@@ -13,7 +13,7 @@ from datetime import UTC, datetime
 from tfmw_operator.api import JobSpec, RestartPolicy, later
 from tfmw_operator.builders import pod_name
 from tfmw_operator.observed import ObservedPod
-from tfmw_operator.verdicts import Fail, Restart
+from tfmw_operator.verdicts import Cause, Fail, Restart
 
 # Exit codes from 128 up are deaths by signal (137 = SIGKILL, the OOM killer's too):
 # something happened to the worker, not a bug in the program.
@@ -21,6 +21,14 @@ FIRST_SIGNAL_EXIT_CODE = 128
 MESSAGE_TAIL_LINES = 5
 # A worker whose kubelet has not reported for this long (phase Unknown) is taken as lost.
 NODE_LOST_SECONDS = 60
+# What a DisruptionTarget condition's reason means, in the words status.history uses.
+DISRUPTION_CAUSES = {
+    "PreemptionByScheduler": "Preempted",
+    "DeletionByTaintManager": "NodeLost",
+    "EvictionByEvictionAPI": "Evicted",
+    "TerminationByKubelet": "Evicted",
+    "DeletionByPodGC": "NodeLost",
+}
 
 
 @dataclass(frozen=True)
@@ -32,6 +40,9 @@ class WorkerFailure:
     termination_message: str = ""
     disrupted: bool = False  # taken away (eviction, preemption, node loss), not the program's fault
     preempted: bool = False  # by Kueue: the queue gave the quota to another workload
+    cause: str = ""  # in Kubernetes' words: OOMKilled, Evicted, Preempted, NodeLost, Error ...
+    node: str = ""
+    container: str = ""
 
     def describe(self) -> str:
         what = f"worker {self.index} (pod {self.pod_name})"
@@ -39,23 +50,63 @@ class WorkerFailure:
             what += f" exited with code {self.exit_code}"
         if self.reason:
             what += f" ({self.reason})" if self.exit_code is not None else f": {self.reason}"
-        tail = "\n".join(self.termination_message.strip().splitlines()[-MESSAGE_TAIL_LINES:])
+        tail = self.tail
         return f"{what}: {tail}" if tail else what
+
+    @property
+    def tail(self) -> str:
+        return "\n".join(self.termination_message.strip().splitlines()[-MESSAGE_TAIL_LINES:])
+
+    def to_cause(self) -> Cause:
+        return Cause(
+            self.cause,
+            self.index,
+            self.pod_name,
+            self.node or None,
+            self.container or None,
+            self.exit_code,
+            self.tail,
+        )
+
+
+def cause_of(pod: ObservedPod) -> str:
+    """Why the pod failed, in Kubernetes' own words where it has them."""
+    if pod.preempted:
+        return "Preempted"
+    if pod.reason in ("Evicted", "NodeLost", "Shutdown", "Terminated", "DeadlineExceeded"):
+        return pod.reason
+    if pod.disruption in DISRUPTION_CAUSES:
+        return DISRUPTION_CAUSES[pod.disruption]
+    if pod.reason:  # the container's: OOMKilled, Error, ContainerCannotRun, StartError ...
+        return pod.reason
+    return "Error" if pod.exit_code else "Unknown"
 
 
 def failure_of(pod: ObservedPod) -> WorkerFailure:
     return WorkerFailure(
-        pod.index, pod.name, pod.exit_code, pod.reason, pod.message, pod.disrupted, pod.preempted
+        pod.index,
+        pod.name,
+        pod.exit_code,
+        pod.reason,
+        pod.message,
+        pod.disrupted,
+        pod.preempted,
+        cause_of(pod),
+        pod.node,
+        pod.containers[0] if pod.containers else "",
     )
 
 
-def vanished(index: int, name: str, preempted: bool = False) -> WorkerFailure:
+def vanished(index: int, name: str, preempted: bool = False, node: str = "") -> WorkerFailure:
     reason = (
         "pod deleted by Kueue, which evicted its Workload"
         if preempted
         else "pod disappeared while the job was active"
     )
-    return WorkerFailure(index, name, None, reason, disrupted=True, preempted=preempted)
+    cause = "Preempted" if preempted else "PodDeleted"
+    return WorkerFailure(
+        index, name, None, reason, disrupted=True, preempted=preempted, cause=cause, node=node
+    )
 
 
 def is_retryable(failure: WorkerFailure, policy: RestartPolicy) -> bool:
@@ -81,10 +132,13 @@ def first_failure(job: JobSpec, current: Sequence[ObservedPod], now: datetime) -
         elif pod.phase == "Failed":
             failures.append((pod.finished_at or never, failure_of(pod)))
         elif pod.deleting and pod.phase != "Succeeded":
-            failures.append((never, vanished(index, pod.name, pod.preempted)))
+            failures.append((never, vanished(index, pod.name, pod.preempted, pod.node)))
         elif pod.phase == "Unknown" and now >= later(pod.changed_at or now, NODE_LOST_SECONDS):
             lost = f"its node has not reported for {NODE_LOST_SECONDS}s (phase Unknown)"
-            failures.append((never, WorkerFailure(index, pod.name, None, lost, disrupted=True)))
+            failure = WorkerFailure(
+                index, pod.name, None, lost, disrupted=True, cause="NodeLost", node=pod.node
+            )
+            failures.append((never, failure))
     if not failures:
         return None
     return min(failures, key=lambda item: (item[0], item[1].index))[1]
@@ -102,11 +156,17 @@ def judge_failures(
         # Kueue took the quota back; it admits the gang again when quota frees. No fault of
         # the job's, so it costs no restart of the backoffLimit (and Never does not apply).
         message = f"preempted by Kueue, not counted against backoffLimit: {failure.describe()}"
-        return Restart(message, counted=False)
+        return Restart(message, counted=False, cause=failure.to_cause(), reason="Preempted")
     if not is_retryable(failure, policy.restart_policy):
-        return Fail("WorkerFailed", failure.describe())
-    if restarts >= policy.backoff_limit:
-        return Fail(
-            "BackoffLimitExceeded", f"{failure.describe()}; backoffLimit {policy.backoff_limit} reached"
-        )
-    return Restart(f"gang restart {restarts + 1}/{policy.backoff_limit}: {failure.describe()}")
+        return Fail("WorkerFailed", failure.describe(), cause=failure.to_cause())
+    return restart_or_give_up(job, restarts, failure.describe(), failure.to_cause())
+
+
+def restart_or_give_up(
+    job: JobSpec, restarts: int, why: str, cause: Cause, reason: str = "WorkerFailed"
+) -> Fail | Restart:
+    """A gang restart counted against backoffLimit, or Failed once it is used up."""
+    limit = job.run_policy.backoff_limit
+    if restarts >= limit:
+        return Fail("BackoffLimitExceeded", f"{why}; backoffLimit {limit} reached", cause=cause)
+    return Restart(f"gang restart {restarts + 1}/{limit}: {why}", cause=cause, reason=reason)

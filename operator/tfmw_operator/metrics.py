@@ -9,7 +9,11 @@ from prometheus_client import Counter, Gauge, Histogram
 JOBS_CREATED = Counter("tfmw_jobs_created_total", "Jobs whose first attempt was launched")
 JOBS_SUCCEEDED = Counter("tfmw_jobs_succeeded_total", "Jobs that reached phase Succeeded")
 JOBS_FAILED = Counter("tfmw_jobs_failed_total", "Jobs that reached phase Failed", ["reason"])
-GANG_RESTARTS = Counter("tfmw_gang_restarts_total", "Gang restarts of any job")
+GANG_RESTARTS = Counter(
+    "tfmw_gang_restarts_total",
+    "Gang restarts of any job, by the cause of the attempt's end (status.history[].cause)",
+    ["cause"],
+)
 ACTIVE_JOBS = Gauge("tfmw_active_jobs", "Jobs known to the operator that have not finished")
 RECONCILE_SECONDS = Histogram(
     "tfmw_reconcile_duration_seconds",
@@ -29,6 +33,22 @@ JOB_EXAMPLES_PER_SECOND = Gauge(
 )
 
 
+JOB_STALLED = Gauge(
+    "tfmw_job_stalled",
+    "1 while a running job's progress has not advanced for its progressDeadlineSeconds, else 0",
+    ["namespace", "job"],
+)
+
+
+def set_job_stalled(namespace: str, job: str, stalled: bool | None) -> None:
+    """None: the job has no progress deadline (or finished): no series."""
+    if stalled is None:
+        with contextlib.suppress(KeyError):
+            JOB_STALLED.remove(namespace, job)
+    else:
+        JOB_STALLED.labels(namespace, job).set(1 if stalled else 0)
+
+
 def set_job_progress(
     namespace: str, job: str, percent: float | None, examples_per_second: float | None
 ) -> None:
@@ -40,6 +60,6 @@ def set_job_progress(
 
 def forget_job_progress(namespace: str, job: str) -> None:
     """A finished or deleted job's series go: label sets must not grow without bound."""
-    for gauge in (JOB_PROGRESS_RATIO, JOB_EXAMPLES_PER_SECOND):
+    for gauge in (JOB_PROGRESS_RATIO, JOB_EXAMPLES_PER_SECOND, JOB_STALLED):
         with contextlib.suppress(KeyError):  # never set, or already gone
             gauge.remove(namespace, job)

@@ -63,6 +63,8 @@ class ObservedPod:
     gated: bool = False  # waits behind Kueue's admission gate
     preempted: bool = False  # Kueue evicted its Workload (preemption): not the job's fault, not counted
     pod_group: str | None = None  # the Kueue pod group (and Workload) it was created in, if any
+    node: str = ""  # the node it was bound to
+    disruption: str = ""  # the reason of its DisruptionTarget condition: PreemptionByScheduler ...
 
     @property
     def terminated(self) -> bool:
@@ -121,6 +123,13 @@ def _disrupted(status: Json) -> bool:
         c.get("type") == "DisruptionTarget" and c.get("status") == "True"
         for c in status.get("conditions") or []
     )
+
+
+def _disruption(status: Json) -> str:
+    for condition in status.get("conditions") or []:
+        if condition.get("type") == "DisruptionTarget" and condition.get("status") == "True":
+            return str(condition.get("reason") or "")
+    return ""
 
 
 def _preempted(status: Json) -> bool:
@@ -193,6 +202,8 @@ def observe_pod(pod: Json) -> ObservedPod | None:
         containers=_container_names(pod.get("spec") or {}),
         gated=gated,
         preempted=_preempted(status),
+        node=str((pod.get("spec") or {}).get("nodeName") or ""),
+        disruption=_disruption(status),
         changed_at=max(
             (t for c in status.get("conditions") or [] if (t := parse_time(c.get("lastTransitionTime")))),
             default=None,

@@ -19,6 +19,9 @@ from datetime import UTC, datetime
 from tfmw_operator.api import NEVER, format_precise_time, later, parse_time
 from tfmw_operator.contract import (
     PROGRESS_ATTEMPT,
+    PROGRESS_CHECKPOINT_EPOCH,
+    PROGRESS_CHECKPOINT_PATH,
+    PROGRESS_CHECKPOINT_STEP,
     PROGRESS_EPOCH,
     PROGRESS_EXAMPLES_PER_SECOND,
     PROGRESS_JOB_UID,
@@ -28,7 +31,7 @@ from tfmw_operator.contract import (
     PROGRESS_TOTAL_STEPS,
     PROGRESS_UPDATED_AT,
 )
-from tfmw_operator.status import ProgressRate, ProgressStatus, evolve
+from tfmw_operator.status import Checkpoint, ProgressRate, ProgressStatus, evolve
 
 MAX_PROGRESS_BYTES = 16 * 1024
 MAX_METRICS = 16
@@ -36,6 +39,7 @@ MAX_COUNT = 10**12
 DEFAULT_PROGRESS_INTERVAL_SECONDS = 10.0
 # Clocks of nodes differ; a document dated further ahead than this is refused.
 MAX_CLOCK_AHEAD_SECONDS = 300
+MAX_CHECKPOINT_PATH = 1024
 METRIC_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_./-]{0,62}$")
 SUMMARY_METRICS = 3
 
@@ -57,6 +61,7 @@ class ProgressReport:
     examples_per_second: float | None = None
     job_uid: str | None = None
     attempt: int | None = None
+    checkpoint: Checkpoint | None = None
 
     @property
     def percent(self) -> float | None:
@@ -124,6 +129,24 @@ def _unix_time(value: float) -> datetime | None:
     return datetime.fromtimestamp(value, UTC)
 
 
+def _checkpoint(document: dict[str, object]) -> Checkpoint | None:
+    epoch = _count(document, PROGRESS_CHECKPOINT_EPOCH, 0)
+    step = _count(document, PROGRESS_CHECKPOINT_STEP, 0)
+    path = document.get(PROGRESS_CHECKPOINT_PATH)
+    if path is not None and (
+        not isinstance(path, str)
+        or not 0 < len(path) <= MAX_CHECKPOINT_PATH
+        or any(ord(c) < 32 or ord(c) == 127 for c in path)
+    ):
+        raise ProgressError(
+            f"{PROGRESS_CHECKPOINT_PATH} must be a path or URI of 1..{MAX_CHECKPOINT_PATH} printable "
+            f"characters, got {_shown(path)}"
+        )
+    if epoch is None and step is None and path is None:
+        return None
+    return Checkpoint(epoch, step, path)
+
+
 def parse_progress(content: bytes, modified: datetime) -> ProgressReport:
     """The document in `content` (at most MAX_PROGRESS_BYTES), or ProgressError saying why not."""
     if len(content) > MAX_PROGRESS_BYTES:
@@ -168,6 +191,7 @@ def parse_progress(content: bytes, modified: datetime) -> ProgressReport:
         examples_per_second=examples_per_second,
         job_uid=job_uid,
         attempt=_count(document, PROGRESS_ATTEMPT, 0),
+        checkpoint=_checkpoint(document),
     )
 
 
@@ -233,6 +257,10 @@ def progress_status(
     eta_time = None if left is None else later(report.updated_at, left)
     if eta_time is not None and eta_time >= NEVER:  # a rate so slow it never ends: no estimate
         left = eta_time = None
+    same_attempt = old is not None and old.attempt == attempt
+    advanced_at = old.advanced_at if old is not None and same_attempt else None
+    if advanced_at is None or not _same_place(old, report):
+        advanced_at = now
     return ProgressStatus(
         attempt=attempt,
         epoch=report.epoch,
@@ -249,7 +277,20 @@ def progress_status(
         epochs=_epochs(report),
         summary=_summary(report.metrics),
         since=since,
+        advanced_at=advanced_at,
+        # A checkpoint stays on the storage: an attempt that has not saved one yet resumed from it.
+        checkpoint=report.checkpoint or (old.checkpoint if old is not None else None),
     )
+
+
+def _same_place(old: ProgressStatus | None, report: ProgressReport) -> bool:
+    """Training has not moved since `old`: the same epoch and step; for a document that
+    reports neither, the same document."""
+    if old is None:
+        return False
+    if report.epoch is None and report.step is None:
+        return old.epoch is None and old.step is None and old.updated_at == report.updated_at
+    return (old.epoch, old.step) == (report.epoch, report.step)
 
 
 @dataclass(frozen=True)

@@ -15,7 +15,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 
-from tfmw_operator.api import NEVER, JobSpec, Phase, SpecError, later, parse_time
+from tfmw_operator.api import NEVER, JobSpec, Phase, ProgressDeadlinePolicy, SpecError, later, parse_time
 from tfmw_operator.builders import build_service, pod_group_name
 from tfmw_operator.cleanup_policy import after_finish, doomed_by_policy, overdue_deletions
 from tfmw_operator.completion_policy import chief_exit, judge_marker
@@ -33,13 +33,23 @@ from tfmw_operator.decision import (
     ProgressWatch,
     RemoveMarker,
 )
-from tfmw_operator.failure_policy import judge_failures
+from tfmw_operator.failure_policy import MESSAGE_TAIL_LINES, judge_failures, restart_or_give_up
 from tfmw_operator.observed import CreatedObject, CreateErrorKind, Observed, ObservedPod
 from tfmw_operator.progress import next_progress
+from tfmw_operator.progress_deadline import PROGRESS_STALLED, judge_progress
 from tfmw_operator.queue_policy import judge_queue, workloads_of, workloads_over
-from tfmw_operator.status import ConditionType, JobStatus, MarkerRecord, WorkerCounts, evolve
+from tfmw_operator.status import (
+    MAX_HISTORY,
+    MAX_HISTORY_MESSAGE,
+    AttemptRecord,
+    ConditionType,
+    JobStatus,
+    MarkerRecord,
+    WorkerCounts,
+    evolve,
+)
 from tfmw_operator.time_limits import active_deadline, judge_pending
-from tfmw_operator.verdicts import Fail, MarkerVerdict, Pending, Queued, Restart, WakeAt
+from tfmw_operator.verdicts import Cause, Fail, MarkerVerdict, Pending, Queued, Restart, WakeAt
 
 NAMESAKE_RECHECK_SECONDS = 2.0
 MAX_CREATE_BACKOFF_SECONDS = 300.0
@@ -65,8 +75,10 @@ class _Step:
     def update(self, **fields: object) -> None:
         self.status = evolve(self.status, **fields)
 
-    def condition(self, kind: ConditionType, true: bool, reason: str, message: str) -> None:
-        self.status = self.status.with_condition(kind, true, reason, message, self.now)
+    def condition(
+        self, kind: ConditionType, true: bool, reason: str, message: str, listed: bool = False
+    ) -> None:
+        self.status = self.status.with_condition(kind, true, reason, message, self.now, listed)
 
     def event(self, type: str, reason: str, message: str) -> None:
         self.events.append(Event(type, reason, message))
@@ -100,6 +112,7 @@ def reconcile(obs: Observed) -> Decision:
         return _finish(step, None)
     _decide(step, spec)
     _progress(step, spec)
+    _progress_deadline(step, spec)
     _reconciled(step)
     return _finish(step, spec)
 
@@ -376,22 +389,98 @@ def _launch(step: _Step, job: JobSpec, current: Sequence[ObservedPod], leftover_
     step.event("Normal", "PodsCreated", f"created {len(missing)} worker pods for attempt {attempt}")
 
 
+def _progress_deadline(step: _Step, job: JobSpec) -> None:
+    """runPolicy.progressDeadlineSeconds on a Running gang: what the Stalled condition says,
+    and, once progress stopped for that long, what progressDeadlinePolicy does."""
+    verdict = judge_progress(job, step.status, step.now)
+    if verdict is None:
+        return
+    if not verdict.stalled:
+        step.condition(ConditionType.STALLED, False, verdict.reason, verdict.message, listed=True)
+        step.wake_at(verdict.wake_at)
+        return
+    was = step.status.condition(ConditionType.STALLED)
+    if was is None or not was.true or was.reason != PROGRESS_STALLED:
+        step.event("Warning", "ProgressStalled", verdict.message)
+    step.condition(ConditionType.STALLED, True, PROGRESS_STALLED, verdict.message)
+    policy = job.run_policy.progress_deadline_policy
+    if policy is ProgressDeadlinePolicy.REPORT:
+        return
+    cause = Cause("Stalled", message=verdict.message)
+    if policy is ProgressDeadlinePolicy.FAIL:
+        _fail(step, job, Fail(PROGRESS_STALLED, verdict.message, cause=cause))
+        return
+    outcome = restart_or_give_up(job, step.status.restarts, verdict.message, cause, PROGRESS_STALLED)
+    if isinstance(outcome, Fail):
+        _fail(step, job, outcome)
+    else:
+        _restart(step, job, outcome, _by_attempt(step.obs.pods, step.status.attempt)[0])
+
+
+def _record_attempt(step: _Step, job: JobSpec, outcome: str, cause: Cause) -> AttemptRecord | None:
+    """The current attempt ended: how, in status.history (the newest first, MAX_HISTORY kept)."""
+    status = step.status
+    attempt = status.attempt
+    if not status.launched or (status.history and status.history[0].attempt == attempt):
+        return None
+    started = min((p.created for p in step.obs.pods if p.attempt == attempt and p.created), default=None)
+    progress = status.progress
+    epoch = progress.epoch if progress is not None and progress.attempt == attempt else None
+    checkpoint = progress.checkpoint if progress is not None else None
+    lost = None
+    if epoch is not None and checkpoint is not None and checkpoint.epoch is not None:
+        lost = max(0, epoch - checkpoint.epoch)
+    folder = f"{job.directory}/logs/attempt-{attempt}"
+    tail = "\n".join(cause.message.strip().splitlines()[-MESSAGE_TAIL_LINES:])[-MAX_HISTORY_MESSAGE:]
+    record = AttemptRecord(
+        attempt=attempt,
+        outcome=outcome,
+        cause=cause.reason,
+        end_time=step.now,
+        start_time=started,
+        worker=cause.worker,
+        pod=cause.pod,
+        node=cause.node,
+        container=cause.container,
+        exit_code=cause.exit_code,
+        message=tail or None,
+        logs=f"{folder}/worker-{cause.worker}.log" if cause.worker is not None else f"{folder}/",
+        epoch=epoch,
+        checkpoint=checkpoint,
+        epochs_lost=lost,
+    )
+    step.update(history=(record, *status.history)[:MAX_HISTORY])
+    return record
+
+
+def _resumes_from(record: AttemptRecord | None) -> str:
+    """ "; attempt 3 resumes from the checkpoint of epoch 4 at ...: 1 epoch redone", when known."""
+    if record is None or record.checkpoint is None:
+        return ""
+    said = f"; attempt {record.attempt + 1} resumes from {record.checkpoint.describe()}"
+    if record.epochs_lost:
+        said += f": {record.epochs_lost} epoch{'s' if record.epochs_lost > 1 else ''} to redo"
+    return said
+
+
 def _restart(step: _Step, job: JobSpec, verdict: Restart, current: Sequence[ObservedPod]) -> None:
     over = step.status.attempt
+    record = _record_attempt(step, job, "Restarted", verdict.cause or Cause(verdict.reason))
+    message = verdict.message + _resumes_from(record)
     step.update(
         attempt=over + 1,
         restarts=step.status.restarts + (1 if verdict.counted else 0),
         evictions=step.status.evictions + (0 if verdict.counted else 1),
         phase=Phase.RESTARTING,
-        message=verdict.message,
+        message=message,
     )
-    reason = "WorkerFailed" if verdict.counted else "Preempted"
-    step.condition(ConditionType.RESTARTING, True, reason, verdict.message)
-    step.condition(ConditionType.RUNNING, False, reason, verdict.message)
+    reason = verdict.reason
+    step.condition(ConditionType.RESTARTING, True, reason, message)
+    step.condition(ConditionType.RUNNING, False, reason, message)
     # Named by the pods (the queue label may be gone from the job) and by the attempt
     # (Kueue may have deleted the pods already).
     _end_workloads(step, _attempt_workloads(job, over, current))
-    step.event("Warning", "GangRestart", verdict.message)
+    step.event("Warning", "GangRestart", message)
     step.milestones.add(Milestone.RESTARTED)
     step.delete(current, grace_seconds=_restart_grace(job))
 
@@ -434,7 +523,9 @@ def _stalled(step: _Step, job: JobSpec, current: Sequence[ObservedPod]) -> bool:
     """Record the Stalled condition; True if a stuck worker ended the job."""
     pending = _judge_pending(step, job, current)
     if pending.stalled is None:
-        step.condition(ConditionType.STALLED, False, "WorkersStarted", "no worker is stuck")
+        if job.run_policy.progress_deadline_seconds is None or not _all_started(job, current):
+            step.condition(ConditionType.STALLED, False, "WorkersStarted", "no worker is stuck")
+        # else the progress deadline (_progress_deadline) says what Stalled is, in this decision
     else:
         message = pending.stall_message
         if not step.status.condition_is_true(ConditionType.STALLED):
@@ -447,10 +538,13 @@ def _stalled(step: _Step, job: JobSpec, current: Sequence[ObservedPod]) -> bool:
     return False
 
 
-def _set_progress_phase(step: _Step, job: JobSpec, current: Sequence[ObservedPod]) -> None:
+def _all_started(job: JobSpec, current: Sequence[ObservedPod]) -> bool:
     # Unknown: the kubelet has not reported lately; the worker may well run on.
-    started = [p for p in current if p.phase in ("Running", "Succeeded", "Unknown")]
-    if len(started) == job.workers:
+    return sum(1 for p in current if p.phase in ("Running", "Succeeded", "Unknown")) == job.workers
+
+
+def _set_progress_phase(step: _Step, job: JobSpec, current: Sequence[ObservedPod]) -> None:
+    if _all_started(job, current):
         step.update(phase=Phase.RUNNING, message=None)
         step.condition(ConditionType.RUNNING, True, "AllWorkersRunning", f"{job.workers} workers running")
         step.condition(ConditionType.RESTARTING, False, "AllWorkersRunning", "the gang is running again")
@@ -468,7 +562,9 @@ def _suspend(step: _Step, job: JobSpec) -> None:
     # A suspended job gives its quota back: others may be admitted while it waits.
     _end_workloads(step, _attempt_workloads(job, step.status.attempt, step.obs.pods))
     if step.status.phase is not Phase.SUSPENDED:
-        step.event("Normal", "Suspended", "runPolicy.suspend is true: worker pods deleted")
+        record = _record_attempt(step, job, "Suspended", Cause("Suspended"))
+        said = _resumes_from(record).replace("resumes", "will resume")
+        step.event("Normal", "Suspended", f"runPolicy.suspend is true: worker pods deleted{said}")
     step.update(phase=Phase.SUSPENDED)
     step.condition(ConditionType.SUSPENDED, True, "Suspended", "runPolicy.suspend is true")
     step.condition(ConditionType.RUNNING, False, "Suspended", "runPolicy.suspend is true")
@@ -512,6 +608,8 @@ def _fail(step: _Step, job: JobSpec | None, verdict: Fail) -> None:
         delete: Sequence[ObservedPod] = step.obs.pods
     else:
         delete = doomed_by_policy(job, _by_attempt(step.obs.pods, step.status.attempt)[0])
+    if job is not None:
+        _record_attempt(step, job, "Failed", verdict.cause or Cause(verdict.reason, message=verdict.message))
     step.update(phase=Phase.FAILED, reason=verdict.reason, message=verdict.message, completion_time=step.now)
     step.condition(ConditionType.FAILED, True, verdict.reason, verdict.message)
     for kind in (ConditionType.RUNNING, ConditionType.RESTARTING):

@@ -87,6 +87,38 @@ class ProgressRate:
 
 
 @dataclass(frozen=True)
+class Checkpoint:
+    """The last checkpoint the chief reported complete: its epoch or step, and where it is."""
+
+    epoch: int | None = None
+    step: int | None = None
+    path: str | None = None
+
+    @classmethod
+    def from_json(cls, raw: object) -> Checkpoint | None:
+        if not isinstance(raw, dict):
+            return None
+        found = cls(_int(raw.get("epoch")), _int(raw.get("step")), _str(raw.get("path")))
+        return found if found != cls() else None
+
+    def to_json(self) -> Json:
+        rendered = {"epoch": self.epoch, "step": self.step, "path": self.path}
+        return {key: value for key, value in rendered.items() if value is not None}
+
+    def describe(self) -> str:
+        where = " ".join(
+            part
+            for part in (
+                f"epoch {self.epoch}" if self.epoch is not None else "",
+                f"step {self.step}" if self.step is not None else "",
+                f"at {self.path}" if self.path else "",
+            )
+            if part
+        )
+        return f"the checkpoint of {where}"
+
+
+@dataclass(frozen=True)
 class ProgressStatus:
     """`status.progress`: the chief's latest figures, and what the operator made of them."""
 
@@ -106,6 +138,23 @@ class ProgressStatus:
     summary: str | None = None  # "loss=0.12 accuracy=0.97", for the METRICS column
     since: ProgressRate | None = None
     error: str | None = None  # why the latest document was refused
+    # When the operator first recorded the current epoch/step: the progress deadline's clock.
+    advanced_at: datetime | None = None
+    checkpoint: Checkpoint | None = None  # the last completed checkpoint, kept across attempts
+
+    def describe(self) -> str:
+        """The figures for a person: "epoch 3/10, step 600/2000 (loss=0.12), written at ..."."""
+        parts = []
+        if self.epoch is not None:
+            parts.append(f"epoch {self.epoch}" + (f"/{self.total_epochs}" if self.total_epochs else ""))
+        if self.step is not None:
+            parts.append(f"step {self.step}" + (f"/{self.total_steps}" if self.total_steps else ""))
+        what = ", ".join(parts) or "a progress document"
+        if self.summary:
+            what += f" ({self.summary})"
+        if self.updated_at is not None:
+            what += f", written at {format_time(self.updated_at)}"
+        return f"{what} in attempt {self.attempt}"
 
     @classmethod
     def from_json(cls, raw: object) -> ProgressStatus | None:
@@ -138,6 +187,8 @@ class ProgressStatus:
             if since_percent is not None and since_time is not None
             else None,
             error=_str(raw.get("error")),
+            advanced_at=parse_time(raw.get("advancedAt")),
+            checkpoint=Checkpoint.from_json(raw.get("checkpoint")),
         )
 
     def to_json(self) -> Json:
@@ -160,6 +211,78 @@ class ProgressStatus:
             if self.since
             else None,
             "error": self.error,
+            "advancedAt": format_precise_time(self.advanced_at) if self.advanced_at else None,
+            "checkpoint": self.checkpoint.to_json() if self.checkpoint else None,
+        }
+        return {key: value for key, value in rendered.items() if value is not None}
+
+
+MAX_HISTORY = 10  # attempts kept in status.history, the newest first
+MAX_HISTORY_MESSAGE = 1024  # characters of the end of the failing worker's log
+
+
+@dataclass(frozen=True)
+class AttemptRecord:
+    """How one attempt ended: an entry of `status.history`."""
+
+    attempt: int
+    outcome: str  # Restarted | Failed | Suspended
+    cause: str  # in Kubernetes' words: OOMKilled, Evicted, Preempted, NodeLost, Stalled ...
+    end_time: datetime
+    start_time: datetime | None = None
+    worker: int | None = None  # the worker that failed first
+    pod: str | None = None
+    node: str | None = None
+    container: str | None = None
+    exit_code: int | None = None
+    message: str | None = None  # the last lines of its log (or termination message)
+    logs: str | None = None  # where its full logs are, relative to the shared root
+    epoch: int | None = None  # the last epoch the attempt reported
+    checkpoint: Checkpoint | None = None  # the checkpoint the next attempt resumes from
+    epochs_lost: int | None = None  # epochs reported done since that checkpoint: redone
+
+    @classmethod
+    def from_json(cls, raw: object) -> AttemptRecord | None:
+        if not isinstance(raw, dict):
+            return None
+        attempt, end = _int(raw.get("attempt")), parse_time(raw.get("endTime"))
+        if attempt is None or end is None:
+            return None
+        return cls(
+            attempt=attempt,
+            outcome=_str(raw.get("outcome")) or "",
+            cause=_str(raw.get("cause")) or "",
+            end_time=end,
+            start_time=parse_time(raw.get("startTime")),
+            worker=_int(raw.get("worker")),
+            pod=_str(raw.get("pod")),
+            node=_str(raw.get("node")),
+            container=_str(raw.get("container")),
+            exit_code=_int(raw.get("exitCode")),
+            message=_str(raw.get("message")),
+            logs=_str(raw.get("logs")),
+            epoch=_int(raw.get("epoch")),
+            checkpoint=Checkpoint.from_json(raw.get("checkpoint")),
+            epochs_lost=_int(raw.get("epochsLost")),
+        )
+
+    def to_json(self) -> Json:
+        rendered: Json = {
+            "attempt": self.attempt,
+            "outcome": self.outcome,
+            "cause": self.cause,
+            "startTime": format_time(self.start_time) if self.start_time else None,
+            "endTime": format_time(self.end_time),
+            "worker": self.worker,
+            "pod": self.pod,
+            "node": self.node,
+            "container": self.container,
+            "exitCode": self.exit_code,
+            "message": self.message,
+            "logs": self.logs,
+            "epoch": self.epoch,
+            "checkpoint": self.checkpoint.to_json() if self.checkpoint else None,
+            "epochsLost": self.epochs_lost,
         }
         return {key: value for key, value in rendered.items() if value is not None}
 
@@ -181,6 +304,7 @@ class JobStatus:
     message: str | None = None
     conditions: tuple[Condition, ...] = ()
     progress: ProgressStatus | None = None
+    history: tuple[AttemptRecord, ...] = ()  # how the last attempts ended, the newest first
 
     @property
     def finished(self) -> bool:
@@ -199,14 +323,15 @@ class JobStatus:
         return found is not None and found.true
 
     def with_condition(
-        self, kind: ConditionType, true: bool, reason: str, message: str, now: datetime
+        self, kind: ConditionType, true: bool, reason: str, message: str, now: datetime, listed: bool = False
     ) -> JobStatus:
         """`kind` set; lastTransitionTime moves only when the status flips.
 
-        A condition that was never true is left out rather than listed as False.
+        A condition that was never true is left out rather than listed as False, unless
+        `listed`: its False says something the user should see.
         """
         existing = self.condition(kind)
-        if existing is None and not true:
+        if existing is None and not true and not listed:
             return self
         if existing is not None and existing.true == true:
             transition = existing.last_transition_time
@@ -240,6 +365,7 @@ class JobStatus:
             message=_str(status.get("message")),
             conditions=tuple(_conditions(status.get("conditions"))),
             progress=ProgressStatus.from_json(status.get("progress")),
+            history=tuple(_history(status.get("history"))),
         )
 
     def to_json(self) -> Json:
@@ -261,6 +387,7 @@ class JobStatus:
             "message": self.message,
             "conditions": [c.to_json() for c in self.conditions],
             "progress": self.progress.to_json() if self.progress else None,
+            "history": [h.to_json() for h in self.history] or None,
         }
         return {key: value for key, value in rendered.items() if value is not None}
 
@@ -303,6 +430,13 @@ def _workers(value: object) -> WorkerCounts | None:
     if not isinstance(value, dict):
         return None
     return WorkerCounts(**{k: _int(value.get(k)) or 0 for k in ("pending", "running", "succeeded", "failed")})
+
+
+def _history(value: object) -> list[AttemptRecord]:
+    if not isinstance(value, list):
+        return []
+    records = (AttemptRecord.from_json(item) for item in value[:MAX_HISTORY])
+    return [r for r in records if r is not None]
 
 
 def _conditions(value: object) -> list[Condition]:

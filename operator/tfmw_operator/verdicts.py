@@ -12,6 +12,20 @@ from tfmw_operator.observed import ObservedPod
 
 
 @dataclass(frozen=True)
+class Cause:
+    """Why an attempt ended, for `status.history`: in Kubernetes' words (OOMKilled, Evicted,
+    Preempted, NodeLost, Stalled ...) and, when a worker was the cause, which one."""
+
+    reason: str
+    worker: int | None = None
+    pod: str | None = None
+    node: str | None = None
+    container: str | None = None
+    exit_code: int | None = None
+    message: str = ""  # the end of its log or termination message
+
+
+@dataclass(frozen=True)
 class Fail:
     """The job ends Failed: `reason` for machines, `message` for the person who reads it."""
 
@@ -20,6 +34,7 @@ class Fail:
     # Every pod of the job goes, whatever cleanPodPolicy says: the job can never run (its
     # spec or template is refused) or its time is up. Otherwise the policy decides.
     stop_all: bool = False
+    cause: Cause | None = None  # None: `reason` is the cause
 
 
 @dataclass(frozen=True)
@@ -28,6 +43,8 @@ class Restart:
 
     message: str
     counted: bool = True  # against backoffLimit; a preemption by Kueue is not
+    cause: Cause | None = None
+    reason: str = "WorkerFailed"  # of the Restarting condition
 
 
 @dataclass(frozen=True)

@@ -21,9 +21,16 @@ class ProgressCallback(tf.keras.callbacks.Callback):  # type: ignore[misc]
     """
 
     def __init__(
-        self, global_batch: int, enabled: bool = True, reporter: ProgressReporter | None = None
+        self,
+        global_batch: int,
+        enabled: bool = True,
+        reporter: ProgressReporter | None = None,
+        checkpoint_path: str | None = None,
     ) -> None:
+        """`checkpoint_path`: where a callback before this one checkpoints at every epoch's
+        end (BackupAndRestore's folder); each epoch's report then names it."""
         super().__init__()
+        self.checkpoint_path = checkpoint_path
         self.global_batch = global_batch
         self.reporter = reporter or ProgressReporter(enabled=enabled)
         self._epoch = 0
@@ -57,6 +64,8 @@ class ProgressCallback(tf.keras.callbacks.Callback):  # type: ignore[misc]
         self._metrics = {k: float(v) for k, v in (logs or {}).items() if isinstance(v, (int, float))}
         rate = steps * self.global_batch / max(now - self._epoch_started, 1e-6) if steps else None
         step = (epoch + 1) * steps if steps else None
+        if self.checkpoint_path is not None:
+            self.reporter.checkpointed(epoch + 1, self.checkpoint_path)
         self._report(now, epoch + 1, epochs, step, total_steps, rate)
 
     def _report(

@@ -5,7 +5,8 @@ atomically (a new file renamed over the old one), whenever it likes:
 
     {"epoch": 3, "totalEpochs": 10, "step": 240, "totalSteps": 800,
      "metrics": {"loss": 0.31, "accuracy": 0.91}, "examplesPerSecond": 5120.0,
-     "updatedAt": "2026-12-01T07:00:00.000Z", "jobUid": "...", "attempt": 0}
+     "updatedAt": "2026-12-01T07:00:00.000Z", "jobUid": "...", "attempt": 0,
+     "checkpointEpoch": 3, "checkpointPath": "checkpoints/ckpt-3"}
 
 Every field is optional. This module uses the standard library and the wire contract
 (tfmw_operator.contract) only, so any program can copy the two; a failed write is logged
@@ -42,6 +43,8 @@ def progress_document(
     metrics: Mapping[str, float] | None = None,
     examples_per_second: float | None = None,
     env: Mapping[str, str] | None = None,
+    checkpoint_epoch: int | None = None,
+    checkpoint_path: str | None = None,
 ) -> dict[str, object]:
     env = os.environ if env is None else env
     attempt = env.get(contract.ATTEMPT_ENV, "")
@@ -57,6 +60,8 @@ def progress_document(
         contract.PROGRESS_UPDATED_AT: utc_now(),
         contract.PROGRESS_JOB_UID: env.get(contract.JOB_UID_ENV),
         contract.PROGRESS_ATTEMPT: int(attempt) if attempt.isdigit() else None,
+        contract.PROGRESS_CHECKPOINT_EPOCH: checkpoint_epoch,
+        contract.PROGRESS_CHECKPOINT_PATH: checkpoint_path,
     }
     return {key: value for key, value in document.items() if value is not None}
 
@@ -74,6 +79,12 @@ class ProgressReporter:
         where = path if path is not None else os.environ.get(PROGRESS_PATH_ENV)
         self.path = Path(where) if where and enabled else None
         self._warned = False
+        self.checkpoint: tuple[int, str] | None = None  # the last completed one: epoch, path
+
+    def checkpointed(self, epoch: int, path: str) -> None:
+        """A checkpoint of `epoch` is complete at `path` (inside the job's folder, or a URI):
+        every later report says so, and a restarted gang's status shows where it resumed."""
+        self.checkpoint = (epoch, path)
 
     def report(
         self,
@@ -88,7 +99,17 @@ class ProgressReporter:
         if self.path is None:
             return False
         try:
-            document = progress_document(epoch, total_epochs, step, total_steps, metrics, examples_per_second)
+            saved_epoch, saved_path = self.checkpoint or (None, None)
+            document = progress_document(
+                epoch,
+                total_epochs,
+                step,
+                total_steps,
+                metrics,
+                examples_per_second,
+                checkpoint_epoch=saved_epoch,
+                checkpoint_path=saved_path,
+            )
             write_atomically(self.path, document)
         except (OSError, TypeError, ValueError) as error:
             if not self._warned:

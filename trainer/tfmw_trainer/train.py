@@ -210,6 +210,8 @@ def _train_loop(
         checkpoint.restore(latest)
     first_epoch = int(epochs_done.numpy()) + 1
     say(place, f"resumed_from_epoch={first_epoch - 1}")
+    if latest and first_epoch > 1:
+        reporter.checkpointed(first_epoch - 1, os.path.relpath(latest, place.shared_dir))
 
     iterator = iter(strategy.distribute_datasets_from_function(dataset_fn))
 
@@ -250,9 +252,10 @@ def _train_loop(
         say(place, f"epoch={epoch} loss={metrics['loss']:.4f} accuracy={metrics['accuracy']:.4f}")
         summaries.write(epoch, metrics)
         epochs_done.assign(epoch)
-        manager.save(checkpoint_number=epoch)
+        saved = manager.save(checkpoint_number=epoch)
         if place.is_chief:
             claim_checkpoints(place)
+            reporter.checkpointed(epoch, os.path.relpath(saved, place.shared_dir))
         reporter.report(
             epoch, config.epochs, epoch * config.steps_per_epoch, total_steps, metrics, round(rate, 1)
         )
@@ -307,7 +310,8 @@ def _train_fit(
         verbose=0,
         callbacks=[
             tf.keras.callbacks.BackupAndRestore(backup_dir=str(backup_dir)),
-            ProgressCallback(global_batch, reporter=reporter),
+            # After BackupAndRestore's save: each epoch's report names the backup it completed.
+            ProgressCallback(global_batch, reporter=reporter, checkpoint_path=backup_dir.name),
             EpochLines(),
         ],
     )

@@ -8,6 +8,12 @@ from pathlib import Path
 
 import pytest
 import yaml
+from tfmw_operator.progress_deadline import (
+    AWAITING_PROGRESS,
+    NO_PROGRESS_REPORTED,
+    PROGRESS_ADVANCING,
+    PROGRESS_STALLED,
+)
 from unit.docs.blocks import (
     REPO,
     FenceError,
@@ -165,6 +171,8 @@ def test_the_reference_names_every_reason_the_operator_writes() -> None:
     )
     found |= set(re.findall(r'\.event\(\s*"(?:Normal|Warning)",\s*"([A-Za-z]+)"', source))
     found |= set(re.findall(r'\("Warning", "([A-Za-z]+)"', source))
+    # Reasons the progress deadline writes through its verdict, named once as constants there.
+    found |= {PROGRESS_STALLED, PROGRESS_ADVANCING, AWAITING_PROGRESS, NO_PROGRESS_REPORTED}
     assert {"WorkerFailed", "InvalidSpec", "MarkerWritten", "GangRestart"} <= found  # the scan works
     reference = (REPO / "docs" / "reference.md").read_text()
     stall_reasons = {"ErrImageNeverPull", "InvalidImageName", "ImagePullBackOff", "Unschedulable"}

@@ -7,7 +7,7 @@ from typing import Any
 import yaml
 from kube import REPO
 from tfmw_operator import api
-from tfmw_operator.api import CleanPodPolicy, RestartPolicy, RunPolicy, parse_job
+from tfmw_operator.api import CleanPodPolicy, ProgressDeadlinePolicy, RestartPolicy, RunPolicy, parse_job
 from tfmw_operator.contract import DEFAULT_MARKER_FILE
 from wrappers import job
 
@@ -34,12 +34,24 @@ def test_crd_defaults_equal_the_operators() -> None:
     assert run["suspend"]["default"] is defaults.suspend
     for unset in ("activeDeadlineSeconds", "pendingTimeoutSeconds", "ttlSecondsAfterFinished"):
         assert "default" not in run[unset]
+    # Not defaulted by the API server, so a CEL rule can refuse a policy without a deadline;
+    # the operator's default applies.
+    assert "default" not in run["progressDeadlinePolicy"] and "default" not in run["progressDeadlineSeconds"]
+    assert defaults.progress_deadline_seconds is None
+    assert defaults.progress_deadline_policy is ProgressDeadlinePolicy.RESTART
 
 
 def test_crd_enums_are_the_operators() -> None:
     run = spec_schema()["runPolicy"]["properties"]
     assert set(run["restartPolicy"]["enum"]) == {p.value for p in RestartPolicy}
     assert set(run["cleanPodPolicy"]["enum"]) == {p.value for p in CleanPodPolicy}
+    assert set(run["progressDeadlinePolicy"]["enum"]) == {p.value for p in ProgressDeadlinePolicy}
+
+
+def test_the_progress_deadline_and_its_policy_are_read() -> None:
+    parsed = parse_job(job().run_policy(progressDeadlineSeconds=90, progressDeadlinePolicy="Fail").obj())
+    assert parsed.run_policy.progress_deadline_seconds == 90
+    assert parsed.run_policy.progress_deadline_policy is ProgressDeadlinePolicy.FAIL
 
 
 def test_an_undefaulted_job_parses_with_the_crd_defaults() -> None:

@@ -112,3 +112,18 @@ def test_a_kueue_workload_reads_as_admitted_or_why_not() -> None:
         {"status": {"conditions": ["x", {"type": 3}]}},
     ):
         assert observe_workload("w", junk) == WorkloadState("w")
+
+
+def test_a_pod_keeps_its_node_and_the_reason_kubernetes_gave_for_disrupting_it() -> None:
+    raw = pod(job().obj(), 1).exited(137, reason="Error").obj()
+    raw["spec"]["nodeName"] = "node-a"
+    raw["status"]["conditions"] = [
+        {"type": "DisruptionTarget", "status": "True", "reason": "PreemptionByScheduler"}
+    ]
+    observed = observe_pod(raw)
+    assert observed is not None
+    assert (observed.node, observed.disruption, observed.disrupted) == (
+        "node-a",
+        "PreemptionByScheduler",
+        True,
+    )

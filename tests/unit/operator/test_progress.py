@@ -19,7 +19,7 @@ from tfmw_operator.progress import (
     parse_progress,
     progress_status,
 )
-from tfmw_operator.status import JobStatus, ProgressRate, ProgressStatus
+from tfmw_operator.status import Checkpoint, JobStatus, ProgressRate, ProgressStatus
 from wrappers import at
 
 UID = "uid-mnist"
@@ -263,3 +263,54 @@ def test_the_window_of_a_throttle_is_measured_from_the_last_write() -> None:
     first = decide_progress(None, report(5, 80), 5).status
     assert first.last_update == at(5)
     assert decide_progress(first, report(14, 90), 14.999).due == at(5) + timedelta(seconds=INTERVAL)
+
+
+# ---- checkpoints and the progress deadline's clock ----
+
+
+def test_checkpoint_fields_are_read_and_kept_across_attempts() -> None:
+    report = parse_progress(
+        document(checkpointEpoch=3, checkpointStep=240, checkpointPath="checkpoints/ckpt-3"), MTIME
+    )
+    assert report.checkpoint == Checkpoint(3, 240, "checkpoints/ckpt-3")
+    first = progress_status(report, 0, None, at(31))
+    assert first.checkpoint == Checkpoint(3, 240, "checkpoints/ckpt-3")
+    assert first.to_json()["checkpoint"] == {"epoch": 3, "step": 240, "path": "checkpoints/ckpt-3"}
+    # The next attempt has saved none yet: the last one on the storage is still where it resumed from.
+    later = progress_status(parse_progress(document(attempt=1), MTIME), 1, first, at(60))
+    assert later.checkpoint == first.checkpoint
+    assert parse_progress(document(), MTIME).checkpoint is None
+
+
+@pytest.mark.parametrize(
+    ("fields", "named"),
+    [
+        ({"checkpointEpoch": -1}, "checkpointEpoch"),
+        ({"checkpointStep": "7"}, "checkpointStep"),
+        ({"checkpointPath": ""}, "checkpointPath"),
+        ({"checkpointPath": "x" * 1025}, "checkpointPath"),
+        ({"checkpointPath": "a\nb"}, "checkpointPath"),
+        ({"checkpointPath": 3}, "checkpointPath"),
+    ],
+)
+def test_bad_checkpoint_fields_are_refused_by_name(fields: dict[str, Any], named: str) -> None:
+    with pytest.raises(ProgressError, match=named):
+        parse_progress(document(**fields), MTIME)
+
+
+def test_the_clock_of_the_progress_deadline_moves_only_when_epoch_or_step_moves() -> None:
+    first = progress_status(parse_progress(document(), MTIME), 0, None, at(31))
+    assert first.advanced_at == at(31)
+    same = progress_status(
+        parse_progress(document(updatedAt="2026-01-01T12:00:50Z"), MTIME), 0, first, at(51)
+    )
+    assert same.advanced_at == at(31)
+    stepped = progress_status(parse_progress(document(step=241), MTIME), 0, same, at(61))
+    assert stepped.advanced_at == at(61)
+    next_attempt = progress_status(parse_progress(document(attempt=1), MTIME), 1, stepped, at(90))
+    assert next_attempt.advanced_at == at(90)
+    bare = parse_progress(b'{"metrics": {"loss": 1.0}}', MTIME)
+    seen = progress_status(bare, 0, None, at(31))
+    assert progress_status(bare, 0, seen, at(41)).advanced_at == at(31)
+    newer = parse_progress(b'{"metrics": {"loss": 0.5}}', at(40))
+    assert progress_status(newer, 0, seen, at(41)).advanced_at == at(41)

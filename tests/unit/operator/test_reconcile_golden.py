@@ -33,7 +33,8 @@ from tfmw_operator.observed import (
 )
 from tfmw_operator.progress import ProgressProblem, ProgressReport
 from tfmw_operator.reconcile import reconcile_failed
-from wrappers import at, decide, job, pod
+from tfmw_operator.status import Checkpoint
+from wrappers import JobWrapper, at, decide, job, pod
 
 Json = dict[str, Any]
 GOLDEN = Path(__file__).parent / "golden" / "decisions.json"
@@ -199,6 +200,27 @@ SCENARIOS: dict[str, Callable[[], Decision]] = {
         running(job().obj()),
         progress=ProgressReport(updated_at=datetime(9999, 12, 31, 23, 59, 59, tzinfo=UTC), epoch=1),
     ),
+    "running, progress stalled past progressDeadlineSeconds (Restart)": lambda: decide(
+        _watched().obj(),
+        running(job().obj()),
+        now=at(100),
+    ),
+    "running, progress stalled past progressDeadlineSeconds (Report)": lambda: decide(
+        _watched().run_policy(progressDeadlinePolicy="Report").obj(),
+        running(job().obj()),
+        now=at(100),
+    ),
+    "running, progress advancing within progressDeadlineSeconds": lambda: decide(
+        _watched().obj(),
+        running(job().obj()),
+        progress=_progress(39, 400, checkpointed=True),
+        now=at(40),
+    ),
+    "running, no progress ever reported, progressDeadlineSeconds set": lambda: decide(
+        job().run_policy(progressDeadlineSeconds=60).launched(phase="Running").condition("Running").obj(),
+        running(job().obj()),
+        now=at(1000),
+    ),
     "new job, Service refused by a quota": lambda: decide(
         job().obj(),
         service=None,
@@ -267,7 +289,24 @@ SCENARIOS: dict[str, Callable[[], Decision]] = {
 }
 
 
-def _progress(seconds: float, step: int, **fields: Any) -> ProgressReport:
+def _watched() -> JobWrapper:
+    """Running since T0 with a 60 s progress deadline; progress recorded (advanced) at 12 s,
+    the last checkpoint that of epoch 1."""
+    recorded = _recorded() | {
+        "advancedAt": "2026-01-01T12:00:12.000Z",
+        "checkpoint": {"epoch": 1, "path": "checkpoints/ckpt-1"},
+    }
+    return (
+        job()
+        .run_policy(progressDeadlineSeconds=60)
+        .launched(phase="Running", progress=recorded)
+        .condition("Running", True, "AllWorkersRunning")
+    )
+
+
+def _progress(seconds: float, step: int, checkpointed: bool = False, **fields: Any) -> ProgressReport:
+    if checkpointed:
+        fields["checkpoint"] = Checkpoint(epoch=step // 80 - 1, path=f"checkpoints/ckpt-{step // 80 - 1}")
     return ProgressReport(
         updated_at=at(seconds),
         epoch=step // 80,

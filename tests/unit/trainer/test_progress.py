@@ -57,3 +57,14 @@ def test_report_progress_writes_where_the_operator_says(
     assert report_progress(epoch=1, total_epochs=4, metrics={"loss": 1.25})
     assert json.loads((tmp_path / "progress.json").read_text())["metrics"] == {"loss": 1.25}
     assert os.stat(tmp_path / "progress.json").st_size < 1024
+
+
+def test_a_completed_checkpoint_is_named_in_every_later_report(tmp_path: Path) -> None:
+    path = tmp_path / "progress.json"
+    reporter = ProgressReporter(path)
+    assert reporter.report(1, 4)
+    assert "checkpointEpoch" not in json.loads(path.read_text())
+    reporter.checkpointed(1, "checkpoints/ckpt-1")
+    assert reporter.report(1, 4, step=30)
+    written = json.loads(path.read_text())
+    assert (written["checkpointEpoch"], written["checkpointPath"]) == (1, "checkpoints/ckpt-1")

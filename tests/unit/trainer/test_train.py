@@ -112,6 +112,10 @@ def test_a_killed_gang_resumes_from_its_checkpoint(tmp_path: Path) -> None:
     assert codes[1] == 137
     assert not (tmp_path / "multiworker-complete.txt").exists()
     assert (tmp_path / "checkpoints" / "checkpoint").exists()
+    # The chief's progress names the checkpoint it completed, which the operator shows.
+    progress = json.loads((tmp_path / "progress.json").read_text())
+    assert (progress["epoch"], progress["checkpointEpoch"]) == (1, 1)
+    assert progress["checkpointPath"] == "checkpoints/ckpt-1"
 
     codes, resumed = run_gang(tmp_path, 2, "--crash-at-epoch", "1", "--crash-worker", "1", attempt=1)
     assert codes == [0, 0], resumed
@@ -119,6 +123,12 @@ def test_a_killed_gang_resumes_from_its_checkpoint(tmp_path: Path) -> None:
         assert "resumed_from_epoch=1" in output
         assert [line.split()[0] for line in epoch_lines(output)] == ["epoch=2", "epoch=3"]
     assert json.loads((tmp_path / "multiworker-complete.txt").read_text())["attempt"] == 1
+    final = json.loads((tmp_path / "progress.json").read_text())
+    assert (final["attempt"], final["checkpointEpoch"], final["checkpointPath"]) == (
+        1,
+        3,
+        "checkpoints/ckpt-3",
+    )
 
 
 def test_checkpoints_of_an_earlier_job_with_the_same_name_are_not_resumed(tmp_path: Path) -> None:
