@@ -145,3 +145,15 @@ def test_history_reads_back_as_written_and_ignores_garbage() -> None:
     junk = {"history": [{"attempt": "x"}, 7, {"attempt": 1}, record.to_json()]}
     assert JobStatus.from_json(junk).history == (record,)
     assert JobStatus.from_json({"history": "no"}).history == ()
+
+
+def test_a_pod_being_evicted_through_the_api_is_evicted_not_deleted() -> None:
+    j = job().launched(phase="Running").obj()
+    going = pod(j, 1).running().deleting().obj()
+    going["status"]["conditions"].append(
+        {"type": "DisruptionTarget", "status": "True", "reason": "EvictionByEvictionAPI"}
+    )
+    decision = decide(j, [running(j), going])
+    assert decision.status.history[0].cause == "Evicted"
+    plain = decide(j, [running(j), pod(j, 1).running().deleting().obj()])
+    assert plain.status.history[0].cause == "PodDeleted"
