@@ -116,6 +116,7 @@ cluster_up() {
 }
 
 cluster_down() {
+  "$repo/hack/kwok.sh" down || true  # simulated nodes (make kwok-up), while the API server still runs
   [[ -x "$repo/hack/node.sh" ]] && "$repo/hack/node.sh" down || true
   for name in $(components part=control-plane | tac); do stop "$name"; done
   ip addr del "$node_ip/32" dev lo 2>/dev/null || true

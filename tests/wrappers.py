@@ -246,11 +246,13 @@ def env_of(pod_obj: Json, container: int = 0) -> dict[str, str]:
     return container_env(pod_obj["spec"]["containers"][container])
 
 
-def write_marker(job_dir: Path, job_uid: str | None, name: str = DEFAULT_MARKER_FILE) -> Path:
+def write_marker(
+    job_dir: Path, job_uid: str | None, name: str = DEFAULT_MARKER_FILE, attempt: int = 0
+) -> Path:
     """The chief's marker as the trainer writes it; `job_uid=None` writes plain text."""
     path = job_dir / name
     path.parent.mkdir(parents=True, exist_ok=True)
-    content = "done\n" if job_uid is None else json.dumps({MARKER_JOB_UID: job_uid, MARKER_ATTEMPT: 0})
+    content = "done\n" if job_uid is None else json.dumps({MARKER_JOB_UID: job_uid, MARKER_ATTEMPT: attempt})
     path.write_text(content)
     return path
 

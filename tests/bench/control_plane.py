@@ -21,7 +21,6 @@ from __future__ import annotations
 
 import json
 import os
-import re
 import statistics
 import tempfile
 import threading
@@ -44,6 +43,7 @@ from bench.peer import (
     remove_tfjob_crd,
     scratch_log,
 )
+from bench.stats import say, summary, write_counts
 from kube import (
     LOCAL_KUBECONFIG,
     REPO,
@@ -70,25 +70,6 @@ STARTS = 3  # each contender's start is timed this many times
 BURST_JOBS, BURST_WORKERS = 100, 8
 FOREIGN_PODS = 10_000
 Json = dict[str, Any]
-
-
-def say(message: str) -> None:
-    print(f"[bench {time.strftime('%H:%M:%S')}] {message}", flush=True)
-
-
-def percentile(values: list[float], q: float) -> float:
-    ordered = sorted(values)
-    index = min(len(ordered) - 1, max(0, round(q / 100 * (len(ordered) - 1))))
-    return ordered[index]
-
-
-def summary(values: list[float]) -> dict[str, float]:
-    return {
-        "n": len(values),
-        "median_s": round(statistics.median(values), 4),
-        "p99_s": round(percentile(values, 99), 4),
-        "max_s": round(max(values), 4),
-    }
 
 
 class Seen:
@@ -132,18 +113,7 @@ class Seen:
 
 def api_writes() -> dict[tuple[str, str, str], float]:
     """The API server's request counters for writes, by (verb, resource, subresource)."""
-    text = kubectl("get", "--raw", "/metrics").stdout
-    counts: dict[tuple[str, str, str], float] = defaultdict(float)
-    pattern = re.compile(r"^apiserver_request_total\{(.*)\} (\S+)$")
-    for line in text.splitlines():
-        match = pattern.match(line)
-        if not match:
-            continue
-        labels = dict(re.findall(r'(\w+)="([^"]*)"', match.group(1)))
-        if labels.get("verb") in ("POST", "PATCH", "PUT", "DELETE", "APPLY"):
-            key = (labels["verb"], labels.get("resource", ""), labels.get("subresource", ""))
-            counts[key] += float(match.group(2))
-    return counts
+    return write_counts(kubectl("get", "--raw", "/metrics").stdout)
 
 
 def create_jobs(

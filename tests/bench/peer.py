@@ -61,6 +61,8 @@ class Contender:
     job_label: str  # the pod and Service label that names the job
     api: tuple[str, str, str]  # group, version, plural
     env: dict[str, str] = field(default_factory=dict)
+    # Every worker's pod template (the scale bench's select and tolerate its kwok nodes).
+    template: Json = field(default_factory=pod_template)
     process: subprocess.Popen[bytes] | None = None
     log: Path | None = None
     started_at: float = 0.0
@@ -134,7 +136,7 @@ class Tfmw(Contender):
         subprocess.run([sys.executable, "-m", "compileall", "-q", str(package)], check=True)
 
     def job(self, name: str, workers: int) -> Json:
-        return JobWrapper(name, workers=workers).template(pod_template()).manifest()
+        return JobWrapper(name, workers=workers).template(self.template).manifest()
 
     def services(self, name: str, workers: int) -> int:
         return 1  # one headless Service for the whole gang
@@ -142,6 +144,10 @@ class Tfmw(Contender):
 
 class TFJob(Contender):
     """The training-operator out of cluster, as its issue tracker describes running it."""
+
+    # Never: a failed worker fails the job. ExitCode: one that died of a signal (exit code
+    # > 128) is replaced, alone (the scale bench's worker loss).
+    restart_policy = "Never"
 
     def __init__(self, binary: str, namespace: str, tuned: bool) -> None:
         super().__init__(
@@ -168,9 +174,15 @@ class TFJob(Contender):
             "kind": "TFJob",
             "metadata": {"name": name},
             "spec": {
+                # tfmw's default (TFJob's is None): the finished job's running pods go.
+                "runPolicy": {"cleanPodPolicy": "Running"},
                 "tfReplicaSpecs": {
-                    "Worker": {"replicas": workers, "restartPolicy": "Never", "template": pod_template()}
-                }
+                    "Worker": {
+                        "replicas": workers,
+                        "restartPolicy": self.restart_policy,
+                        "template": self.template,
+                    }
+                },
             },
         }
 

@@ -119,7 +119,7 @@ def test_operator_with_its_service_account_reconciles_a_job(
     assert not refused, [(e["verb"], e["requestURI"]) for e in refused[:5]]
     role = next(
         d
-        for d in yaml.safe_load_all((REPO / "deploy" / "rbac.yaml").read_text())
+        for d in yaml.safe_load_all((REPO / "deploy" / "base" / "rbac.yaml").read_text())
         if d["kind"] == "ClusterRole"
     )
     # Not a request: the OwnerReferencesPermissionEnforcement admission plugin checks this

@@ -1,0 +1,627 @@
+"""Scale benchmark: N gangs of 8 workers on simulated nodes (kwok), one contender at a time.
+
+    make bench-scale [JOBS=1000] [NODES=100]
+    (or, with the control plane and `hack/kwok.sh up` running:
+     TFMW_BENCH_JOBS=200 PYTHONPATH=tests python3 -m bench.scale)
+
+Each contender (tfmw, Kubeflow's TFJob controller tuned, and as shipped) runs alone on the
+same cluster, from an empty namespace, against kwok's nodes: its pods are scheduled by the
+real scheduler and become Running. The runs, per contender:
+  1. N jobs x 8 workers created at once -> every gang's 8 pods Running (per job, from its
+     create); then, with N jobs running, the contender's idle CPU;
+  2. 10 % of the jobs lose one worker (its pod Failed, exit code 137, as a kubelet reports
+     a SIGKILL) -> the gang's 8 pods Running again, the dead one replaced;
+  3. with N jobs running, one job at a time, the chief's completion -> Succeeded (tfmw:
+     the marker on the shared folder; TFJob: worker 0's container exits 0);
+  4. every other chief completes at once -> Succeeded, and -> cleaned (no pod of the job
+     left Running or Pending).
+Steps 2 and 3 come before 4 (not after, as the issue lists them) so that they happen with
+N jobs running, from one creation. Over 1 to 4: the contender's CPU seconds and peak RSS,
+its API writes per job (from the API server's counters, without what the scheduler, kwok
+and the benchmark itself write), and the API server's own request latency (its
+apiserver_request_duration_seconds histogram). A contender that does not reach a
+milestone within its timeout is reported as such, with how far it got, and not run
+further. Prints progress as it goes, then one table with tfmw's ratios to each TFJob;
+writes bench/results/scale.json (bench/results/scale-<N>.json when N is not 1000).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import tempfile
+import threading
+import time
+from collections import defaultdict
+from collections.abc import Callable, Collection
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from bench.control_plane import RESULTS, THREADS, terminating_namespaces
+from bench.peer import (
+    CERT_DIR,
+    Contender,
+    TFJob,
+    Tfmw,
+    cpu_seconds,
+    install_tfjob_crd,
+    peak_rss_mb,
+    pod_template,
+    remove_tfjob_crd,
+    scratch_log,
+)
+from bench.stats import (
+    histogram_between,
+    latency_summary,
+    ratio,
+    request_durations,
+    say,
+    summary,
+    write_counts,
+    writes_between,
+)
+from kube import (
+    LOCAL_KUBECONFIG,
+    REPO,
+    ClusterClient,
+    SimulatedKubelet,
+    kubectl,
+    pause_deployed_operator,
+    wait_for,
+)
+from kubernetes.client.exceptions import ApiException
+from watching import follow_in_thread
+from wrappers import write_marker
+
+Json = dict[str, Any]
+JOBS = int(os.environ.get("TFMW_BENCH_JOBS", "1000"))
+WORKERS = 8
+LOSS_FRACTION = 0.1
+STEADY_MARKERS = min(30, max(1, JOBS // 10))  # step 3's jobs, one at a time
+IDLE_SECONDS = 20
+# Per milestone: tfmw and TFJob tuned get this long; TFJob as shipped its own (shorter) bound.
+TIMEOUT = float(os.environ.get("TFMW_BENCH_TIMEOUT", str(max(300, JOBS * 0.9))))
+SHIPPED_TIMEOUT = float(os.environ.get("TFMW_BENCH_SHIPPED_TIMEOUT", "300"))
+KWOK_LABEL = "tfmw.dev/kwok"  # hack/kwok.sh's nodes: the label and the taint
+DEAD_EXIT_CODE = 137
+CLAIM = "tfmw-shared"
+# What others write while a contender works: the scheduler (bindings; its Events go to
+# events.k8s.io, SCHEDULER_EVENTS), kwok as the kubelet (pod status, node leases), the controller-manager
+# (Endpoints, EndpointSlices of the Services) and the benchmark (pod status, as kwok).
+SCHEDULER_EVENTS = ("events.k8s.io",)
+NOT_THE_CONTENDERS = frozenset(
+    {"pods/status", "pods/binding", "nodes", "nodes/status", "leases", "endpoints", "endpointslices"}
+)
+
+
+def kwok_template() -> Json:
+    """The benchmark's pod template, on kwok's nodes only."""
+    template = pod_template()
+    spec = template["spec"]
+    del spec["schedulerName"]
+    spec["nodeSelector"] = {KWOK_LABEL: "true"}
+    spec["tolerations"] = [{"key": KWOK_LABEL, "operator": "Exists", "effect": "NoSchedule"}]
+    return template
+
+
+def with_shared_volume(template: Json) -> Json:
+    """TFJob's pods mount the same claim as tfmw's (tfmw adds it itself): the same pods to
+    schedule."""
+    spec = template["spec"]
+    spec["volumes"] = [{"name": "tfmw-shared", "persistentVolumeClaim": {"claimName": CLAIM}}]
+    spec["containers"][0]["volumeMounts"] = [{"name": "tfmw-shared", "mountPath": "/shared"}]
+    return template
+
+
+@dataclass
+class Pod:
+    uid: str
+    phase: str
+    ready: bool
+    deleting: bool
+    graceful: bool  # deleted with a grace period: kwok, as the kubelet, confirms it with a DELETE
+
+
+def gang_running(pods: Collection[Pod], dead: Collection[str], workers: int = WORKERS) -> bool:
+    """All `workers` pods Running and Ready, none being deleted, none a pod that died."""
+    live = [p for p in pods if not p.deleting]
+    return len(live) == workers and all(p.phase == "Running" and p.ready and p.uid not in dead for p in live)
+
+
+def cleaned(pods: Collection[Pod]) -> bool:
+    """No pod left Running or Pending (a finished one may stay, as cleanPodPolicy Running keeps it)."""
+    return not any(p.phase in ("Running", "Pending") for p in pods)
+
+
+@dataclass
+class Milestones:
+    """Per job, from its trigger to the first moment its predicate held."""
+
+    predicates: dict[str, Callable[[str], bool]]
+    triggered: dict[str, float] = field(default_factory=dict)
+    reached: dict[str, dict[str, float]] = field(default_factory=lambda: defaultdict(dict))
+
+    def done(self, name: str) -> int:
+        return len(self.reached[name])
+
+
+class Tracker:
+    """A contender's pods and jobs in its namespace, from watches; times milestones."""
+
+    def __init__(self, kube: ClusterClient, contender: Contender, namespace: str) -> None:
+        self.contender = contender
+        self.lock = threading.Lock()
+        self.stop = threading.Event()
+        self.pods: dict[str, dict[str, Pod]] = defaultdict(dict)
+        self.uids: dict[str, str] = {}
+        self.attempts: dict[str, int] = {}  # tfmw's status.attempt
+        self.succeeded: set[str] = set()
+        self.dead: set[str] = set()  # uids of pods the benchmark failed
+        self.confirmed_deletes = 0
+        self.milestones: Milestones | None = None
+        group, version, plural = contender.api
+        follow_in_thread(
+            kube.core.list_namespaced_pod,
+            namespace,
+            label_selector=contender.job_label,
+            on_event=self._pod,
+            stop=self.stop,
+        )
+        follow_in_thread(
+            kube.custom.list_namespaced_custom_object,
+            group,
+            version,
+            namespace,
+            plural,
+            on_event=self._job,
+            stop=self.stop,
+        )
+
+    def _pod(self, kind: str, obj: Json) -> None:
+        meta, status = obj["metadata"], obj.get("status") or {}
+        job = (meta.get("labels") or {}).get(self.contender.job_label, "")
+        with self.lock:
+            if kind == "DELETED":
+                gone = self.pods[job].pop(meta["name"], None)
+                if gone is not None and gone.graceful:
+                    self.confirmed_deletes += 1
+            else:
+                ready = any(
+                    c.get("type") == "Ready" and c.get("status") == "True"
+                    for c in status.get("conditions") or []
+                )
+                self.pods[job][meta["name"]] = Pod(
+                    meta["uid"],
+                    status.get("phase", ""),
+                    ready,
+                    bool(meta.get("deletionTimestamp")),
+                    bool(meta.get("deletionGracePeriodSeconds")),
+                )
+            self._check(job)
+
+    def _job(self, kind: str, obj: Json) -> None:
+        name, status = obj["metadata"]["name"], obj.get("status") or {}
+        with self.lock:
+            self.uids[name] = obj["metadata"]["uid"]
+            self.attempts[name] = int(status.get("attempt") or 0)
+            if status.get("phase") == "Succeeded" or any(
+                c.get("type") == "Succeeded" and c.get("status") == "True"
+                for c in status.get("conditions") or []
+            ):
+                self.succeeded.add(name)
+            self._check(name)
+
+    def _check(self, job: str) -> None:
+        """Under the lock: record the milestones this job has just reached."""
+        milestones = self.milestones
+        if milestones is None or job not in milestones.triggered:
+            return
+        now = time.monotonic()
+        for name, predicate in milestones.predicates.items():
+            if job not in milestones.reached[name] and predicate(job):
+                milestones.reached[name][job] = now - milestones.triggered[job]
+
+    # ---- predicates (called under the lock) ----
+
+    def gang_running(self, job: str) -> bool:
+        return gang_running(self.pods[job].values(), self.dead)
+
+    def is_succeeded(self, job: str) -> bool:
+        return job in self.succeeded
+
+    def cleaned(self, job: str) -> bool:
+        return job in self.succeeded and cleaned(self.pods[job].values())
+
+    # ----
+
+    def expect(self, predicates: dict[str, Callable[[str], bool]]) -> Milestones:
+        with self.lock:
+            self.milestones = Milestones(predicates)
+            return self.milestones
+
+    def trigger(self, job: str, before: Callable[[], None] | None = None) -> None:
+        """The job's clock starts now; `before` runs first, under the lock (the dead pod
+        is marked before its gang could look whole again)."""
+        with self.lock:
+            assert self.milestones is not None
+            if before is not None:
+                before()
+            self.milestones.triggered[job] = time.monotonic()
+        self._check_locked(job)
+
+    def _check_locked(self, job: str) -> None:
+        with self.lock:
+            self._check(job)
+
+    def pod_uid(self, job: str, name: str) -> str:
+        with self.lock:
+            return self.pods[job][name].uid
+
+
+class DidNotFinish(Exception):
+    pass
+
+
+def wait_milestone(
+    tracker: Tracker, milestones: Milestones, name: str, total: int, timeout: float, what: str
+) -> float:
+    """Until `total` jobs reached `name`, printing progress; the seconds it took."""
+    begin, last_said = time.monotonic(), 0.0
+    while True:
+        tracker.contender.check_alive()
+        done = milestones.done(name)
+        elapsed = time.monotonic() - begin
+        if done >= total:
+            return elapsed
+        if elapsed > timeout:
+            raise DidNotFinish(f"{done} of {total} {what} after {timeout:.0f} s")
+        if elapsed - last_said >= 10:
+            say(f"  {tracker.contender.name}: {done}/{total} {what} ({elapsed:.0f} s)")
+            last_said = elapsed
+        time.sleep(0.1)
+
+
+def metrics_text() -> str:
+    return kubectl("get", "--raw", "/metrics").stdout
+
+
+def create_claim(kube: ClusterClient, namespace: str) -> str:
+    """A volume bound to the namespace's claim: kwok's pods never mount it, but the
+    scheduler places a pod only once its claim is bound."""
+    volume = f"bench-{namespace}"
+    kube.core.create_persistent_volume(
+        {
+            "metadata": {"name": volume},
+            "spec": {
+                "capacity": {"storage": "1Gi"},
+                "accessModes": ["ReadWriteMany"],
+                "hostPath": {"path": "/nonexistent/tfmw-bench"},
+                "claimRef": {"namespace": namespace, "name": CLAIM},
+                "persistentVolumeReclaimPolicy": "Delete",
+            },
+        }
+    )
+    kube.core.create_namespaced_persistent_volume_claim(
+        namespace,
+        {
+            "metadata": {"name": CLAIM},
+            "spec": {
+                "accessModes": ["ReadWriteMany"],
+                "resources": {"requests": {"storage": "1Gi"}},
+                "volumeName": volume,
+                "storageClassName": "",
+            },
+        },
+    )
+    kube.core.patch_persistent_volume(volume, {"spec": {"storageClassName": ""}})
+    wait_for(
+        "the claim bound",
+        lambda: kube.core.read_namespaced_persistent_volume_claim(CLAIM, namespace).status.phase == "Bound",
+        timeout=60,
+        interval=0.2,
+    )
+    return volume
+
+
+def complete_chief(kube: ClusterClient, tracker: Tracker, namespace: str, shared: Path, job: str) -> None:
+    """The chief's completion as each contender learns of it: tfmw's marker on the shared
+    folder; for TFJob, worker 0's container exiting 0 (as kwok's kubelet would say)."""
+    if isinstance(tracker.contender, Tfmw):
+        with tracker.lock:
+            uid, attempt = tracker.uids[job], tracker.attempts[job]
+        write_marker(shared / namespace / job, uid, attempt=attempt)
+    else:
+        SimulatedKubelet(kube).exit(namespace, f"{job}-worker-0", 0)
+
+
+def run_contender(
+    kube: ClusterClient, make: Callable[[str], Contender], shared: Path, timeout: float
+) -> dict[str, Any]:
+    """The four steps for one contender, alone, from an empty namespace."""
+    wait_for("no terminating namespace", lambda: not terminating_namespaces(kube), timeout=600, interval=1)
+    namespace = kube.new_namespace("scale")
+    contender = make(namespace)
+    volume = create_claim(kube, namespace)
+    contender.template = kwok_template()
+    if isinstance(contender, TFJob):
+        contender.template = with_shared_volume(contender.template)
+        contender.restart_policy = "ExitCode"
+    contender.prepare(kube, namespace)
+    tracker = Tracker(kube, contender, namespace)
+    out: dict[str, Any] = {"jobs": JOBS, "workers": WORKERS}
+    names = [f"s{i}" for i in range(JOBS)]
+    pool = ThreadPoolExecutor(THREADS)
+    try:
+        contender.start(scratch_log(contender.name))
+        contender.after_start(kube, namespace)
+        time.sleep(3)
+        writes_before, durations_before = (
+            write_counts(metrics_text(), SCHEDULER_EVENTS),
+            request_durations(metrics_text()),
+        )
+        cpu_before = cpu_seconds(contender.pid)
+        begin = time.monotonic()
+
+        # 1. N jobs at once -> every gang Running
+        say(f"{contender.name}: {JOBS} jobs x {WORKERS} workers at once ...")
+        milestones = tracker.expect({"running": tracker.gang_running})
+        group, version, plural = contender.api
+
+        def create(name: str) -> None:
+            tracker.trigger(name)
+            kube.custom.create_namespaced_custom_object(
+                group, version, namespace, plural, contender.job(name, WORKERS)
+            )
+
+        list(pool.map(create, names))
+        took = wait_milestone(tracker, milestones, "running", JOBS, timeout, "gangs Running")
+        out["create_to_gang_running"] = {
+            **summary(list(milestones.reached["running"].values())),
+            "all_s": round(took, 1),
+        }
+        say(f"{contender.name}: all {JOBS} gangs Running in {took:.1f} s")
+
+        time.sleep(5)  # the status writes and Events after the last pod
+        cpu_idle, idle_begin = cpu_seconds(contender.pid), time.monotonic()
+        time.sleep(IDLE_SECONDS)
+        out["idle_cpu_percent_with_all_running"] = round(
+            (cpu_seconds(contender.pid) - cpu_idle) / (time.monotonic() - idle_begin) * 100, 2
+        )
+        say(
+            f"{contender.name}: idle CPU with {JOBS} jobs running {out['idle_cpu_percent_with_all_running']} %"
+        )
+
+        # 2. 10 % lose one worker -> every gang Running again
+        losers = names[:: round(1 / LOSS_FRACTION)]
+        say(f"{contender.name}: {len(losers)} jobs lose one worker ...")
+        milestones = tracker.expect({"running": tracker.gang_running})
+        killer = SimulatedKubelet(kube)
+
+        def lose(i_name: tuple[int, str]) -> None:
+            i, name = i_name
+            pod = f"{name}-worker-{1 + i % (WORKERS - 1)}"
+            uid = tracker.pod_uid(name, pod)
+            tracker.trigger(name, before=lambda: tracker.dead.add(uid))
+            killer.exit(namespace, pod, DEAD_EXIT_CODE)
+
+        list(pool.map(lose, enumerate(losers)))
+        took = wait_milestone(tracker, milestones, "running", len(losers), timeout, "gangs Running again")
+        out["worker_death_to_gang_running"] = {
+            **summary(list(milestones.reached["running"].values())),
+            "all_s": round(took, 1),
+        }
+        say(f"{contender.name}: all {len(losers)} gangs Running again in {took:.1f} s")
+
+        # 3. with N jobs running, one chief at a time -> Succeeded
+        steady = names[1 : 1 + STEADY_MARKERS]
+        say(f"{contender.name}: {len(steady)} chiefs complete, one at a time, with {JOBS} jobs running ...")
+        milestones = tracker.expect({"succeeded": tracker.is_succeeded})
+        for name in steady:
+            tracker.trigger(name)
+            complete_chief(kube, tracker, namespace, shared, name)
+            wait_for(
+                f"{name} Succeeded",
+                lambda name=name: name in milestones.reached["succeeded"],  # type: ignore[misc]
+                timeout=60,
+                interval=0.005,
+            )
+        out["steady_completion_to_succeeded"] = summary(list(milestones.reached["succeeded"].values()))
+
+        # 4. every other chief at once -> Succeeded, and cleaned
+        rest = [n for n in names if n not in set(steady)]
+        say(f"{contender.name}: the {len(rest)} other chiefs complete at once ...")
+        milestones = tracker.expect({"succeeded": tracker.is_succeeded, "cleaned": tracker.cleaned})
+
+        def finish(name: str) -> None:
+            tracker.trigger(name)
+            complete_chief(kube, tracker, namespace, shared, name)
+
+        list(pool.map(finish, rest))
+        took = wait_milestone(tracker, milestones, "succeeded", len(rest), timeout, "jobs Succeeded")
+        cleaned = wait_milestone(tracker, milestones, "cleaned", len(rest), timeout, "jobs cleaned")
+        out["completion_to_succeeded"] = {
+            **summary(list(milestones.reached["succeeded"].values())),
+            "all_s": round(took, 1),
+        }
+        out["completion_to_cleaned"] = {
+            **summary(list(milestones.reached["cleaned"].values())),
+            "all_s": round(took + cleaned, 1),
+        }
+        say(f"{contender.name}: all Succeeded in {took:.1f} s, cleaned {cleaned:.1f} s later")
+
+        time.sleep(3)  # the last status writes and Events
+        out["whole_run_s"] = round(time.monotonic() - begin, 1)
+        out["cpu_s"] = round(cpu_seconds(contender.pid) - cpu_before, 1)
+        out["peak_rss_mb"] = round(peak_rss_mb(contender.pid), 1)
+        writes = writes_between(
+            writes_before, write_counts(metrics_text(), SCHEDULER_EVENTS), NOT_THE_CONTENDERS
+        )
+        # The benchmark's own creates; kwok's DELETE that confirms each graceful deletion.
+        writes[f"POST {plural}"] = writes.get(f"POST {plural}", 0) - JOBS
+        with tracker.lock:
+            writes["DELETE pods"] = writes.get("DELETE pods", 0) - tracker.confirmed_deletes
+        writes = {k: v for k, v in sorted(writes.items()) if v > 0}
+        out["api_writes"] = writes
+        out["api_writes_per_job"] = round(sum(writes.values()) / JOBS, 1)
+        out["apiserver_latency"] = latency_summary(
+            histogram_between(durations_before, request_durations(metrics_text()))
+        )
+    except DidNotFinish as error:
+        out["did_not_finish"] = str(error)
+        say(f"{contender.name}: did not finish: {error}")
+        out["cpu_s_until_then"] = round(cpu_seconds(contender.pid), 1)
+        out["peak_rss_mb"] = round(peak_rss_mb(contender.pid), 1)
+    finally:
+        pool.shutdown(wait=False, cancel_futures=True)
+        contender.stop()
+        tracker.stop.set()
+        kube.delete_namespace(namespace)
+        try:
+            kube.core.delete_persistent_volume(volume)
+        except ApiException as error:
+            if error.status != 404:
+                raise
+    return out
+
+
+def kwok_nodes(kube: ClusterClient) -> int:
+    nodes = kube.core.list_node(label_selector=f"{KWOK_LABEL}=true").items
+    return sum(
+        1 for n in nodes if any(c.type == "Ready" and c.status == "True" for c in n.status.conditions or [])
+    )
+
+
+ROWS = (
+    ("create -> gang Running, median (s)", "create_to_gang_running", "median_s"),
+    ("create -> gang Running, p99 (s)", "create_to_gang_running", "p99_s"),
+    ("create -> all N gangs Running (s)", "create_to_gang_running", "all_s"),
+    ("worker death -> gang Running again, median (s)", "worker_death_to_gang_running", "median_s"),
+    ("worker death -> gang Running again, p99 (s)", "worker_death_to_gang_running", "p99_s"),
+    ("N running: completion -> Succeeded, median (s)", "steady_completion_to_succeeded", "median_s"),
+    ("N running: completion -> Succeeded, p99 (s)", "steady_completion_to_succeeded", "p99_s"),
+    ("all at once: completion -> Succeeded, median (s)", "completion_to_succeeded", "median_s"),
+    ("all at once: completion -> Succeeded, p99 (s)", "completion_to_succeeded", "p99_s"),
+    ("all at once: completion -> cleaned, median (s)", "completion_to_cleaned", "median_s"),
+    ("all at once: completion -> cleaned, p99 (s)", "completion_to_cleaned", "p99_s"),
+    ("controller CPU, steps 1-4 (s)", "cpu_s", None),
+    ("controller peak RSS (MB)", "peak_rss_mb", None),
+    ("controller idle CPU, N running (% of a core)", "idle_cpu_percent_with_all_running", None),
+    ("API writes per job", "api_writes_per_job", None),
+    ("API server latency, reads p50 (ms)", "apiserver_latency", "reads_p50_ms"),
+    ("API server latency, reads p99 (ms)", "apiserver_latency", "reads_p99_ms"),
+    ("API server latency, writes p50 (ms)", "apiserver_latency", "writes_p50_ms"),
+    ("API server latency, writes p99 (ms)", "apiserver_latency", "writes_p99_ms"),
+)
+
+
+def figure(result: dict[str, Any], key: str, sub: str | None) -> float | None:
+    value = result.get(key)
+    if sub is not None:
+        value = value.get(sub) if isinstance(value, dict) else None
+    return value if isinstance(value, int | float) else None
+
+
+def ratios(side: dict[str, dict[str, Any]]) -> dict[str, dict[str, float | None]]:
+    """tfmw's figure over each other contender's, per row."""
+    return {
+        f"tfmw/{other}": {
+            label: ratio(figure(side["tfmw"], key, sub), figure(side[other], key, sub))
+            for label, key, sub in ROWS
+        }
+        for other in side
+        if other != "tfmw" and "tfmw" in side
+    }
+
+
+def table(side: dict[str, dict[str, Any]]) -> str:
+    names = list(side)
+    others = [n for n in names if n != "tfmw"]
+    header = (
+        f"{'measure':<50}"
+        + "".join(f"{n:>15}" for n in names)
+        + "".join(f"{'tfmw/' + n:>20}" for n in others)
+    )
+    lines = [header, "-" * len(header)]
+    for label, key, sub in ROWS:
+        values = [figure(side[n], key, sub) for n in names]
+        cells = "".join(f"{'-' if v is None else format(v, '.4g'):>15}" for v in values)
+        rates = "".join(
+            f"{'-' if (r := ratio(values[0], figure(side[n], key, sub))) is None else format(r, '.3f'):>20}"
+            for n in others
+        )
+        lines.append(f"{label:<50}{cells}{rates}")
+    for n in names:
+        if "did_not_finish" in side[n]:
+            lines.append(f"{n} did not finish: {side[n]['did_not_finish']}")
+    return "\n".join(lines)
+
+
+def markdown(side: dict[str, dict[str, Any]]) -> str:
+    """The table as docs/benchmarks.md shows it."""
+    names = list(side)
+    others = [n for n in names if n != "tfmw"]
+    lines = [
+        "| measure | " + " | ".join(names) + "".join(f" | tfmw / {n}" for n in others) + " |",
+        "| --- |" + " --- |" * (len(names) + len(others)),
+    ]
+    for label, key, sub in ROWS:
+        values = [figure(side[n], key, sub) for n in names]
+        cells = ["-" if v is None else format(v, ".4g") for v in values]
+        rates = [ratio(values[0], figure(side[n], key, sub)) for n in others]
+        lines.append(
+            f"| {label} | "
+            + " | ".join(cells)
+            + "".join(f" | {'-' if r is None else f'{r:.2f}'}" for r in rates)
+            + " |"
+        )
+    return "\n".join(lines)
+
+
+def main() -> None:
+    os.environ.setdefault("KUBECONFIG", LOCAL_KUBECONFIG)
+    os.environ["PATH"] = f"{REPO / 'hack' / 'bin'}:{os.environ['PATH']}"
+    began = time.monotonic()
+    kube = ClusterClient()
+    nodes = kwok_nodes(kube)
+    if not nodes:
+        raise SystemExit("no kwok node is Ready: run `make kwok-up` (hack/kwok.sh up) first")
+    kubectl("apply", "-f", str(REPO / "crds" / "tfmwjobs.tfmw.dev.yaml"))
+    resume_deployed_operator = pause_deployed_operator()
+    say(f"{JOBS} jobs x {WORKERS} workers on {nodes} kwok nodes; building the TFJob controller (once) ...")
+    binary = install_tfjob_crd(kube)
+    shared = Path(tempfile.mkdtemp(prefix="tfmw-bench-scale-"))
+    contenders: dict[str, tuple[Callable[[str], Contender], float]] = {
+        "tfmw": (lambda ns: Tfmw(ns, shared), TIMEOUT),
+        "tfjob-tuned": (lambda ns: TFJob(binary, ns, tuned=True), TIMEOUT),
+        "tfjob-shipped": (lambda ns: TFJob(binary, ns, tuned=False), SHIPPED_TIMEOUT),
+    }
+    only = os.environ.get("TFMW_BENCH_CONTENDERS")
+    results: dict[str, Any] = {"jobs": JOBS, "workers": WORKERS, "kwok_nodes": nodes, "side_by_side": {}}
+    name = "scale.json" if JOBS == 1000 else f"scale-{JOBS}.json"
+    RESULTS.mkdir(parents=True, exist_ok=True)
+    try:
+        for contender_name, (make, timeout) in contenders.items():
+            if only and contender_name not in only.split(","):
+                continue
+            results["side_by_side"][contender_name] = run_contender(kube, make, shared, timeout)
+            (RESULTS / name).write_text(json.dumps(results, indent=2) + "\n")
+    finally:
+        wait_for("bench namespaces gone", lambda: not terminating_namespaces(kube), timeout=600, interval=1)
+        remove_tfjob_crd(kube)
+        for cert in CERT_DIR.glob("*"):
+            cert.unlink()
+        resume_deployed_operator()
+    results["ratios"] = ratios(results["side_by_side"])
+    results["bench_seconds"] = round(time.monotonic() - began)
+    (RESULTS / name).write_text(json.dumps(results, indent=2) + "\n")
+    print()
+    print(table(results["side_by_side"]))
+    print()
+    print(markdown(results["side_by_side"]))
+    print(f"\nsaved to {RESULTS / name} ({results['bench_seconds']} s)")
+
+
+if __name__ == "__main__":
+    main()
