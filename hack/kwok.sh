@@ -64,8 +64,12 @@ up() {
   kubectl get nodes -l "$label=true" -o name | awk -F- -v n="$nodes" '$NF >= n' |
     xargs -r "$bin/kubectl" --kubeconfig "$kubeconfig" delete --wait=false >/dev/null
   start kwok "$bin/kwok" --kubeconfig "$kubeconfig" --manage-nodes-with-label-selector "$label=true" \
-    --cidr "$pod_cidr_fake" --node-lease-duration-seconds 40
-  wait_for "$nodes kwok nodes Ready" 120 bash -c "[[ \$($(declare -f ready_nodes kubectl); ready_nodes) == $nodes ]]"
+    --cidr "$pod_cidr_fake" --node-lease-duration-seconds 40 -v WARN
+  local deadline=$((SECONDS + 120))
+  until [[ $(ready_nodes) == "$nodes" ]]; do
+    ((SECONDS < deadline)) || { log "timed out waiting for $nodes kwok nodes Ready; see $logs/kwok.log"; exit 1; }
+    sleep 1
+  done
   log "$nodes kwok nodes Ready (label $label=true, taint $label=true:NoSchedule)"
 }
 

@@ -558,6 +558,27 @@ def table(side: dict[str, dict[str, Any]]) -> str:
     return "\n".join(lines)
 
 
+def markdown(side: dict[str, dict[str, Any]]) -> str:
+    """The table as docs/benchmarks.md shows it."""
+    names = list(side)
+    others = [n for n in names if n != "tfmw"]
+    lines = [
+        "| measure | " + " | ".join(names) + "".join(f" | tfmw / {n}" for n in others) + " |",
+        "| --- |" + " --- |" * (len(names) + len(others)),
+    ]
+    for label, key, sub in ROWS:
+        values = [figure(side[n], key, sub) for n in names]
+        cells = ["-" if v is None else format(v, ".4g") for v in values]
+        rates = [ratio(values[0], figure(side[n], key, sub)) for n in others]
+        lines.append(
+            f"| {label} | "
+            + " | ".join(cells)
+            + "".join(f" | {'-' if r is None else f'{r:.2f}'}" for r in rates)
+            + " |"
+        )
+    return "\n".join(lines)
+
+
 def main() -> None:
     os.environ.setdefault("KUBECONFIG", LOCAL_KUBECONFIG)
     os.environ["PATH"] = f"{REPO / 'hack' / 'bin'}:{os.environ['PATH']}"
@@ -597,6 +618,8 @@ def main() -> None:
     (RESULTS / name).write_text(json.dumps(results, indent=2) + "\n")
     print()
     print(table(results["side_by_side"]))
+    print()
+    print(markdown(results["side_by_side"]))
     print(f"\nsaved to {RESULTS / name} ({results['bench_seconds']} s)")
 
 

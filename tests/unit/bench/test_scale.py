@@ -5,7 +5,17 @@ from __future__ import annotations
 
 from typing import Any
 
-from bench.scale import ROWS, Pod, cleaned, gang_running, kwok_template, ratios, table, with_shared_volume
+from bench.scale import (
+    ROWS,
+    Pod,
+    cleaned,
+    gang_running,
+    kwok_template,
+    markdown,
+    ratios,
+    table,
+    with_shared_volume,
+)
 
 
 def pods(phases: list[str], ready: bool = True, deleting: int = 0) -> list[Pod]:
@@ -59,3 +69,9 @@ def test_ratios_and_table_say_tfmw_over_each_other_and_mark_what_is_missing() ->
     text = table(side)
     assert len(text.splitlines()) == 2 + len(ROWS) + 1
     assert "tfjob-shipped did not finish: 3 of 10 gangs Running" in text
+    rows = markdown(side).splitlines()
+    assert (
+        rows[0]
+        == "| measure | tfmw | tfjob-tuned | tfjob-shipped | tfmw / tfjob-tuned | tfmw / tfjob-shipped |"
+    )
+    assert rows[2] == "| create -> gang Running, median (s) | 1 | 4 | - | 0.25 | - |"
