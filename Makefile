@@ -97,7 +97,7 @@ registry-down:
 # time (tests/install). Leaves the registry down.
 test-install: install
 	hack/cluster.sh up
-	$(PYTEST) tests/install; status=$$?; hack/registry.sh down; exit $$status
+	$(PYTEST) --tb=short tests/install; status=$$?; hack/registry.sh down; exit $$status
 
 cluster-up: install
 	hack/cluster.sh up

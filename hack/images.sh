@@ -73,6 +73,23 @@ fetch_wheels() {
   fi
 }
 
+# The build with what it says about itself (the Dockerfile's LABEL and ENV from VERSION,
+# REVISION, SOURCE, LICENSES), set with buildah config on a layer of metadata only, so the
+# build args never reach the layer cache; made once per build (a reused build's revision
+# names the commit that built it, one with the same inputs). Tagged :dev and as released.
+released() { # target inputs-hash
+  local target=$1 inputs=$2 container
+  if ! has_image "tfmw-$target:$inputs-labelled"; then
+    container=$(buildah from --pull=never "tfmw-$target:$inputs")
+    buildah config --label "org.opencontainers.image.title=tfmw-$target" \
+      --label "org.opencontainers.image.version=$version" --label "org.opencontainers.image.revision=$revision" \
+      --label "org.opencontainers.image.source=$source" --label "org.opencontainers.image.licenses=$licenses" \
+      --env "TFMW_VERSION=$version" --env "TFMW_REVISION=$revision" "$container"
+    buildah commit -q --rm "$container" "tfmw-$target:$inputs-labelled" >/dev/null
+  fi
+  buildah tag "tfmw-$target:$inputs-labelled" "tfmw-$target:dev" "$registry/tfmw-$target:$tag"
+}
+
 target() { # operator|trainer: tfmw-<target>:dev, tagged with a hash of what makes it
   local target=$1 inputs t0 sources=$1
   # The trainer image carries the wire contract it shares with the operator.
@@ -83,7 +100,7 @@ target() { # operator|trainer: tfmw-<target>:dev, tagged with a hash of what mak
   # :dev is what gets loaded. The image store is shared by every clone on the machine,
   # so another clone may have moved it to its own build: point it at this one's.
   if has_image "tfmw-$target:$inputs"; then
-    buildah tag "tfmw-$target:$inputs" "tfmw-$target:dev" "$registry/tfmw-$target:$tag"
+    released "$target" "$inputs"
     return 0
   fi
   log "building tfmw-$target ..."
@@ -91,13 +108,13 @@ target() { # operator|trainer: tfmw-<target>:dev, tagged with a hash of what mak
   buildah bud -q --pull=never --network host --isolation chroot --layers \
     -v /etc/ssl/certs/ca-certificates.crt:/etc/ssl/certs/ca-certificates.crt:ro \
     -v "$wheels:/wheels:ro" \
-    --build-arg BASE=tfmw-base:bookworm --build-arg PIP_FIND_LINKS=/wheels "${labels[@]}" \
+    --build-arg BASE=tfmw-base:bookworm --build-arg PIP_FIND_LINKS=/wheels \
     --target "$target" -t "tfmw-$target:$inputs" -f "$repo/Dockerfile" "$repo" >"$out/build-$target.log" 2>&1 \
     || { tail -30 "$out/build-$target.log"; exit 1; }
-  buildah tag "tfmw-$target:$inputs" "tfmw-$target:dev" "$registry/tfmw-$target:$tag"
+  released "$target" "$inputs"
   # Earlier builds of this target only take disk space.
-  buildah images --format '{{.Name}}:{{.Tag}}' | grep -E "/tfmw-$target:[0-9a-f]{16}\$" |
-    grep -v ":$inputs\$" | xargs -r buildah rmi >/dev/null 2>&1 || true
+  buildah images --format '{{.Name}}:{{.Tag}}' | grep -E "/tfmw-$target:[0-9a-f]{16}(-labelled)?\$" |
+    grep -v -E ":$inputs(-labelled)?\$" | xargs -r buildah rmi >/dev/null 2>&1 || true
   buildah rmi --prune >/dev/null 2>&1 || true
   log "built tfmw-$target:dev in $(( $(date +%s) - t0 ))s"
 }

@@ -58,6 +58,12 @@ def timed(step: str, command: list[str], timeout: float = 900) -> None:
     TIMINGS.append((step, time.monotonic() - t0))
 
 
+def kubectl_long(*args: str, timeout: float = 900) -> None:
+    """kubectl for what waits longer than tests/kube.py's kubectl allows (its own --timeout)."""
+    done = subprocess.run(["kubectl", *args], capture_output=True, text=True, timeout=timeout, check=False)
+    assert done.returncode == 0, f"kubectl {' '.join(args)} failed: {done.stderr}"
+
+
 def ctr(*args: str) -> subprocess.CompletedProcess[str]:
     sock = CLUSTER_DIR / "containerd" / "containerd.sock"
     return subprocess.run(
@@ -88,11 +94,25 @@ def registry_json(path: str, accept: str = "application/json") -> Json:
 def registry() -> Iterator[None]:
     os.environ["KUBECONFIG"] = LOCAL_KUBECONFIG
     os.environ["PATH"] = f"{REPO / 'hack' / 'bin'}:{os.environ['PATH']}"
-    # From nothing: no tfmw on the cluster (the CRD may be a chart's, kept).
-    leftover = kubectl("get", "namespace", SYSTEM, check=False)
-    assert leftover.returncode != 0, (
-        "tfmw-system exists already: make test-install wants a cluster without tfmw"
-    )
+    # From nothing: tfmw as make deploy or an earlier run left it (its release, the local
+    # overlay: namespace, CRD and every job, storage) is removed first.
+    if (
+        kubectl("get", "namespace", SYSTEM, check=False).returncode == 0
+        or kubectl("get", "crd", CRD, check=False).returncode == 0
+    ):
+        subprocess.run(
+            [str(HELM), "uninstall", "tfmw", "--namespace", SYSTEM, "--wait"], check=False, timeout=300
+        )
+        kubectl_long(
+            "delete",
+            "-k",
+            str(REPO / "deploy" / "overlays" / "local"),
+            "--ignore-not-found",
+            "--wait=true",
+            "--timeout=300s",
+        )
+    assert kubectl("get", "namespace", SYSTEM, check=False).returncode != 0
+    assert kubectl("get", "crd", CRD, check=False).returncode != 0
     timed("registry up (hack/registry.sh up)", [str(REPO / "hack" / "registry.sh"), "up"])
     # The node's own sandbox image, as a kind node image carries its pause; nothing else.
     timed("node sandbox image (hack/images.sh sandbox)", [str(REPO / "hack" / "images.sh"), "sandbox"])
@@ -159,7 +179,7 @@ def train_the_sample(name: str) -> None:
     wait_for(f"{name} to succeed", phase, timeout=900, interval=2)
     TIMINGS.append((f"sample {name} trained to Succeeded", time.monotonic() - t0))
     pulled(f"tfmw.dev/job-name={name}", JOBS, TRAINER_IMAGE, pod_prefix=f"{name}-")
-    kubectl("-n", JOBS, "delete", "tfmwjob", name, "--wait=true", "--timeout=180s")
+    kubectl_long("-n", JOBS, "delete", "tfmwjob", name, "--wait=true", "--timeout=180s")
     wait_for(
         f"{name}'s pods to go",
         lambda: (
@@ -172,7 +192,7 @@ def train_the_sample(name: str) -> None:
 
 
 def operator_pods_pulled_and_ready() -> None:
-    kubectl("-n", SYSTEM, "rollout", "status", "deployment/tfmw-operator", "--timeout=600s")
+    kubectl_long("-n", SYSTEM, "rollout", "status", "deployment/tfmw-operator", "--timeout=600s")
     pulled("app.kubernetes.io/name=tfmw-operator", SYSTEM, OPERATOR_IMAGE, pod_prefix="tfmw-operator-")
 
 
@@ -194,8 +214,8 @@ def what_is_left_in_the_system_namespace() -> list[str]:
 
 
 def remove_storage_and_namespace() -> None:
-    kubectl("delete", "-f", str(STORAGE), "--ignore-not-found", "--wait=true", "--timeout=180s")
-    kubectl("delete", "namespace", SYSTEM, "--ignore-not-found", "--wait=true", "--timeout=180s")
+    kubectl_long("delete", "-f", str(STORAGE), "--ignore-not-found", "--wait=true", "--timeout=180s")
+    kubectl_long("delete", "namespace", SYSTEM, "--ignore-not-found", "--wait=true", "--timeout=180s")
 
 
 def test_helm_install_train_and_uninstall(registry: None) -> None:
@@ -252,8 +272,8 @@ def test_kustomize_apply_train_and_delete(registry: None) -> None:
     train_the_sample("mnist-kustomize")
     t0 = time.monotonic()
     base = [d for d in yaml.safe_load_all(kubectl("kustomize", str(REPO / "deploy")).stdout) if d]
-    kubectl("delete", "-f", str(STORAGE), "--wait=true", "--timeout=180s")
-    kubectl("delete", "-k", str(REPO / "deploy"), "--wait=true", "--timeout=300s")
+    kubectl_long("delete", "-f", str(STORAGE), "--wait=true", "--timeout=180s")
+    kubectl_long("delete", "-k", str(REPO / "deploy"), "--wait=true", "--timeout=300s")
     TIMINGS.append(("kubectl delete -k deploy/", time.monotonic() - t0))
     assert [d["metadata"]["name"] for d in base if not gone(d)] == []
     assert kubectl("get", "namespace", SYSTEM, check=False).returncode != 0
