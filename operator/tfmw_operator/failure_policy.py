@@ -138,7 +138,10 @@ def first_failure(job: JobSpec, current: Sequence[ObservedPod], now: datetime) -
         elif pod.phase == "Failed":
             failures.append((pod.finished_at or never, failure_of(pod)))
         elif pod.deleting and pod.phase != "Succeeded":
-            failures.append((never, vanished(index, pod.name, pod.preempted, pod.node, pod.disruption)))
+            # deletionTimestamp is the request's time plus the grace period: a worker someone
+            # deleted is the cause of the peer that failed for want of it afterwards.
+            asked = never if pod.deleting_since is None else later(pod.deleting_since, -pod.grace_seconds)
+            failures.append((asked, vanished(index, pod.name, pod.preempted, pod.node, pod.disruption)))
         elif pod.phase == "Unknown" and now >= later(pod.changed_at or now, NODE_LOST_SECONDS):
             lost = f"its node has not reported for {NODE_LOST_SECONDS}s (phase Unknown)"
             failure = WorkerFailure(

@@ -178,3 +178,14 @@ def _report(written: float, epoch: int, saved: int) -> ProgressReport:
         attempt=0,
         checkpoint=Checkpoint(epoch=saved, path=f"ckpt-{saved}"),
     )
+
+
+def test_a_worker_deleted_before_its_peer_failed_is_the_first_failure() -> None:
+    j = job().launched(phase="Running").obj()
+    deleted = pod(j, 1).running().obj()
+    deleted["metadata"].update(deletionTimestamp="2026-01-01T12:00:35Z", deletionGracePeriodSeconds=30)
+    peer = pod(j, 0).exited(170, at_seconds=8, message="a peer was lost").obj()  # after the delete at 5 s
+    record = decide(j, [peer, deleted]).status.history[0]
+    assert (record.worker, record.cause) == (1, "PodDeleted")
+    earlier = pod(j, 0).exited(170, at_seconds=2).obj()  # before it: the peer's failure came first
+    assert decide(j, [earlier, deleted]).status.history[0].worker == 0
