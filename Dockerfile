@@ -2,6 +2,11 @@
 # BASE is any Debian-like image with Python 3.11, venv and pip (python:3.11-slim works);
 # hack/images.sh builds one locally with debootstrap, for machines without a registry.
 ARG BASE=python:3.11-slim
+# What each image says about itself (the OCI labels, and TFMW_VERSION/TFMW_REVISION for
+# `--version` and the tfmw_build_info metric) comes from the build arguments VERSION,
+# REVISION, SOURCE and LICENSES, declared in the last two stages only (so they never touch
+# the dependency layers' cache): pyproject.toml's version, license and home page and the
+# git revision. hack/images.sh sets the same on its buildah builds with `buildah config`.
 
 # Dependencies come from pyproject.toml alone and the code is a layer of its own, so a
 # code change rebuilds and re-imports kilobytes, not TensorFlow.
@@ -27,6 +32,14 @@ RUN /opt/tfmw/bin/python3 -m compileall -q --invalidation-mode unchecked-hash /o
 # Few malloc arenas: the operator's API threads otherwise fragment memory into a larger RSS.
 ENV PATH=/opt/tfmw/bin:$PATH PYTHONPATH=/opt/tfmw-src PYTHONUNBUFFERED=1 PYTHONDONTWRITEBYTECODE=1 \
     MALLOC_ARENA_MAX=2
+ARG VERSION=unknown
+ARG REVISION=unknown
+ARG SOURCE=""
+ARG LICENSES=Apache-2.0
+LABEL org.opencontainers.image.title=tfmw-operator org.opencontainers.image.version=$VERSION \
+    org.opencontainers.image.revision=$REVISION org.opencontainers.image.source=$SOURCE \
+    org.opencontainers.image.licenses=$LICENSES
+ENV TFMW_VERSION=$VERSION TFMW_REVISION=$REVISION
 USER 1000:1000
 ENTRYPOINT ["python3", "-m", "tfmw_operator"]
 CMD ["--shared-root=/var/lib/tfmw/shared"]
@@ -40,5 +53,13 @@ COPY operator/tfmw_operator/__init__.py operator/tfmw_operator/contract.py /opt/
 # Keras 3 refuses model.fit under MultiWorkerMirroredStrategy; tf-keras does not.
 ENV PATH=/opt/tfmw/bin:$PATH PYTHONPATH=/opt/tfmw-src PYTHONUNBUFFERED=1 PYTHONDONTWRITEBYTECODE=1 \
     TF_USE_LEGACY_KERAS=1 TF_CPP_MIN_LOG_LEVEL=2 HOME=/tmp
+ARG VERSION=unknown
+ARG REVISION=unknown
+ARG SOURCE=""
+ARG LICENSES=Apache-2.0
+LABEL org.opencontainers.image.title=tfmw-trainer org.opencontainers.image.version=$VERSION \
+    org.opencontainers.image.revision=$REVISION org.opencontainers.image.source=$SOURCE \
+    org.opencontainers.image.licenses=$LICENSES
+ENV TFMW_VERSION=$VERSION TFMW_REVISION=$REVISION
 USER 1000:1000
 ENTRYPOINT ["python3", "-m", "tfmw_trainer"]

@@ -16,9 +16,16 @@ export KUBECONFIG ?= $(CLUSTER_DIR)/kubeconfig
 PYTEST := $(PYTHON) -m pytest -p no:cacheprovider
 # In the venv: deleting .venv makes `make install` run again.
 STAMP := $(VENV)/.tfmw-installed
+# The released images: $(REGISTRY)/tfmw-operator:$(VERSION) and .../tfmw-trainer:$(VERSION).
+# VERSION is pyproject.toml's (the one place it is stated); REGISTRY defaults to the
+# machine-local registry (make registry-up; LOCAL_REGISTRY in hack/versions.env).
+VERSION := $(shell sed -n 's/^version = "\(.*\)"/\1/p' pyproject.toml)
+REGISTRY ?= $(shell bash -c 'source hack/versions.env && echo "$$LOCAL_REGISTRY"')
+export TFMW_REGISTRY := $(REGISTRY)
+export TFMW_IMAGE_TAG := $(VERSION)
 
 .PHONY: install lint test test-unit test-integration test-e2e test-docs test-faults faults run images cluster-up cluster-down \
-	cluster-status deploy demo bench bench-scale kwok-up kwok-down mutate golden kueue-up kueue-down kind-up kind-deploy kind-e2e kind-down test-kind \
+	cluster-status deploy demo push registry-up registry-down test-install bench bench-scale kwok-up kwok-down mutate golden kueue-up kueue-down kind-up kind-deploy kind-e2e kind-down test-kind \
 	bump-kubernetes clean
 
 # Debian packages, .venv (the project editable, with its extras) and hack/bin; again only
@@ -33,6 +40,7 @@ lint: install
 	$(VENV)/bin/ruff check .
 	$(VENV)/bin/ruff format --check .
 	$(VENV)/bin/mypy operator/tfmw_operator trainer/tfmw_trainer tests
+	hack/bin/helm lint --strict --quiet charts/tfmw
 
 test: install
 	@hack/stage.sh "unit tests" $(MAKE) --no-print-directory test-unit
@@ -67,8 +75,29 @@ test-faults faults: install
 run: install
 	$(PYTHON) -m tfmw_operator --shared-root $(SHARED_DIR) --metrics-port 8080
 
+# Built, tagged tfmw-<target>:dev (what the local cluster loads) and $(REGISTRY)/tfmw-<target>:$(VERSION).
 images: install
 	hack/images.sh
+
+# The two images, pushed to $(REGISTRY) (make push REGISTRY=registry.example.com/tfmw).
+push: install
+	hack/images.sh push
+
+# The machine-local registry (CNCF Distribution, from its Go module): plain HTTP on
+# localhost:$$REGISTRY_PORT, storage under /var/lib/tfmw/registry; the local node pulls from it.
+registry-up: install
+	hack/registry.sh up
+
+registry-down:
+	hack/registry.sh down
+
+# The install path from nothing, on the local cluster: registry up, images pushed, the
+# chart installed with helm (then uninstalled, leaving nothing of ours), then the base
+# with kubectl apply -k (and delete -k); the sample trained from registry images each
+# time (tests/install). Leaves the registry down.
+test-install: install
+	hack/cluster.sh up
+	$(PYTEST) --tb=short tests/install; status=$$?; hack/registry.sh down; exit $$status
 
 cluster-up: install
 	hack/cluster.sh up
@@ -155,7 +184,7 @@ test-kind: install
 # Another Kubernetes release for hack/: versions.env, go.mod/go.sum, the binaries and the
 # CRD's pod template schema, in order (hack/bump-kubernetes.sh). Leaves the cluster down.
 bump-kubernetes: install
-	@[[ -n "$(VERSION)" ]] || { echo "usage: make bump-kubernetes VERSION=v1.x.y" >&2; exit 2; }
+	@[[ "$(VERSION)" == v1.* ]] || { echo "usage: make bump-kubernetes VERSION=v1.x.y" >&2; exit 2; }
 	hack/bump-kubernetes.sh $(VERSION)
 
 clean: cluster-down

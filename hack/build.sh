@@ -6,8 +6,9 @@ set -euo pipefail
 source "$(dirname "$0")/lib.sh"
 cd "$repo/hack"
 stamp="$bin/.versions"
-# Pins of what is built elsewhere (Kueue, the TFJob peer, kind, kwok) do not rebuild the cluster's binaries.
-want=$(inputs_hash <(grep -v -E '^(KUEUE|TFJOB|KIND|KWOK)_' versions.env) go.mod kubeall/main.go \
+# Pins of what is built elsewhere (Kueue, the TFJob peer, kind, kwok, the registry, Helm)
+# and the registry's address do not rebuild the cluster's binaries.
+want=$(inputs_hash <(grep -v -E '^(KUEUE|TFJOB|KIND|KWOK|DISTRIBUTION|HELM|REGISTRY|LOCAL_REGISTRY)_?' versions.env) go.mod kubeall/main.go \
   coredns/main.go coredns/go.mod components)
 if [[ -f "$stamp" && "$(cat "$stamp")" == "$want" && -x "$bin/kubeall" && -x "$bin/coredns" ]]; then
   exit 0

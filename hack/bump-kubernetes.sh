@@ -30,7 +30,7 @@ step "4/4 hack/gen-crd.sh: the CRD's pod template schema, from a control plane o
 "$repo/hack/cluster.sh" down >/dev/null
 "$repo/hack/gen-crd.sh"
 "$repo/hack/cluster.sh" down >/dev/null
-changed=$(cd "$repo" && git status --short -- hack/versions.env hack/go.mod hack/go.sum crds/)
+changed=$(cd "$repo" && git status --short -- hack/versions.env hack/go.mod hack/go.sum crds/ charts/tfmw/crds/)
 if [[ -z $changed ]]; then
   log "Kubernetes $version: nothing changed"
 else

@@ -1,9 +1,9 @@
 #!/usr/bin/env bash
-# Deploys the operator the way users do (kubectl apply -k deploy/) and waits until it runs
+# Deploys the operator the way users do (kubectl apply -k, the local overlay of deploy/) and waits until it runs
 # the image just built: a rebuilt image rolls the Deployment.
 set -euo pipefail
 source "$(dirname "$0")/lib.sh"
-kubectl apply -k "$repo/deploy/" >/dev/null
+kubectl apply -k "$repo/deploy/overlays/local" >/dev/null
 kubectl wait --for condition=established crd/tfmwjobs.tfmw.dev --timeout=60s >/dev/null
 image_id=$(buildah inspect --type image --format '{{.FromImageID}}' tfmw-operator:dev 2>/dev/null | cut -c1-16 || true)
 if [[ -n $image_id ]]; then

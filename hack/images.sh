@@ -4,18 +4,36 @@
 # cluster's node under TFMW_KIND_CLUSTER):
 #   tfmw-base:bookworm   debootstrap'd Debian 12 with Python 3.11 (the Dockerfile's BASE)
 #   tfmw-pause:dev       the local node's pod sandbox (hack/pause)
-#   tfmw-operator:dev, tfmw-trainer:dev   the Dockerfile's targets
-# Each image is rebuilt only when its inputs changed. The one way the operator and
+#   tfmw-operator:dev, tfmw-trainer:dev   the Dockerfile's targets, also tagged as released:
+#     $TFMW_REGISTRY/tfmw-<target>:$TFMW_IMAGE_TAG (the local registry, hack/versions.env's
+#     LOCAL_REGISTRY, and pyproject.toml's version, unless make's REGISTRY and VERSION say)
+# Each image is rebuilt only when its inputs changed (so a reused build's revision label
+# names the commit that built it, one with the same inputs). The one way the operator and
 # trainer images are built, for the local cluster and for kind alike.
 #
 #   hack/images.sh         all of them, loaded
 #   hack/images.sh pause   tfmw-pause:dev only, not loaded (kind's node image takes it)
+#   hack/images.sh push    the two targets, pushed to $TFMW_REGISTRY (make push), not loaded
+#   hack/images.sh sandbox tfmw-pause:dev only, loaded: the node's own sandbox image (as a
+#                          kind node image carries its pause), for a node that pulls the rest
 # With TFMW_IMAGE_BUILDER=docker (the kind path on a machine with Docker and a registry)
 # the two targets are `docker build` with the Dockerfile's own base instead.
 set -euo pipefail
 source "$(dirname "$0")/lib.sh"
 out=$repo/.images
 mkdir -p "$out"
+
+# What the images say about themselves (the Dockerfile's VERSION, REVISION, SOURCE and
+# LICENSES): pyproject.toml's version, license and home page, and the commit checked out.
+read -r version licenses source < <(python3 -c 'import sys, tomllib
+p = tomllib.load(open(sys.argv[1], "rb"))["project"]
+print(p["version"], p["license"], p["urls"]["Homepage"])' "$repo/pyproject.toml")
+revision=$(git -C "$repo" rev-parse HEAD 2>/dev/null || echo unknown)
+[[ -z $(git -C "$repo" status --porcelain --untracked-files=no 2>/dev/null) ]] || revision+=-dirty
+registry=${TFMW_REGISTRY:-$LOCAL_REGISTRY}
+tag=${TFMW_IMAGE_TAG:-$version}
+labels=(--build-arg "VERSION=$version" --build-arg "REVISION=$revision" --build-arg "SOURCE=$source"
+  --build-arg "LICENSES=$licenses")
 
 base() {
   has_image tfmw-base:bookworm && return 0
@@ -55,6 +73,23 @@ fetch_wheels() {
   fi
 }
 
+# The build with what it says about itself (the Dockerfile's LABEL and ENV from VERSION,
+# REVISION, SOURCE, LICENSES), set with buildah config on a layer of metadata only, so the
+# build args never reach the layer cache; made once per build (a reused build's revision
+# names the commit that built it, one with the same inputs). Tagged :dev and as released.
+released() { # target inputs-hash
+  local target=$1 inputs=$2 container
+  if ! has_image "tfmw-$target:$inputs-labelled"; then
+    container=$(buildah from --pull=never "tfmw-$target:$inputs")
+    buildah config --label "org.opencontainers.image.title=tfmw-$target" \
+      --label "org.opencontainers.image.version=$version" --label "org.opencontainers.image.revision=$revision" \
+      --label "org.opencontainers.image.source=$source" --label "org.opencontainers.image.licenses=$licenses" \
+      --env "TFMW_VERSION=$version" --env "TFMW_REVISION=$revision" "$container"
+    buildah commit -q --rm "$container" "tfmw-$target:$inputs-labelled" >/dev/null
+  fi
+  buildah tag "tfmw-$target:$inputs-labelled" "tfmw-$target:dev" "$registry/tfmw-$target:$tag"
+}
+
 target() { # operator|trainer: tfmw-<target>:dev, tagged with a hash of what makes it
   local target=$1 inputs t0 sources=$1
   # The trainer image carries the wire contract it shares with the operator.
@@ -65,7 +100,7 @@ target() { # operator|trainer: tfmw-<target>:dev, tagged with a hash of what mak
   # :dev is what gets loaded. The image store is shared by every clone on the machine,
   # so another clone may have moved it to its own build: point it at this one's.
   if has_image "tfmw-$target:$inputs"; then
-    buildah tag "tfmw-$target:$inputs" "tfmw-$target:dev"
+    released "$target" "$inputs"
     return 0
   fi
   log "building tfmw-$target ..."
@@ -76,10 +111,10 @@ target() { # operator|trainer: tfmw-<target>:dev, tagged with a hash of what mak
     --build-arg BASE=tfmw-base:bookworm --build-arg PIP_FIND_LINKS=/wheels \
     --target "$target" -t "tfmw-$target:$inputs" -f "$repo/Dockerfile" "$repo" >"$out/build-$target.log" 2>&1 \
     || { tail -30 "$out/build-$target.log"; exit 1; }
-  buildah tag "tfmw-$target:$inputs" "tfmw-$target:dev"
+  released "$target" "$inputs"
   # Earlier builds of this target only take disk space.
-  buildah images --format '{{.Name}}:{{.Tag}}' | grep -E "/tfmw-$target:[0-9a-f]{16}\$" |
-    grep -v ":$inputs\$" | xargs -r buildah rmi >/dev/null 2>&1 || true
+  buildah images --format '{{.Name}}:{{.Tag}}' | grep -E "/tfmw-$target:[0-9a-f]{16}(-labelled)?\$" |
+    grep -v -E ":$inputs(-labelled)?\$" | xargs -r buildah rmi >/dev/null 2>&1 || true
   buildah rmi --prune >/dev/null 2>&1 || true
   log "built tfmw-$target:dev in $(( $(date +%s) - t0 ))s"
 }
@@ -89,9 +124,29 @@ if [[ ${1:-} == pause ]]; then
   pause
   exit 0
 fi
+if [[ ${1:-} == sandbox ]]; then
+  pause
+  load_image tfmw-pause:dev "$out"
+  exit 0
+fi
+if [[ ${1:-} == push ]]; then
+  base
+  fetch_wheels
+  for name in operator trainer; do
+    target "$name"
+    # Plain HTTP for the machine-local registry only.
+    tls=true
+    [[ $registry != "$LOCAL_REGISTRY" ]] || tls=false
+    buildah push -q --tls-verify=$tls "$registry/tfmw-$name:$tag" "docker://$registry/tfmw-$name:$tag"
+    log "pushed $registry/tfmw-$name:$tag"
+  done
+  exit 0
+fi
 loaded=(tfmw-operator:dev tfmw-trainer:dev)
 if [[ ${TFMW_IMAGE_BUILDER:-buildah} == docker ]]; then
-  for name in operator trainer; do docker build -q --target "$name" -t "tfmw-$name:dev" "$repo" >/dev/null; done
+  for name in operator trainer; do
+    docker build -q --target "$name" "${labels[@]}" -t "tfmw-$name:dev" -t "$registry/tfmw-$name:$tag" "$repo" >/dev/null
+  done
 else
   base
   pause

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Installs what the project needs on a fresh Debian 12 machine: Debian packages for the
 # local node and image builds, the project's Python virtual environment (.venv), and the
-# cluster binaries (hack/build.sh).
+# cluster binaries (hack/build.sh) and Helm.
 #
 # Python: nothing is installed into the system's Python (Debian marks it externally
 # managed, PEP 668). .venv is made from Debian's /usr/bin/python3 with python3-venv, or
@@ -33,3 +33,5 @@ if ! "$venv/bin/python3" -c '' 2>/dev/null; then
 fi
 "$venv/bin/python3" -m pip install -q --disable-pip-version-check -e "$repo[operator,trainer,dev]"
 "$repo/hack/build.sh"
+# Helm: make lint runs helm lint on charts/tfmw, a unit test renders it.
+go_tool helm.sh/helm/v3/cmd/helm "$HELM_VERSION" helm

@@ -10,7 +10,7 @@ repo=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 # shellcheck source=/dev/null
 source "$repo/hack/versions.env"
 dir=${TFMW_CLUSTER_DIR:-$repo/.cluster}
-# The node's shared storage: deploy/storage.yaml's hostPath volumes point here.
+# The node's shared storage: deploy/overlays/local/storage.yaml's hostPath volumes point here.
 shared_dir=${TFMW_SHARED_DIR:-/var/lib/tfmw/shared}
 # Built images are a machine-wide cache, like Go's build cache: every clone reuses them.
 image_store=${TFMW_IMAGE_STORE:-/var/lib/tfmw/buildah}
@@ -111,6 +111,16 @@ go_install() { # package@version binary
   (cd "$repo/hack" && CGO_ENABLED=0 GOBIN=$gobin go install -trimpath -ldflags "-s -w" "$1")
   mv "$gobin"/* "$2"
   rmdir "$gobin"
+}
+
+# A Go command pinned in versions.env, in hack/bin: built from its module when missing or
+# when its pin changed (the stamp hack/bin/.<name>.version). Helm, the registry.
+go_tool() { # package version name
+  local stamp=$bin/.$3.version
+  [[ -x $bin/$3 && $(cat "$stamp" 2>/dev/null) == "$2" ]] && return 0
+  log "building $3 $2 from its Go module ..."
+  go_install "$1@$2" "$bin/$3"
+  echo "$2" >"$stamp"
 }
 
 # The cluster's components (hack/components), in start order: by default their names,

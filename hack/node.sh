@@ -72,6 +72,15 @@ state = "$containerd_dir/state"
   [plugins."io.containerd.grpc.v1.cri".cni]
     bin_dir = "/usr/lib/cni"
     conf_dir = "$cni_dir/net.d"
+  # Registry hosts (hosts.toml): the machine-local registry (make registry-up), plain HTTP.
+  [plugins."io.containerd.grpc.v1.cri".registry]
+    config_path = "$containerd_dir/certs.d"
+EOF
+  mkdir -p "$containerd_dir/certs.d/$LOCAL_REGISTRY"
+  write_if_changed "$containerd_dir/certs.d/$LOCAL_REGISTRY/hosts.toml" <<EOF
+server = "http://$LOCAL_REGISTRY"
+[host."http://$LOCAL_REGISTRY"]
+  capabilities = ["pull", "resolve"]
 EOF
   write_if_changed "$cni_dir/net.d/10-tfmw.conflist" <<EOF
 {

@@ -21,14 +21,18 @@ import kopf
 import uvloop
 from prometheus_client import start_http_server
 
+from tfmw_operator import server_version
 from tfmw_operator.handlers import operate
 from tfmw_operator.health import Health
+from tfmw_operator.kube import connection_info
 from tfmw_operator.progress import DEFAULT_PROGRESS_INTERVAL_SECONDS
 from tfmw_operator.settings import Settings
+from tfmw_operator.version import describe
 
 
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(prog="tfmw-operator", description=__doc__)
+    parser.add_argument("--version", action="version", version=describe())
     parser.add_argument("--shared-root", required=True, help="where the jobs' shared storage is mounted")
     parser.add_argument("--namespace", action="append", default=[], help="watch only these (repeatable)")
     parser.add_argument("--metrics-port", type=int, default=8080, help="Prometheus /metrics; 0 turns it off")
@@ -70,6 +74,11 @@ def main(argv: list[str] | None = None) -> None:
     if not args.verbose:
         # kopf logs every handler call; at thousands of pods that is most of the CPU.
         logging.getLogger("kopf").setLevel(logging.WARNING)
+    # Before anything else talks to it: an API server older than the minimum is refused.
+    refused = asyncio.run(server_version.check(connection_info()))
+    if refused:
+        logging.getLogger("tfmw_operator").error("tfmw operator refuses to start: %s", refused)
+        raise SystemExit(2)
     if args.leader_elect:
         from tfmw_operator import leader  # the client library, loaded only for the elector
 

@@ -97,13 +97,17 @@ def failure_of(pod: ObservedPod) -> WorkerFailure:
     )
 
 
-def vanished(index: int, name: str, preempted: bool = False, node: str = "") -> WorkerFailure:
+def vanished(
+    index: int, name: str, preempted: bool = False, node: str = "", disruption: str = ""
+) -> WorkerFailure:
+    """A worker gone or going while the job is active; `disruption` is the reason of its
+    DisruptionTarget condition, when Kubernetes said why it takes the pod away."""
     reason = (
         "pod deleted by Kueue, which evicted its Workload"
         if preempted
         else "pod disappeared while the job was active"
     )
-    cause = "Preempted" if preempted else "PodDeleted"
+    cause = "Preempted" if preempted else DISRUPTION_CAUSES.get(disruption, "PodDeleted")
     return WorkerFailure(
         index, name, None, reason, disrupted=True, preempted=preempted, cause=cause, node=node
     )
@@ -132,7 +136,7 @@ def first_failure(job: JobSpec, current: Sequence[ObservedPod], now: datetime) -
         elif pod.phase == "Failed":
             failures.append((pod.finished_at or never, failure_of(pod)))
         elif pod.deleting and pod.phase != "Succeeded":
-            failures.append((never, vanished(index, pod.name, pod.preempted, pod.node)))
+            failures.append((never, vanished(index, pod.name, pod.preempted, pod.node, pod.disruption)))
         elif pod.phase == "Unknown" and now >= later(pod.changed_at or now, NODE_LOST_SECONDS):
             lost = f"its node has not reported for {NODE_LOST_SECONDS}s (phase Unknown)"
             failure = WorkerFailure(

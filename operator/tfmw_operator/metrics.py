@@ -6,6 +6,13 @@ import contextlib
 
 from prometheus_client import Counter, Gauge, Histogram
 
+from tfmw_operator.version import revision, version
+
+BUILD_INFO = Gauge(
+    "tfmw_build_info", "The running operator's version and source revision; always 1", ["version", "revision"]
+)
+BUILD_INFO.labels(version=version(), revision=revision()).set(1)
+
 JOBS_CREATED = Counter("tfmw_jobs_created_total", "Jobs whose first attempt was launched")
 JOBS_SUCCEEDED = Counter("tfmw_jobs_succeeded_total", "Jobs that reached phase Succeeded")
 JOBS_FAILED = Counter("tfmw_jobs_failed_total", "Jobs that reached phase Failed", ["reason"])

@@ -35,7 +35,7 @@ from tfmw_operator.decision import (
 )
 from tfmw_operator.failure_policy import MESSAGE_TAIL_LINES, judge_failures, restart_or_give_up
 from tfmw_operator.observed import CreatedObject, CreateErrorKind, Observed, ObservedPod
-from tfmw_operator.progress import next_progress
+from tfmw_operator.progress import MAX_CLOCK_AHEAD_SECONDS, ProgressReport, is_current, next_progress
 from tfmw_operator.progress_deadline import PROGRESS_STALLED, judge_progress
 from tfmw_operator.queue_policy import judge_queue, workloads_of, workloads_over
 from tfmw_operator.status import (
@@ -427,6 +427,16 @@ def _record_attempt(step: _Step, job: JobSpec, outcome: str, cause: Cause) -> At
     progress = status.progress
     epoch = progress.epoch if progress is not None and progress.attempt == attempt else None
     checkpoint = progress.checkpoint if progress is not None else None
+    # The document read now may be newer than the status, which records it at most once per
+    # interval: the attempt's end is told by the newest.
+    reading = step.obs.progress
+    if (
+        isinstance(reading, ProgressReport)
+        and is_current(reading, job.uid, attempt, started)
+        and reading.updated_at <= later(step.now, MAX_CLOCK_AHEAD_SECONDS)
+        and (progress is None or progress.updated_at is None or reading.updated_at > progress.updated_at)
+    ):
+        epoch, checkpoint = reading.epoch, reading.checkpoint or checkpoint
     lost = None
     if epoch is not None and checkpoint is not None and checkpoint.epoch is not None:
         lost = max(0, epoch - checkpoint.epoch)

@@ -18,7 +18,7 @@ from pathlib import Path
 import pytest
 from kube import LOCAL_KUBECONFIG, REPO, SHARED_DIR, ClusterClient, kubectl, wait_for
 
-NAMESPACE = "default"  # where deploy/ puts the tfmw-shared claim
+NAMESPACE = "default"  # where deploy/overlays/local puts the tfmw-shared claim
 
 
 @pytest.fixture(scope="session")

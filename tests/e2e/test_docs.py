@@ -21,7 +21,7 @@ from kube import REPO, ClusterClient, kubectl, wait_for
 from unit.docs.blocks import Block, named_block, runnable_blocks
 
 Json = dict[str, Any]
-NAMESPACE = "default"  # where deploy/ puts the tfmw-shared claim
+NAMESPACE = "default"  # where deploy/overlays/local puts the tfmw-shared claim
 BLOCK_TIMEOUT = 900
 TRAINING_TIMEOUT = 600
 EPOCH_LINE = re.compile(r"^worker=(\d+) (epoch=\d+ loss=\S+)$", re.M)

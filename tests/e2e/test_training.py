@@ -15,7 +15,7 @@ from kube import REPO, ClusterClient, kubectl, wait_for
 
 Json = dict[str, Any]
 SAMPLES = REPO / "deploy" / "samples"
-NAMESPACE = "default"  # where deploy/ puts the tfmw-shared claim
+NAMESPACE = "default"  # where deploy/overlays/local puts the tfmw-shared claim
 EPOCH_LINE = re.compile(r"^worker=(\d+) (epoch=\d+ loss=\S+ accuracy=\S+)$", re.M)
 TRAINING_TIMEOUT = 600
 

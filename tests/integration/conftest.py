@@ -28,7 +28,7 @@ from tfmw_operator.settings import Settings
 
 NAMESPACE_PREFIX = "it"
 CRD = REPO / "crds" / "tfmwjobs.tfmw.dev.yaml"
-RBAC = (REPO / "deploy" / "namespace.yaml", REPO / "deploy" / "rbac.yaml")
+RBAC = (REPO / "deploy" / "base" / "namespace.yaml", REPO / "deploy" / "base" / "rbac.yaml")
 
 
 @pytest.fixture(scope="session")

@@ -97,6 +97,21 @@ INVALID: list[tuple[str, Callable[[Json], None], str]] = [
     ("negative ttl", run_policy(ttlSecondsAfterFinished=-5), "spec.runPolicy.ttlSecondsAfterFinished"),
     ("unknown cleanPodPolicy", run_policy(cleanPodPolicy="Some"), "spec.runPolicy.cleanPodPolicy"),
     ("suspend as text", run_policy(suspend="yes"), "spec.runPolicy.suspend"),
+    (
+        "zero progress deadline",
+        run_policy(progressDeadlineSeconds=0),
+        "spec.runPolicy.progressDeadlineSeconds",
+    ),
+    (
+        "unknown progressDeadlinePolicy",
+        run_policy(progressDeadlineSeconds=60, progressDeadlinePolicy="Page"),
+        "spec.runPolicy.progressDeadlinePolicy",
+    ),
+    (
+        "progressDeadlinePolicy without a deadline",
+        run_policy(progressDeadlinePolicy="Fail"),
+        "spec.runPolicy.progressDeadlinePolicy needs spec.runPolicy.progressDeadlineSeconds",
+    ),
     ("template missing", delete("spec", "template"), "spec.template"),
     ("template without spec", spec(template={"metadata": {}}), "spec.template.spec"),
     ("no containers", spec(template={"spec": {"containers": []}}), "spec.template.spec.containers"),

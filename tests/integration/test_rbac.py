@@ -106,7 +106,7 @@ def test_operator_with_its_service_account_reconciles_a_job(
     metrics = urllib.request.urlopen(f"http://127.0.0.1:{metrics_port}/metrics", timeout=5).read().decode()
     assert metric(metrics, "tfmw_jobs_created_total") == 1
     assert metric(metrics, "tfmw_jobs_succeeded_total") == 1
-    assert metric(metrics, "tfmw_gang_restarts_total") == 1
+    assert metric(metrics, 'tfmw_gang_restarts_total{cause="Error"}') == 1  # exit 137, no OOM reason
     assert metric(metrics, "tfmw_reconcile_duration_seconds_count") > 0
     assert metric(metrics, "tfmw_marker_detection_latency_seconds_count") == 1
     assert urllib.request.urlopen(f"http://127.0.0.1:{liveness_port}/healthz", timeout=5).status == 200
@@ -119,7 +119,7 @@ def test_operator_with_its_service_account_reconciles_a_job(
     assert not refused, [(e["verb"], e["requestURI"]) for e in refused[:5]]
     role = next(
         d
-        for d in yaml.safe_load_all((REPO / "deploy" / "rbac.yaml").read_text())
+        for d in yaml.safe_load_all((REPO / "deploy" / "base" / "rbac.yaml").read_text())
         if d["kind"] == "ClusterRole"
     )
     # Not a request: the OwnerReferencesPermissionEnforcement admission plugin checks this

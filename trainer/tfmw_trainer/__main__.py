@@ -34,12 +34,20 @@ def parse(argv: list[str]) -> argparse.Namespace:
     parser.add_argument("--crash-worker", type=int, default=0, help="testing: which worker exits")
     parser.add_argument("--crash-exit-code", type=int, default=137)
     parser.add_argument(
+        "--hang-at-epoch", type=int, default=0, help="testing: a worker stops training after this epoch"
+    )
+    parser.add_argument("--hang-worker", type=int, default=1, help="testing: which worker hangs")
+    parser.add_argument(
         "--epoch-pause", type=float, default=0.0, help="testing: seconds to wait after each epoch"
     )
     return parser.parse_args(argv)
 
 
 SIGTERM_EXIT_CODE = 128 + signal.SIGTERM
+# TensorFlow lost a peer (UnavailableError: "tasks are unhealthy (stopped sending
+# heartbeats)", a collective aborted): not this program's fault, so an exit code from 128
+# up, which restartPolicy ExitCode retries with a gang restart. Not a signal's.
+PEER_LOST_EXIT_CODE = 170
 SIGTERM_PATIENCE_SECONDS = 1.0
 
 
@@ -124,11 +132,21 @@ def _main(argv: list[str] | None) -> None:
         crash_worker=args.crash_worker,
         crash_exit_code=args.crash_exit_code,
         epoch_pause=args.epoch_pause,
+        hang_at_epoch=args.hang_at_epoch,
+        hang_worker=args.hang_worker,
     )
+    import tensorflow as tf
+
     try:
         train(place, config)
     except DataError as error:
         sys.exit(f"tfmw-trainer: {error}")
+    except tf.errors.UnavailableError as error:
+        traceback.print_exc()
+        lost = error.message.splitlines()[0][:200] if error.message else "UnavailableError"
+        print(f"tfmw-trainer: a peer was lost ({lost}); exiting {PEER_LOST_EXIT_CODE}")
+        sys.stdout.flush()
+        os._exit(PEER_LOST_EXIT_CODE)
 
 
 if __name__ == "__main__":

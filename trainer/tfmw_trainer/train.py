@@ -45,6 +45,8 @@ class TrainConfig:
     crash_at_epoch: int = 0  # fault injection for tests: exit after this epoch in attempt 0
     crash_worker: int = 0
     crash_exit_code: int = 137
+    hang_at_epoch: int = 0  # fault injection for tests: stop training after this epoch in attempt 0
+    hang_worker: int = 1
 
 
 def say(place: Placement, text: str) -> None:
@@ -125,6 +127,16 @@ def maybe_crash(place: Placement, config: TrainConfig, epoch: int) -> None:
     if config.crash_at_epoch == epoch and place.attempt == 0 and place.index == config.crash_worker:
         say(place, f"injected_crash epoch={epoch} exit_code={config.crash_exit_code}")
         os._exit(config.crash_exit_code)
+
+
+def maybe_hang(place: Placement, config: TrainConfig, epoch: int) -> None:
+    """A worker whose training thread stops while the process lives on (a deadlocked input
+    pipeline, a read that never returns): its peers wait in the next all-reduce for ever,
+    and TensorFlow's heartbeats, sent by other threads, keep saying it is healthy."""
+    if config.hang_at_epoch == epoch and place.attempt == 0 and place.index == config.hang_worker:
+        say(place, f"injected_hang epoch={epoch}")
+        while True:
+            time.sleep(3600)
 
 
 def train(place: Placement, config: TrainConfig) -> dict[str, float]:
@@ -260,6 +272,7 @@ def _train_loop(
             epoch, config.epochs, epoch * config.steps_per_epoch, total_steps, metrics, round(rate, 1)
         )
         maybe_crash(place, config, epoch)
+        maybe_hang(place, config, epoch)
         if config.epoch_pause:
             time.sleep(config.epoch_pause)
     return model, dict(metrics)

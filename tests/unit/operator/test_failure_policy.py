@@ -145,3 +145,36 @@ def test_history_reads_back_as_written_and_ignores_garbage() -> None:
     junk = {"history": [{"attempt": "x"}, 7, {"attempt": 1}, record.to_json()]}
     assert JobStatus.from_json(junk).history == (record,)
     assert JobStatus.from_json({"history": "no"}).history == ()
+
+
+def test_a_pod_being_evicted_through_the_api_is_evicted_not_deleted() -> None:
+    j = job().launched(phase="Running").obj()
+    going = pod(j, 1).running().deleting().obj()
+    going["status"]["conditions"].append(
+        {"type": "DisruptionTarget", "status": "True", "reason": "EvictionByEvictionAPI"}
+    )
+    decision = decide(j, [running(j), going])
+    assert decision.status.history[0].cause == "Evicted"
+    plain = decide(j, [running(j), pod(j, 1).running().deleting().obj()])
+    assert plain.status.history[0].cause == "PodDeleted"
+
+
+def test_the_history_tells_the_newest_progress_even_when_the_status_has_not_recorded_it_yet() -> None:
+    j = job().launched(phase="Running").obj()
+    first = decide(j, [running(j), pod(j, 1).running().obj()], progress=_report(15, 2, 2), now=at(16))
+    j["status"] = first.status.to_json()
+    # Within the interval the status keeps epoch 2; the document says epoch 3, checkpointed.
+    decision = decide(j, [running(j), pod(j, 1).exited(137).obj()], progress=_report(19, 3, 3), now=at(20))
+    record = decision.status.history[0]
+    assert (record.epoch, record.checkpoint, record.epochs_lost) == (3, Checkpoint(3, None, "ckpt-3"), 0)
+
+
+def _report(written: float, epoch: int, saved: int) -> ProgressReport:
+    return ProgressReport(
+        updated_at=at(written),
+        epoch=epoch,
+        total_epochs=10,
+        job_uid="uid-mnist",
+        attempt=0,
+        checkpoint=Checkpoint(epoch=saved, path=f"ckpt-{saved}"),
+    )

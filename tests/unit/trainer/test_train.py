@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import re
@@ -166,3 +167,51 @@ def test_a_worker_exits_promptly_on_sigterm_even_while_its_peer_is_gone(tmp_path
     out, _ = process.communicate(timeout=30)
     assert process.returncode == 143, out
     assert "SIGTERM, exiting with 143" in out
+
+
+def test_a_chief_whose_peer_froze_exits_with_the_retryable_peer_lost_code(tmp_path: Path) -> None:
+    """SIGSTOP stops a worker's heartbeats too: TensorFlow's coordination service notices in
+    about 10 s and aborts the chief's all-reduce with UnavailableError. The trainer exits 170,
+    not 1, so restartPolicy ExitCode restarts the gang instead of failing the job."""
+    addresses = [f"localhost:{p}" for p in free_ports(2)]
+    processes = []
+    for index in range(2):
+        env = {
+            **os.environ,
+            "TF_CONFIG": json.dumps(
+                {"cluster": {"worker": addresses}, "task": {"type": "worker", "index": index}}
+            ),
+            "TFMW_SHARED_DIR": str(tmp_path),
+            "TFMW_MARKER_PATH": str(tmp_path / "multiworker-complete.txt"),
+            "TFMW_PROGRESS_PATH": str(tmp_path / "progress.json"),
+            "TFMW_JOB_UID": "uid-test",
+        }
+        args = ["--epochs", "200", "--data", "synthetic", "--steps-per-epoch", "50"]
+        processes.append(
+            subprocess.Popen(
+                [sys.executable, "-m", "tfmw_trainer", *args],
+                env=env,
+                stdout=subprocess.PIPE,
+                stderr=subprocess.STDOUT,
+                text=True,
+                start_new_session=True,
+            )
+        )
+    chief, peer = processes
+    try:
+        deadline = time.monotonic() + 120
+        while (
+            not (tmp_path / "progress.json").exists()
+            or '"epoch":1' not in (tmp_path / "progress.json").read_text()
+        ):
+            assert time.monotonic() < deadline and chief.poll() is None, "no epoch reported"
+            time.sleep(0.2)
+        os.killpg(peer.pid, signal.SIGSTOP)  # the parent and the training child alike
+        out, _ = chief.communicate(timeout=90)
+        assert chief.returncode == 170, out[-3000:]
+        assert "a peer was lost" in out and "exiting 170" in out
+    finally:
+        for process in processes:
+            with contextlib.suppress(ProcessLookupError):
+                os.killpg(process.pid, signal.SIGKILL)
+            process.communicate()

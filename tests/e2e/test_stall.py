@@ -1,0 +1,180 @@
+"""Real TensorFlow, a real hang: worker 1 of a MultiWorkerMirroredStrategy job is frozen with
+SIGSTOP mid-epoch, the chief waits in the all-reduce with every pod Running, and the progress
+deadline restarts the gang, which resumes from its checkpoint and succeeds. Also: a suspended
+and resumed job loses no completed epoch, and every ended attempt keeps its cause."""
+
+from __future__ import annotations
+
+import copy
+import json
+import os
+import signal
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import pytest
+from e2e.test_training import NAMESPACE, TRAINING_TIMEOUT, epoch_lines, logs, sample, submit
+from faults.conftest import processes_with
+from kube import ClusterClient, kubectl, wait_for
+
+Json = dict[str, Any]
+DEADLINE = 20  # above the operator's progress interval (10 s) plus the trainer's report gap (2 s)
+
+
+def progress(shared_dir: Path, name: str) -> Json:
+    try:
+        document = json.loads((shared_dir / NAMESPACE / name / "progress.json").read_text())
+    except (OSError, ValueError):
+        return {}
+    return document if isinstance(document, dict) else {}
+
+
+def training_job(name: str, epochs: int, **run_policy: Any) -> Json:
+    manifest = copy.deepcopy(sample("mnist-2-workers.yaml"))
+    manifest["metadata"]["name"] = name
+    container = manifest["spec"]["template"]["spec"]["containers"][0]
+    container["args"] = [f"--epochs={epochs}", "--batch-size=8", "--steps-per-epoch=200"]
+    manifest["spec"].setdefault("runPolicy", {}).update(run_policy)
+    return manifest
+
+
+def timed(what: str, probe: Callable[[], bool], timeout: float) -> float:
+    """When `probe` first held, on the monotonic clock."""
+    return wait_for(what, lambda: time.monotonic() if probe() else None, timeout=timeout, interval=0.2)
+
+
+def attempt_of(kube: ClusterClient, name: str) -> int:
+    return int(kube.status(NAMESPACE, name).get("attempt") or 0)
+
+
+def test_a_hung_worker_stalls_the_gang_which_is_restarted_and_succeeds(
+    kube: ClusterClient, shared_dir: Path, fresh_name: Callable[[str], str]
+) -> None:
+    """Worker 1's training thread stops after epoch 2 while its process lives on, so
+    TensorFlow's heartbeats say it is healthy: the chief waits in the all-reduce for ever,
+    every pod Running. Only the progress deadline notices."""
+    name = fresh_name("hung")
+    manifest = training_job(name, 8, progressDeadlineSeconds=DEADLINE)
+    manifest["spec"]["template"]["spec"]["containers"][0]["args"] += ["--hang-at-epoch=2", "--hang-worker=1"]
+    submit(kube, manifest, name)
+    hung_at = timed(
+        "epoch 2 reported", lambda: progress(shared_dir, name).get("epoch", 0) >= 2, TRAINING_TIMEOUT
+    )
+    time.sleep(DEADLINE / 2)
+    assert kube.status(NAMESPACE, name)["phase"] == "Running"
+    assert all(p["status"]["phase"] == "Running" for p in kube.pods(NAMESPACE, name))
+    restarted_at = timed("the gang restarted", lambda: attempt_of(kube, name) == 1, DEADLINE + 60)
+    trained_at = timed(
+        "the new gang training", lambda: progress(shared_dir, name).get("attempt") == 1, TRAINING_TIMEOUT
+    )
+    status = kube.wait_phase(NAMESPACE, name, "Succeeded", timeout=TRAINING_TIMEOUT)
+    print(
+        f"\n{name}: hung after epoch 2; restart decided {restarted_at - hung_at:.1f} s after the last epoch, "
+        f"new gang training {trained_at - hung_at:.1f} s after it (progressDeadlineSeconds={DEADLINE}, "
+        "progress interval 10 s)"
+    )
+    assert status["restarts"] == 1 and status["attempt"] == 1
+    (record,) = status["history"]
+    assert (record["attempt"], record["outcome"], record["cause"]) == (0, "Restarted", "Stalled")
+    assert record["checkpoint"] == {"epoch": 2, "path": "checkpoints/ckpt-2"} and record["epochsLost"] == 0
+    for index in (0, 1):
+        output = logs(name, index)
+        assert "resumed_from_epoch=2" in output
+        assert epoch_lines(output)[0].startswith("epoch=3 ")
+    assert "ProgressStalled" in kube.wait_events(NAMESPACE, name, {"ProgressStalled"})
+    assert (
+        "injected_hang epoch=2"
+        in (shared_dir / NAMESPACE / name / "logs" / "attempt-0" / "worker-1.log").read_text()
+    )
+    row = kubectl("get", "tfmw", name, "-n", NAMESPACE, "-o", "wide", "--no-headers").stdout
+    assert row.split()[-1] == "Stalled", row
+
+
+@pytest.mark.skipif(
+    os.environ.get("TFMW_E2E_KUBECONFIG") is not None, reason="needs the node's processes here"
+)
+def test_a_frozen_worker_is_noticed_and_the_gang_restarted_and_succeeds(
+    kube: ClusterClient, shared_dir: Path, fresh_name: Callable[[str], str]
+) -> None:
+    """SIGSTOP freezes every thread of worker 1, its heartbeats too: TensorFlow's coordination
+    service notices (about 10 s), the chief's all-reduce fails with UnavailableError, and the
+    trainer exits 170 (a peer lost: retried under restartPolicy ExitCode)."""
+    name = fresh_name("frozen")
+    job = submit(kube, training_job(name, 8, progressDeadlineSeconds=DEADLINE), name)
+    uid = job["metadata"]["uid"]
+    wait_for(
+        "epoch 2 reported", lambda: progress(shared_dir, name).get("epoch", 0) >= 2, timeout=TRAINING_TIMEOUT
+    )
+    frozen = processes_with(f"TFMW_JOB_UID={uid}", "TFMW_WORKER_INDEX=1")
+    assert frozen, "worker 1's processes are not on this node"
+    for pid in frozen:
+        os.kill(pid, signal.SIGSTOP)
+    froze_at = time.monotonic()
+    before = progress(shared_dir, name)
+    restarted_at = timed("the gang restarted", lambda: attempt_of(kube, name) == 1, DEADLINE + 60)
+    trained_at = timed(
+        "the new gang training", lambda: progress(shared_dir, name).get("attempt") == 1, TRAINING_TIMEOUT
+    )
+    status = kube.wait_phase(NAMESPACE, name, "Succeeded", timeout=TRAINING_TIMEOUT)
+    record = status["history"][0]
+    print(
+        f"\n{name}: frozen at epoch {before.get('epoch')} step {before.get('step')}; restart decided "
+        f"{restarted_at - froze_at:.1f} s after the freeze ({record['cause']}, worker {record.get('worker')}, "
+        f"exit {record.get('exitCode')}), new gang training {trained_at - froze_at:.1f} s after it"
+    )
+    assert status["restarts"] == 1 and status["attempt"] == 1
+    assert record["outcome"] == "Restarted" and record["cause"] in ("Error", "Stalled"), record
+    # Every epoch done before the freeze was checkpointed, and the new gang resumed after it.
+    # (The history has the progress as last recorded, at most the progress interval old.)
+    assert before["checkpointEpoch"] == before["epoch"]
+    assert f"resumed_from_epoch={before['epoch']}" in logs(name, 0)
+
+
+def test_a_suspended_and_resumed_job_loses_no_completed_epoch(
+    kube: ClusterClient, shared_dir: Path, fresh_name: Callable[[str], str]
+) -> None:
+    name = fresh_name("pause")
+    submit(kube, training_job(name, 12), name)
+    wait_for(
+        "epoch 3 reported", lambda: progress(shared_dir, name).get("epoch", 0) >= 3, timeout=TRAINING_TIMEOUT
+    )
+    kube.patch_job(NAMESPACE, name, {"spec": {"runPolicy": {"suspend": True}}})
+    suspended = kube.wait_phase(NAMESPACE, name, "Suspended", timeout=60)
+    wait_for("pods gone", lambda: not kube.pods(NAMESPACE, name), timeout=120)
+    done = progress(shared_dir, name)
+    kube.patch_job(NAMESPACE, name, {"spec": {"runPolicy": {"suspend": False}}})
+    status = kube.wait_phase(NAMESPACE, name, "Succeeded", timeout=TRAINING_TIMEOUT)
+    record = status["history"][0]
+    assert (record["outcome"], record["cause"]) == ("Suspended", "Suspended")
+    # Every epoch completed before the suspension was checkpointed, and the resumed attempt
+    # started after the last of them.
+    completed = done["epoch"]
+    assert done["checkpointEpoch"] == completed, done
+    output = logs(name, 0)
+    assert f"resumed_from_epoch={completed}" in output, output[-2000:]
+    assert epoch_lines(output)[0].startswith(f"epoch={completed + 1} ")
+    assert suspended["restarts"] == 0 and status["restarts"] == 0
+
+
+def test_a_deleted_worker_loses_no_completed_epoch(
+    kube: ClusterClient, shared_dir: Path, fresh_name: Callable[[str], str]
+) -> None:
+    name = fresh_name("deleted")
+    submit(kube, training_job(name, 12), name)
+    wait_for(
+        "epoch 3 reported", lambda: progress(shared_dir, name).get("epoch", 0) >= 3, timeout=TRAINING_TIMEOUT
+    )
+    done = progress(shared_dir, name)["epoch"]
+    kubectl("delete", "pod", f"{name}-worker-1", "-n", NAMESPACE, "--wait=false")
+    status = kube.wait_phase(NAMESPACE, name, "Succeeded", timeout=TRAINING_TIMEOUT)
+    record = status["history"][0]
+    # Deleted, it is seen either gone or ended by the SIGTERM (143).
+    assert (record["outcome"], record["worker"]) == ("Restarted", 1) and record["cause"] in (
+        "PodDeleted",
+        "Error",
+    )
+    assert record["epochsLost"] == 0 and record["checkpoint"]["epoch"] >= done, record
+    resumed = record["checkpoint"]["epoch"]
+    assert f"resumed_from_epoch={resumed}" in logs(name, 0)

@@ -1,0 +1,157 @@
+"""charts/tfmw against the kustomize base: with default values the chart renders the same
+objects as `kubectl kustomize deploy/` (but the Namespace, which `helm install
+--create-namespace` makes), so the two ways to install cannot drift. Rendered by the Helm
+and kubectl of hack/bin (helm template, kubectl kustomize): no cluster."""
+
+from __future__ import annotations
+
+import copy
+import filecmp
+import functools
+import subprocess
+from typing import Any
+
+import yaml
+from unit.deploy.test_kustomize import REPO, kube_version, local_registry, render, version
+
+HELM = REPO / "hack" / "bin" / "helm"
+CHART = REPO / "charts" / "tfmw"
+Json = dict[str, Any]
+Key = tuple[str, str, str, str]
+
+
+def helm_template(*options: str) -> list[Json]:
+    """The objects `helm template` makes with these options (a copy of one render each)."""
+    return copy.deepcopy(_helm_template(*options))
+
+
+@functools.cache
+def _helm_template(*options: str) -> list[Json]:
+    out = subprocess.run(
+        [
+            str(HELM),
+            "template",
+            "tfmw",
+            str(CHART),
+            "--namespace",
+            "tfmw-system",
+            "--include-crds",
+            "--kube-version",
+            kube_version(),
+            *options,
+        ],
+        check=True,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    ).stdout
+    return [d for d in yaml.safe_load_all(out) if d]
+
+
+def by_key(docs: list[Json]) -> dict[Key, Json]:
+    keyed = {
+        (d["apiVersion"], d["kind"], d["metadata"].get("namespace", ""), d["metadata"]["name"]): d
+        for d in docs
+    }
+    assert len(keyed) == len(docs), "two objects of one name"
+    return keyed
+
+
+def test_default_values_render_the_kustomize_base_object_by_object() -> None:
+    base = {k: v for k, v in by_key(render("deploy")).items() if k[1] != "Namespace"}
+    chart = by_key(helm_template())
+    assert sorted(chart) == sorted(base)
+    for key, wanted in base.items():
+        assert chart[key] == wanted, f"{key}: the chart and deploy/base differ"
+
+
+def test_the_namespace_is_helms_to_make() -> None:
+    (namespace,) = [d for d in render("deploy") if d["kind"] == "Namespace"]
+    assert namespace["metadata"]["name"] == "tfmw-system"
+    assert not [d for d in helm_template() if d["kind"] == "Namespace"]
+
+
+def test_the_charts_crd_is_the_crd() -> None:
+    assert filecmp.cmp(
+        CHART / "crds" / "tfmwjobs.tfmw.dev.yaml", REPO / "crds" / "tfmwjobs.tfmw.dev.yaml", shallow=False
+    )
+
+
+def test_the_chart_is_pyprojects_version_from_the_local_registry() -> None:
+    chart = yaml.safe_load((CHART / "Chart.yaml").read_text())
+    assert chart["version"] == chart["appVersion"] == version()
+    values = yaml.safe_load((CHART / "values.yaml").read_text())
+    assert values["image"]["registry"] == local_registry()
+
+
+def operator_container(docs: list[Json]) -> Json:
+    (deployment,) = [
+        d for d in docs if d["kind"] == "Deployment" and d["metadata"]["name"] == "tfmw-operator"
+    ]
+    (container,) = deployment["spec"]["template"]["spec"]["containers"]
+    return dict(container)
+
+
+def test_image_replicas_and_resources_come_from_the_values() -> None:
+    docs = helm_template(
+        "--set", "image.registry=registry.example.com/ml", "--set", "image.tag=1.2.3", "--set", "replicas=3",
+        "--set", "resources.limits.memory=1Gi",
+    )  # fmt: skip
+    container = operator_container(docs)
+    assert container["image"] == "registry.example.com/ml/tfmw-operator:1.2.3"
+    assert container["resources"]["limits"] == {"memory": "1Gi"}
+    (deployment,) = [d for d in docs if d["kind"] == "Deployment"]
+    assert deployment["spec"]["replicas"] == 3
+
+
+def test_the_shared_claim_is_the_rwx_overlays_when_the_chart_makes_it() -> None:
+    (wanted,) = [d for d in render("deploy/overlays/rwx") if d["kind"] == "PersistentVolumeClaim"]
+    docs = helm_template("--set", "sharedClaim.create=true", "--set", "sharedClaim.storageClassName=rwx")
+    (claim,) = [d for d in docs if d["kind"] == "PersistentVolumeClaim"]
+    assert claim == wanted
+
+
+def test_tensorboard_is_the_kustomize_components_with_the_released_trainer_image() -> None:
+    wanted = by_key(render("deploy/tensorboard"))  # the component on its own
+    docs = by_key(helm_template("--set", "tensorboard.enabled=true"))
+    for key, obj in wanted.items():
+        if obj["kind"] == "Deployment":
+            (container,) = obj["spec"]["template"]["spec"]["containers"]
+            assert container["image"] == "tfmw-trainer:dev"
+            container["image"] = f"{local_registry()}/tfmw-trainer:{version()}"
+        assert docs[key] == obj, key
+
+
+def test_metrics_off_means_no_port_no_service() -> None:
+    docs = helm_template("--set", "metrics.enabled=false")
+    assert not [d for d in docs if d["kind"] == "Service"]
+    container = operator_container(docs)
+    assert "--metrics-port=0" in container["args"]
+    assert [p["name"] for p in container["ports"]] == ["health"]
+
+
+def test_kueue_off_drops_the_workload_rights_only() -> None:
+    def rules(docs: list[Json]) -> list[Json]:
+        (role,) = [d for d in docs if d["kind"] == "ClusterRole"]
+        return list(role["rules"])
+
+    on, off = rules(helm_template()), rules(helm_template("--set", "kueue.enabled=false"))
+    assert [r for r in on if r not in off] == [
+        {"apiGroups": ["kueue.x-k8s.io"], "resources": ["workloads"], "verbs": ["get", "list", "delete"]}
+    ]
+
+
+def test_the_admission_policy_can_be_turned_off_or_to_warn() -> None:
+    off = helm_template("--set", "admissionPolicy.enabled=false")
+    assert not [d for d in off if d["apiVersion"].startswith("admissionregistration")]
+    warn = helm_template("--set", "admissionPolicy.validationActions={Warn,Audit}")
+    (binding,) = [d for d in warn if d["kind"] == "ValidatingAdmissionPolicyBinding"]
+    assert binding["spec"]["validationActions"] == ["Warn", "Audit"]
+
+
+def test_helm_lint_is_clean() -> None:
+    done = subprocess.run(
+        [str(HELM), "lint", "--strict", str(CHART)], capture_output=True, text=True, timeout=60, check=False
+    )
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert "0 chart(s) failed" in done.stdout

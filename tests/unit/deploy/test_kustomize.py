@@ -1,0 +1,119 @@
+"""deploy/: the kustomize base (no storage, the released image) and its overlays, rendered
+by kubectl's kustomize (hack/bin), no cluster."""
+
+from __future__ import annotations
+
+import copy
+import functools
+import subprocess
+import tomllib
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+REPO = Path(__file__).resolve().parents[3]
+KUBECTL = REPO / "hack" / "bin" / "kubectl"
+Json = dict[str, Any]
+
+
+def render(folder: str) -> list[Json]:
+    """The objects `kubectl kustomize <folder>` makes (a copy of one render per folder)."""
+    return copy.deepcopy(_render(folder))
+
+
+@functools.cache
+def _render(folder: str) -> list[Json]:
+    out = subprocess.run(
+        [str(KUBECTL), "kustomize", str(REPO / folder)],
+        check=True,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    ).stdout
+    return [d for d in yaml.safe_load_all(out) if d]
+
+
+def version() -> str:
+    project: Json = tomllib.loads((REPO / "pyproject.toml").read_text())["project"]
+    return str(project["version"])
+
+
+@functools.cache
+def pinned(variable: str) -> str:
+    """A variable of hack/versions.env, as the hack/ scripts see it."""
+    out = subprocess.run(
+        ["bash", "-c", f'source "$1" && echo "${variable}"', "-", str(REPO / "hack" / "versions.env")],
+        check=True,
+        capture_output=True,
+        text=True,
+        timeout=10,
+    ).stdout
+    return out.strip()
+
+
+def local_registry() -> str:
+    return pinned("LOCAL_REGISTRY")
+
+
+def kube_version() -> str:
+    return pinned("KUBE_VERSION")
+
+
+def kinds(docs: list[Json]) -> list[tuple[str, str, str]]:
+    return sorted((d["kind"], d["metadata"].get("namespace", ""), d["metadata"]["name"]) for d in docs)
+
+
+def operator(docs: list[Json]) -> Json:
+    (deployment,) = [
+        d for d in docs if d["kind"] == "Deployment" and d["metadata"]["name"] == "tfmw-operator"
+    ]
+    return deployment
+
+
+def test_the_base_brings_no_storage_and_the_released_image() -> None:
+    docs = render("deploy")
+    assert not [d for d in docs if d["kind"] in ("PersistentVolume", "PersistentVolumeClaim", "StorageClass")]
+    (container,) = operator(docs)["spec"]["template"]["spec"]["containers"]
+    # The one version (pyproject.toml) on the image the local registry serves (make push).
+    assert container["image"] == f"{local_registry()}/tfmw-operator:{version()}"
+    assert ("PodDisruptionBudget", "tfmw-system", "tfmw-operator") in kinds(docs)
+    assert ("Service", "tfmw-system", "tfmw-operator-metrics") in kinds(docs)
+
+
+def test_the_two_replicas_prefer_two_nodes_and_one_may_be_disrupted() -> None:
+    docs = render("deploy")
+    spec = operator(docs)["spec"]
+    assert spec["replicas"] == 2
+    (term,) = spec["template"]["spec"]["affinity"]["podAntiAffinity"][
+        "preferredDuringSchedulingIgnoredDuringExecution"
+    ]
+    assert term["podAffinityTerm"]["topologyKey"] == "kubernetes.io/hostname"
+    assert term["podAffinityTerm"]["labelSelector"]["matchLabels"] == spec["selector"]["matchLabels"]
+    (pdb,) = [d for d in docs if d["kind"] == "PodDisruptionBudget"]
+    assert pdb["spec"] == {"minAvailable": 1, "selector": spec["selector"]}
+
+
+def test_the_local_overlay_is_the_base_with_the_nodes_folder_and_the_loaded_image() -> None:
+    base, local = render("deploy"), render("deploy/overlays/local")
+    added = set(kinds(local)) - set(kinds(base))
+    assert added == {
+        ("PersistentVolume", "", "tfmw-shared-operator"),
+        ("PersistentVolume", "", "tfmw-shared-default"),
+        ("PersistentVolumeClaim", "tfmw-system", "tfmw-shared"),
+        ("PersistentVolumeClaim", "default", "tfmw-shared"),
+    }
+    assert set(kinds(base)) <= set(kinds(local))
+    (container,) = operator(local)["spec"]["template"]["spec"]["containers"]
+    assert container["image"] == "tfmw-operator:dev"  # hack/images.sh loads it into the node
+
+
+def test_the_rwx_overlay_adds_the_operators_claim_only() -> None:
+    base, rwx = render("deploy"), render("deploy/overlays/rwx")
+    assert set(kinds(rwx)) - set(kinds(base)) == {("PersistentVolumeClaim", "tfmw-system", "tfmw-shared")}
+    (claim,) = [d for d in rwx if d["kind"] == "PersistentVolumeClaim"]
+    assert claim["spec"]["accessModes"] == ["ReadWriteMany"]
+    assert "volumeName" not in claim["spec"]
+    # The Deployment mounts exactly that claim.
+    volumes = operator(rwx)["spec"]["template"]["spec"]["volumes"]
+    assert {"name": "shared", "persistentVolumeClaim": {"claimName": "tfmw-shared"}} in volumes
