@@ -19,7 +19,7 @@ from bench.scale import (
 
 
 def pods(phases: list[str], ready: bool = True, deleting: int = 0) -> list[Pod]:
-    return [Pod(f"u{i}", phase, ready, i < deleting, True) for i, phase in enumerate(phases)]
+    return [Pod(f"u{i}", phase, ready, i < deleting) for i, phase in enumerate(phases)]
 
 
 def test_the_template_lands_on_kwok_nodes_only_by_the_default_scheduler() -> None:
