@@ -252,8 +252,17 @@ def test_helm_install_train_and_uninstall(registry: None) -> None:
     )
     assert [d["metadata"]["name"] for d in released if not gone(d)] == []
     assert kubectl("get", "crd", CRD, check=False).returncode == 0, "Helm keeps the CRD"
-    assert (
-        kubectl("get", "pods", "-A", "-l", "app.kubernetes.io/name=tfmw-operator", "-o", "name").stdout == ""
+    # helm uninstall --wait sees the Deployment gone; its pods go after, by the garbage
+    # collector and their grace period.
+    wait_for(
+        "the operator's pods to go",
+        lambda: (
+            not kubectl(
+                "get", "pods", "-A", "-l", "app.kubernetes.io/name=tfmw-operator", "-o", "name"
+            ).stdout
+        ),
+        timeout=120,
+        interval=1,
     )
     # What is left in the namespace: the PVC we made for storage and the operator's Lease.
     left = what_is_left_in_the_system_namespace()
@@ -272,8 +281,9 @@ def test_kustomize_apply_train_and_delete(registry: None) -> None:
     train_the_sample("mnist-kustomize")
     t0 = time.monotonic()
     base = [d for d in yaml.safe_load_all(kubectl("kustomize", str(REPO / "deploy")).stdout) if d]
-    kubectl_long("delete", "-f", str(STORAGE), "--wait=true", "--timeout=180s")
+    # The operator first: its pods hold the claim, and so the volume, until they are gone.
     kubectl_long("delete", "-k", str(REPO / "deploy"), "--wait=true", "--timeout=300s")
+    kubectl_long("delete", "-f", str(STORAGE), "--ignore-not-found", "--wait=true", "--timeout=180s")
     TIMINGS.append(("kubectl delete -k deploy/", time.monotonic() - t0))
     assert [d["metadata"]["name"] for d in base if not gone(d)] == []
     assert kubectl("get", "namespace", SYSTEM, check=False).returncode != 0
