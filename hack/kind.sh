@@ -123,9 +123,32 @@ up() {
   [[ -n $image ]] && args+=(--image "$image")
   kind create cluster "${args[@]}" --config "$config"
   echo "$image" >"$state/image"
+  registry_for_nodes
   [[ $kind_workers == 0 ]] || kubectl wait node --all --for=condition=Ready --timeout=180s >/dev/null
   log "kind cluster $cluster up ($(( kind_workers + 1 )) nodes) in $(( $(date +%s) - t0 ))s, Kubernetes $(kubectl version -o json |
     python3 -c 'import json,sys; print(json.load(sys.stdin)["serverVersion"]["gitVersion"])')"
+}
+
+# The machine-local registry (make registry-up) for the nodes: each node's containerd
+# resolves $LOCAL_REGISTRY through a hosts.toml to the kind network's gateway, where a
+# forwarder passes connections to the registry on the host's localhost. The same image
+# names as on the local cluster, pulled, never loaded.
+registry_for_nodes() {
+  local gateway node
+  gateway=$(docker network inspect kind -f '{{range .IPAM.Config}}{{.Gateway}} {{end}}' |
+    tr ' ' '\n' | grep -m1 -E '^[0-9]+([.][0-9]+){3}$') || {
+    log "no IPv4 gateway on the kind network: the nodes cannot pull from $LOCAL_REGISTRY"
+    return 0
+  }
+  run=$state logs=$state/logs start registry-forward \
+    python3 "$repo/hack/kind/registry_forward.py" "$gateway:$REGISTRY_PORT" "127.0.0.1:$REGISTRY_PORT"
+  for node in $(kind get nodes --name "$cluster"); do
+    printf 'server = "http://%s"\n[host."http://%s:%s"]\n  capabilities = ["pull", "resolve"]\n' \
+      "$LOCAL_REGISTRY" "$gateway" "$REGISTRY_PORT" |
+      docker exec -i "$node" sh -c "mkdir -p '/etc/containerd/certs.d/$LOCAL_REGISTRY' &&
+        cat >'/etc/containerd/certs.d/$LOCAL_REGISTRY/hosts.toml'"
+  done
+  log "the nodes pull $LOCAL_REGISTRY/... from the machine-local registry (through $gateway:$REGISTRY_PORT)"
 }
 
 deploy() {
@@ -150,6 +173,7 @@ down() {
     kind delete cluster --name "$cluster" --kubeconfig "$kind_kubeconfig" >/dev/null 2>&1 || true
     docker network rm kind >/dev/null 2>&1 || true
   fi
+  run=$state logs=$state/logs stop registry-forward
   if ours; then
     local pid
     pid=$(cat "$state/dockerd.pid")

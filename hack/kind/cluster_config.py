@@ -22,6 +22,11 @@ for _ in range(workers):
     if control_plane.get("extraMounts"):
         worker["extraMounts"] = copy.deepcopy(control_plane["extraMounts"])
     config["nodes"].append(worker)
+# Registry hosts from /etc/containerd/certs.d (hack/kind.sh writes the machine-local
+# registry's hosts.toml there), as kind's guide to a local registry does.
+config.setdefault("containerdConfigPatches", []).append(
+    '[plugins."io.containerd.grpc.v1.cri".registry]\n  config_path = "/etc/containerd/certs.d"'
+)
 if len(sys.argv) > 3:
     repository, etcd_tag, coredns_tag = sys.argv[3:6]
     config.setdefault("networking", {})["disableDefaultCNI"] = True
