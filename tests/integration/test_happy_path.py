@@ -120,10 +120,13 @@ def test_printer_columns_show_real_values(
         "COMPLETED",
         "REASON",
         "METRICS",
+        "LAST",
+        "CAUSE",
     ]
     row = columns(wide[0], wide[1])
     assert row["PHASE"] == "Succeeded" and row["WORKERS"] == "3" and row["COMPLETED"] not in ("", "<none>")
     assert row["PROGRESS"] == "" and row["METRICS"] == ""  # the job reported no progress
+    assert row["LAST"] == row["CAUSE"] == ""  # no attempt ended before this one
 
 
 def columns(header: str, line: str) -> dict[str, str]:
