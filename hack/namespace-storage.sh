@@ -16,6 +16,8 @@ namespace=${1:-}
   exit 2
 }
 [[ $namespace != tfmw-system ]] || { echo "tfmw-system's claim is the operator's (the whole root)" >&2; exit 2; }
+# Its volume would be named tfmw-shared-operator: the operator's own, on the whole root.
+[[ $namespace != operator ]] || { echo "namespace 'operator' would take the operator's volume name; use another" >&2; exit 2; }
 objects() {
   cat <<YAML
 apiVersion: v1

@@ -25,8 +25,11 @@ from tfmw_operator.storage import SharedStorage, StorageError, modified_time, op
 logger = logging.getLogger(__name__)
 
 SWEEP_SECONDS = 600.0
-# One sweep removes at most this many folders; the next sweep goes on.
+# One sweep removes at most this many folders, and tries at most MAX_TRIES_PER_SWEEP (a
+# folder it cannot remove, say a worker's read-only subfolder, never blocks the others
+# for ever: failures are tried again last, next sweep); the next sweep goes on.
 MAX_REMOVALS_PER_SWEEP = 100
+MAX_TRIES_PER_SWEEP = 4 * MAX_REMOVALS_PER_SWEEP
 
 
 @dataclass(frozen=True)
@@ -40,9 +43,8 @@ def stale_folders(
     folders: Iterable[JobFolder], live_uids: set[str], now: datetime, retention: timedelta
 ) -> list[str]:
     """The folders to remove: their job is gone and they have not changed for `retention`."""
-    return [f.relpath for f in folders if f.owner_uid not in live_uids and f.modified + retention <= now][
-        :MAX_REMOVALS_PER_SWEEP
-    ]
+    # now - modified, not modified + retention: a folder dated in the year 9999 must not overflow.
+    return [f.relpath for f in folders if f.owner_uid not in live_uids and now - f.modified >= retention]
 
 
 def list_job_folders(shared_root: Path, namespaces: Iterable[str]) -> list[JobFolder]:
@@ -122,6 +124,7 @@ class FolderRetention:
         self.retention = timedelta(seconds=retention_seconds)
         self._live_uids = live_uids
         self._namespaces = namespaces  # (): every namespace folder at the root
+        self._failed: set[str] = set()  # folders a sweep could not remove
 
     async def sweep(self, now: datetime) -> list[str]:
         """One look: the folders removed."""
@@ -131,13 +134,20 @@ class FolderRetention:
             return []
         # Listed after the folders: a job made meanwhile is in it, so its folder is kept.
         live = await self._live_uids()
-        removed = []
-        for relpath in stale_folders(folders, live, now, self.retention):
+        removed: list[str] = []
+        stale = stale_folders(folders, live, now, self.retention)
+        # Those that failed before go last: the others are not held up behind them.
+        stale.sort(key=lambda relpath: relpath in self._failed)
+        for relpath in stale[:MAX_TRIES_PER_SWEEP]:
+            if len(removed) >= MAX_REMOVALS_PER_SWEEP:
+                break
             try:
                 await self.storage.call(relpath, remove_job_folder, relpath)
             except StorageError as error:
                 logger.warning("folder retention: cannot remove %s: %s", relpath, error)
+                self._failed.add(relpath)
                 continue
+            self._failed.discard(relpath)
             logger.info("removed %s: its job is gone and it was kept %s", relpath, self.retention)
             removed.append(relpath)
         return removed

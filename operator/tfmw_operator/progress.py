@@ -96,9 +96,21 @@ def _count(document: dict[str, object], key: str, minimum: int) -> int | None:
 
 
 def _number(value: object, field: str) -> float:
-    if isinstance(value, bool) or not isinstance(value, int | float) or not math.isfinite(value):
+    number = _finite(value)
+    if number is None:
         raise ProgressError(f"{field} must be a finite number, got {_shown(value)}")
-    return float(value)
+    return number
+
+
+def _finite(value: object) -> float | None:
+    """The value as a finite float; None for anything else (an integer too big for a float too)."""
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        return None
+    try:
+        number = float(value)
+    except OverflowError:
+        return None
+    return number if math.isfinite(number) else None
 
 
 def _shown(value: object) -> str:
@@ -124,9 +136,10 @@ def _metrics(value: object) -> tuple[tuple[str, float], ...]:
 
 def _unix_time(value: float) -> datetime | None:
     """Seconds since the epoch (time.time()), as a program may write it by hand."""
-    if isinstance(value, bool) or not math.isfinite(value) or not 0 <= value < 2**33:
+    seconds = _finite(value)
+    if seconds is None or not 0 <= seconds < 2**33:
         return None
-    return datetime.fromtimestamp(value, UTC)
+    return datetime.fromtimestamp(seconds, UTC)
 
 
 def _checkpoint(document: dict[str, object]) -> Checkpoint | None:

@@ -18,6 +18,7 @@ import functools
 import json
 import logging
 import os
+import re
 import stat
 import uuid
 from collections.abc import Awaitable, Callable, Iterator
@@ -38,6 +39,8 @@ from tfmw_operator.progress import (
 )
 
 logger = logging.getLogger(__name__)
+
+NOT_IN_A_UID = re.compile(r"[^0-9A-Za-z-]")
 T = TypeVar("T")
 
 MAX_MARKER_BYTES = 64 * 1024
@@ -175,6 +178,8 @@ def read_progress(shared_root: Path, relpath: str) -> ProgressReading | None:
         return parse_progress(content, modified_time(info))
     except ProgressError as error:
         return ProgressProblem(f"{relpath}: {error}")
+    except (ValueError, OverflowError, RecursionError) as error:  # what a parser may still raise
+        return ProgressProblem(f"{relpath}: not a progress document ({type(error).__name__})")
 
 
 def file_signature(shared_root: Path, relpath: str) -> tuple[int, int] | None:
@@ -220,7 +225,9 @@ def ensure_job_directory(shared_root: Path, relpath: str, job_uid: str) -> None:
     with _directory(shared_root, parent, create=True) as parent_fd:
         owner = _folder_owner(parent_fd, name, relpath)
         if owner not in (None, job_uid):
-            aside = f"{name}.{owner[:36]}.{uuid.uuid4().hex[:6]}"
+            # The owner file is the workers' to write: only a UID's characters reach the new
+            # name (a '/' or '..' there would move the folder anywhere, another namespace's too).
+            aside = f"{name}.{NOT_IN_A_UID.sub('', owner)[:36] or 'unknown'}.{uuid.uuid4().hex[:6]}"
             try:
                 os.rename(name, aside, src_dir_fd=parent_fd, dst_dir_fd=parent_fd)
             except OSError as error:

@@ -81,7 +81,8 @@ def test_a_stalled_gang_is_restarted_then_failed_past_backoff_limit_with_its_his
         (1, "Failed", "Stalled"),
         (0, "Restarted", "Stalled"),
     ]
-    assert stalled_gauge(namespace, "hung") is None  # a finished job's series goes
+    # A finished job's series goes (after its status is written: the metrics follow it).
+    wait_for("the stalled series to go", lambda: stalled_gauge(namespace, "hung") is None, timeout=10)
 
     row = kubectl("get", "tfmw", "hung", "-n", namespace, "-o", "wide", "--no-headers").stdout
     assert row.split()[-1] == "Stalled", row

@@ -25,6 +25,6 @@ def test_the_namespaces_volume_is_its_folder_bound_to_its_claim() -> None:
 
 
 def test_names_that_could_climb_or_take_the_operators_claim_are_refused() -> None:
-    for bad in ("..", "a/../b", "Team", "", "tfmw-system"):
+    for bad in ("..", "a/../b", "Team", "", "tfmw-system", "operator"):
         result = subprocess.run([str(SCRIPT), "--print", bad], capture_output=True, text=True)
         assert result.returncode == 2 and not result.stdout, bad

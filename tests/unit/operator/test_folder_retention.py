@@ -67,3 +67,9 @@ def test_listing_skips_links_and_files_and_folders_without_an_owner(tmp_path: Pa
     remove_job_folder(tmp_path, "ns/job")
     remove_job_folder(tmp_path, "ns/job")  # already gone: nothing to do
     assert not (tmp_path / "ns" / "job").exists()
+
+
+def test_a_folder_dated_in_the_far_future_neither_overflows_nor_goes() -> None:
+    far = JobFolder("a/future", "uid-gone", datetime.max.replace(tzinfo=UTC))
+    old = JobFolder("a/old", "uid-gone", NOW - 2 * WEEK)
+    assert stale_folders([far, old], set(), NOW, WEEK) == ["a/old"]

@@ -143,6 +143,18 @@ def test_the_folder_of_an_earlier_namesake_is_moved_aside_not_inherited(tmp_path
     assert aside.name.startswith("job.uid-old.") and (aside / "checkpoint").read_text() == "old"
 
 
+@pytest.mark.parametrize("forged", ["/../../other/planted", "../..", "a/b", "x\x00/y", "..."])
+def test_a_forged_owner_never_steers_where_the_old_folder_goes(tmp_path: Path, forged: str) -> None:
+    ensure_job_directory(tmp_path, "ns/job", "uid-old")
+    (tmp_path / "ns/job" / OWNER_FILE).write_text(forged)
+    (tmp_path / "ns/job.").mkdir()  # what the forged name would have climbed out of
+    (tmp_path / "other").mkdir()
+    ensure_job_directory(tmp_path, "ns/job", "uid-new")
+    assert list((tmp_path / "other").iterdir()) == []
+    (aside,) = [p.name for p in (tmp_path / "ns").iterdir() if p.name not in ("job", "job.")]
+    assert "/" not in aside and aside.startswith("job.") and ".." not in aside
+
+
 def test_a_job_folder_that_is_a_symlink_is_refused(tmp_path: Path) -> None:
     (tmp_path / "ns").mkdir()
     (tmp_path / "elsewhere").mkdir()
@@ -188,7 +200,9 @@ def test_no_progress_document_is_no_reading(root: Path) -> None:
     assert read_progress(root, "ns/missing/progress.json") is None
 
 
-@pytest.mark.parametrize("kind", ["symlink", "fifo", "directory", "huge", "garbage", "linked folder"])
+@pytest.mark.parametrize(
+    "kind", ["symlink", "fifo", "directory", "huge", "garbage", "linked folder", "overflowing number", "deep"]
+)
 def test_a_hostile_progress_document_is_a_problem_never_an_exception(root: Path, kind: str) -> None:
     target = root / "ns" / "other" / "progress.json"
     target.write_text('{"epoch": 1}')
@@ -204,6 +218,11 @@ def test_a_hostile_progress_document_is_a_problem_never_an_exception(root: Path,
             sparse.truncate(64 * 1024 * 1024)
     elif kind == "garbage":
         path.write_bytes(b"\x00\xff" * 100)
+    elif kind == "overflowing number":  # an integer no float can hold, where numbers go
+        huge = "1" + "0" * 400
+        path.write_text(f'{{"epoch": 1, "examplesPerSecond": {huge}, "updatedAt": {huge}}}')
+    elif kind == "deep":
+        path.write_text("[" * 100_000 + "]" * 100_000)
     else:
         (root / "ns" / "linked").symlink_to(root / "ns" / "other")
         path = root / "ns" / "linked" / "progress.json"
