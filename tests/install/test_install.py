@@ -76,11 +76,21 @@ def ctr(*args: str) -> subprocess.CompletedProcess[str]:
 
 
 def forget_images() -> None:
-    """The released images out of the node, so that only a pull can bring them back."""
-    for image in (OPERATOR_IMAGE, TRAINER_IMAGE):
-        ctr("images", "rm", image)
-    present = ctr("images", "ls", "-q").stdout.split()
-    assert OPERATOR_IMAGE not in present and TRAINER_IMAGE not in present
+    """Every tag of the two images out of the node (the released ones, and the :dev ones that
+    make deploy imports, which may be the same build): only a pull can bring them back, and
+    the kubelet reports the pulled name, not another tag of the same content."""
+    ours = {
+        OPERATOR_IMAGE.rsplit(":", 1)[0].rsplit("/", 1)[1],
+        TRAINER_IMAGE.rsplit(":", 1)[0].rsplit("/", 1)[1],
+    }
+
+    def tagged_ours() -> list[str]:
+        refs = ctr("images", "ls", "-q").stdout.split()
+        return [r for r in refs if "@" not in r and r.rsplit(":", 1)[0].rsplit("/", 1)[-1] in ours]
+
+    for ref in tagged_ours():
+        ctr("images", "rm", ref)
+    assert tagged_ours() == []
 
 
 def registry_json(path: str, accept: str = "application/json") -> Json:
