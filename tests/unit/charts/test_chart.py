@@ -5,14 +5,12 @@ and kubectl of hack/bin (helm template, kubectl kustomize): no cluster."""
 
 from __future__ import annotations
 
-import copy
 import filecmp
-import functools
 import subprocess
 from typing import Any
 
 import yaml
-from unit.deploy.test_kustomize import REPO, kube_version, local_registry, render, version
+from unit.deploy.test_kustomize import REPO, documents, kube_version, local_registry, render, version
 
 HELM = REPO / "hack" / "bin" / "helm"
 CHART = REPO / "charts" / "tfmw"
@@ -21,31 +19,19 @@ Key = tuple[str, str, str, str]
 
 
 def helm_template(*options: str) -> list[Json]:
-    """The objects `helm template` makes with these options (a copy of one render each)."""
-    return copy.deepcopy(_helm_template(*options))
-
-
-@functools.cache
-def _helm_template(*options: str) -> list[Json]:
-    out = subprocess.run(
-        [
-            str(HELM),
-            "template",
-            "tfmw",
-            str(CHART),
-            "--namespace",
-            "tfmw-system",
-            "--include-crds",
-            "--kube-version",
-            kube_version(),
-            *options,
-        ],
-        check=True,
-        capture_output=True,
-        text=True,
-        timeout=60,
-    ).stdout
-    return [d for d in yaml.safe_load_all(out) if d]
+    """The objects `helm template` makes with these options."""
+    return documents(
+        str(HELM),
+        "template",
+        "tfmw",
+        str(CHART),
+        "--namespace",
+        "tfmw-system",
+        "--include-crds",
+        "--kube-version",
+        kube_version(),
+        *options,
+    )
 
 
 def by_key(docs: list[Json]) -> dict[Key, Json]:

@@ -17,21 +17,20 @@ KUBECTL = REPO / "hack" / "bin" / "kubectl"
 Json = dict[str, Any]
 
 
-def render(folder: str) -> list[Json]:
-    """The objects `kubectl kustomize <folder>` makes (a copy of one render per folder)."""
-    return copy.deepcopy(_render(folder))
+def documents(*command: str) -> list[Json]:
+    """The objects a command prints as YAML (a copy of one run per command)."""
+    return copy.deepcopy(_documents(command))
 
 
 @functools.cache
-def _render(folder: str) -> list[Json]:
-    out = subprocess.run(
-        [str(KUBECTL), "kustomize", str(REPO / folder)],
-        check=True,
-        capture_output=True,
-        text=True,
-        timeout=60,
-    ).stdout
+def _documents(command: tuple[str, ...]) -> list[Json]:
+    out = subprocess.run(list(command), check=True, capture_output=True, text=True, timeout=60).stdout
     return [d for d in yaml.safe_load_all(out) if d]
+
+
+def render(folder: str) -> list[Json]:
+    """The objects `kubectl kustomize <folder>` makes."""
+    return documents(str(KUBECTL), "kustomize", str(REPO / folder))
 
 
 def version() -> str:
