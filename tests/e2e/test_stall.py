@@ -210,5 +210,6 @@ def test_a_deleted_worker_loses_no_completed_step(
         "PodDeleted",
         "Error",
     ), record
+    assert record["epochsLost"] == 0, record
     saved = assert_resumed_mid_epoch(shared_dir, name, seen, told={1})
     assert status["restarts"] == 1 and status["progress"]["checkpoint"]["step"] >= saved
