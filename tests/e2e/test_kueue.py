@@ -62,6 +62,9 @@ def kueue(kube: ClusterClient) -> Iterator[int]:
         if document["kind"] == "ClusterQueue":
             quota = document["spec"]["resourceGroups"][0]["flavors"][0]["resources"][0]
             quota["nominalQuota"] = f"{2 * request}m"
+            # Equal priorities never preempt each other: only the preemption test's
+            # higher-priority gang does.
+            document["spec"]["preemption"] = {"withinClusterQueue": "LowerPriority"}
     kubectl("apply", "-f", "-", input=yaml.safe_dump_all(queues))
     try:
         yield request
@@ -187,3 +190,42 @@ def test_a_job_naming_a_queue_that_does_not_exist_is_queued_as_inadmissible(
     queued = wait_for("Queued, Inadmissible", inadmissible, timeout=60)
     assert "no-such-queue" in queued["message"], queued
     assert kube.status(NAMESPACE, name)["phase"] == "Pending" and not scheduled(kube.pods(NAMESPACE, name))
+
+
+HIGH_PRIORITY: Json = {
+    "apiVersion": "kueue.x-k8s.io/v1beta2",
+    "kind": "WorkloadPriorityClass",
+    "metadata": {"name": "tfmw-e2e-high"},
+    "value": 1000,
+    "description": "tfmw e2e: preempts the default priority",
+}
+
+
+def test_a_higher_priority_gang_preempts_a_running_one_whose_history_says_preempted(
+    kube: ClusterClient, kueue: int, fresh_name: Callable[[str], str]
+) -> None:
+    """Kueue gives the quota to a higher-priority gang: it evicts the running gang's Workload
+    and deletes its pods; that attempt's record says Preempted, not counted as a restart."""
+    low, high = queued_jobs(kueue)
+    low_name, high_name = fresh_name("preempted-low"), fresh_name("preempting-high")
+    low["spec"]["template"]["spec"]["containers"][0]["args"] = ["--epochs=50", "--steps-per-epoch=20"]
+    high["spec"]["template"]["spec"]["containers"][0]["args"] = ["--epochs=1", "--steps-per-epoch=20"]
+    metadata = high["spec"]["template"].setdefault("metadata", {})
+    metadata.setdefault("labels", {})["kueue.x-k8s.io/priority-class"] = HIGH_PRIORITY["metadata"]["name"]
+    kubectl("apply", "-f", "-", input=json.dumps(HIGH_PRIORITY))
+    try:
+        submit(kube, low, low_name)
+        kube.wait_phase(NAMESPACE, low_name, "Running", timeout=180)
+        submit(kube, high, high_name)
+
+        def preempted() -> Json | None:
+            history = kube.status(NAMESPACE, low_name).get("history") or []
+            return history[0] if history else None
+
+        record = wait_for("the low gang's attempt ended", preempted, timeout=180, interval=0.5)
+        print(f"\n{low_name}: {record['outcome']} {record['cause']} (worker {record.get('worker')})")
+        assert record["cause"] == "Preempted", record
+        assert kube.status(NAMESPACE, low_name)["restarts"] == 0
+        kube.wait_phase(NAMESPACE, high_name, "Succeeded", timeout=TRAINING_TIMEOUT)
+    finally:
+        kubectl("delete", "--ignore-not-found", "-f", "-", input=json.dumps(HIGH_PRIORITY))

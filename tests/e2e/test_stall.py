@@ -133,42 +133,81 @@ def test_a_frozen_worker_is_noticed_and_the_gang_restarted_and_succeeds(
     assert f"resumed_from_epoch={before['epoch']}" in logs(name, 0)
 
 
-def test_a_suspended_and_resumed_job_loses_no_completed_epoch(
+STEPS_PER_EPOCH = 200
+SAVED = re.compile(r"worker=(\d) sigterm_checkpoint step=(\d+) epoch=(\d+) told=(\w+) save_seconds=([\d.]+)")
+
+
+def mid_epoch(shared_dir: Path, name: str) -> Json:
+    """Progress reported within an epoch, after at least one whole epoch."""
+    document = progress(shared_dir, name)
+    step, epoch = document.get("step", 0), document.get("epoch", 0)
+    return document if epoch >= 1 and step > epoch * STEPS_PER_EPOCH else {}
+
+
+def sigterm_saves(shared_dir: Path, name: str) -> list[tuple[int, int, str, float]]:
+    """What each worker of the ended attempts saved on SIGTERM: worker, step, told, seconds."""
+    found = []
+    for log in sorted((shared_dir / NAMESPACE / name / "logs").glob("attempt-*/worker-*.log")):
+        for match in SAVED.finditer(log.read_text(errors="replace")):
+            found.append((int(match[1]), int(match[2]), match[4], float(match[5])))
+    return found
+
+
+def assert_resumed_mid_epoch(
+    shared_dir: Path, name: str, seen: Json, told: set[int], logged: frozenset[int] = frozenset({0, 1})
+) -> int:
+    """Every worker saved at the same step, at or after the step last seen mid-epoch, and the
+    resumed gang started at that very step: no completed step lost. `told`: the workers that
+    must have been told themselves before that step (at least one always was); `logged`:
+    the workers whose saved logs must show their save."""
+    saves = sigterm_saves(shared_dir, name)
+    steps = {step for _, step, _, _ in saves}
+    assert {worker for worker, *_ in saves} >= logged and len(steps) == 1, saves
+    (saved,) = steps
+    assert saved >= seen["step"] > seen["epoch"] * STEPS_PER_EPOCH, (saves, seen)
+    # A worker told after the step was agreed saved for a peer ("told=no"), then got its own.
+    told_themselves = {worker for worker, _, said, _ in saves if said == "yes"}
+    assert told_themselves >= told, saves
+    print(
+        f"\n{name}: SIGTERM at step {seen['step']} or later (epoch {seen['epoch'] + 1} of "
+        f"{STEPS_PER_EPOCH} steps); every worker saved step {saved}; save times "
+        + ", ".join(f"worker {w} {s:.3f} s" for w, _, _, s in sorted(saves))
+    )
+    for index in (0, 1):
+        output = logs(name, index)
+        assert f"resumed_from_step={saved}" in output, output[-2000:]
+        assert epoch_lines(output)[0].startswith(f"epoch={saved // STEPS_PER_EPOCH + 1} "), output[-2000:]
+    return saved
+
+
+def test_a_suspended_and_resumed_job_loses_no_completed_step(
     kube: ClusterClient, shared_dir: Path, fresh_name: Callable[[str], str]
 ) -> None:
+    """Suspension SIGTERMs every worker at once, mid-epoch: the gang agrees on a step, saves
+    it within the grace period, and the resumed gang starts from that step."""
     name = fresh_name("pause")
-    submit(kube, training_job(name, 12), name)
-    wait_for(
-        "epoch 3 reported", lambda: progress(shared_dir, name).get("epoch", 0) >= 3, timeout=TRAINING_TIMEOUT
-    )
+    submit(kube, training_job(name, 4), name)
+    seen = wait_for("a mid-epoch report", lambda: mid_epoch(shared_dir, name), timeout=TRAINING_TIMEOUT)
     kube.patch_job(NAMESPACE, name, {"spec": {"runPolicy": {"suspend": True}}})
     suspended = kube.wait_phase(NAMESPACE, name, "Suspended", timeout=60)
     wait_for("pods gone", lambda: not kube.pods(NAMESPACE, name), timeout=120)
-    done = progress(shared_dir, name)
     kube.patch_job(NAMESPACE, name, {"spec": {"runPolicy": {"suspend": False}}})
     status = kube.wait_phase(NAMESPACE, name, "Succeeded", timeout=TRAINING_TIMEOUT)
     record = status["history"][0]
     assert (record["outcome"], record["cause"]) == ("Suspended", "Suspended")
-    # Every epoch completed before the suspension was checkpointed, and the resumed attempt
-    # started after the last of them.
-    completed = done["epoch"]
-    assert done["checkpointEpoch"] == completed, done
-    output = logs(name, 0)
-    found = re.search(r"resumed_from_epoch=(\d+)", output)
-    assert found and int(found.group(1)) >= completed, output[-2000:]
-    assert epoch_lines(output)[0].startswith(f"epoch={int(found.group(1)) + 1} ")
+    saved = assert_resumed_mid_epoch(shared_dir, name, seen, told=set())
+    assert status["progress"]["checkpoint"]["step"] >= saved
     assert suspended["restarts"] == 0 and status["restarts"] == 0
 
 
-def test_a_deleted_worker_loses_no_completed_epoch(
+def test_a_deleted_worker_loses_no_completed_step(
     kube: ClusterClient, shared_dir: Path, fresh_name: Callable[[str], str]
 ) -> None:
+    """Only worker 1 gets SIGTERM (its pod deleted) while worker 0 trains on: the notice rides
+    on the step's all-reduce, both save the same step, worker 1 ends first and is the cause."""
     name = fresh_name("deleted")
-    submit(kube, training_job(name, 12), name)
-    wait_for(
-        "epoch 3 reported", lambda: progress(shared_dir, name).get("epoch", 0) >= 3, timeout=TRAINING_TIMEOUT
-    )
-    done = progress(shared_dir, name)["epoch"]
+    submit(kube, training_job(name, 4), name)
+    seen = wait_for("a mid-epoch report", lambda: mid_epoch(shared_dir, name), timeout=TRAINING_TIMEOUT)
     kubectl("delete", "pod", f"{name}-worker-1", "-n", NAMESPACE, "--wait=false")
     status = kube.wait_phase(NAMESPACE, name, "Succeeded", timeout=TRAINING_TIMEOUT)
     record = status["history"][0]
@@ -176,7 +215,10 @@ def test_a_deleted_worker_loses_no_completed_epoch(
     assert (record["outcome"], record["worker"]) == ("Restarted", 1) and record["cause"] in (
         "PodDeleted",
         "Error",
-    )
-    assert record["epochsLost"] == 0 and record["checkpoint"]["epoch"] >= done, record
-    resumed = record["checkpoint"]["epoch"]
-    assert f"resumed_from_epoch={resumed}" in logs(name, 0)
+    ), record
+    assert record["epochsLost"] == 0, record
+    # Worker 1's log goes with its deleted pod; worker 0 saving untold ("told=no") shows the
+    # notice reached it through the all-reduce.
+    saved = assert_resumed_mid_epoch(shared_dir, name, seen, told=set(), logged=frozenset({0}))
+    assert [said for worker, _, said, _ in sigterm_saves(shared_dir, name) if worker == 0] == ["no"]
+    assert status["restarts"] == 1 and status["progress"]["checkpoint"]["step"] >= saved

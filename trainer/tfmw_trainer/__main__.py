@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import contextlib
 import os
 import signal
 import sys
@@ -11,6 +12,7 @@ import traceback
 from collections.abc import Callable
 from types import FrameType
 
+from tfmw_trainer import termination
 from tfmw_trainer.cluster import ConfigError, placement
 
 
@@ -43,27 +45,32 @@ def parse(argv: list[str]) -> argparse.Namespace:
     return parser.parse_args(argv)
 
 
-SIGTERM_EXIT_CODE = 128 + signal.SIGTERM
+SIGTERM_EXIT_CODE = termination.SIGTERM_EXIT_CODE
 # TensorFlow lost a peer (UnavailableError: "tasks are unhealthy (stopped sending
-# heartbeats)", a collective aborted): not this program's fault, so an exit code from 128
-# up, which restartPolicy ExitCode retries with a gang restart. Not a signal's.
-PEER_LOST_EXIT_CODE = 170
-SIGTERM_PATIENCE_SECONDS = 1.0
+# heartbeats)", a collective aborted).
+PEER_LOST_EXIT_CODE = termination.PEER_LOST_EXIT_CODE
 
 
-def run_as_child(work: Callable[[], None]) -> None:
-    """Run `work` in a child process and exit as it exits; SIGTERM ends it at once.
+def run_as_child(work: Callable[[], None], save_seconds: float | None = None) -> None:
+    """Run `work` in a child process and exit as it exits; SIGTERM asks it to save first.
 
     In a container the trainer is PID 1, and the kernel drops signals PID 1 has no handler
-    for, so SIGTERM would be ignored for the whole grace period. A Python handler is no
-    cure either: it runs only between bytecodes, and TensorFlow may sit for minutes in C++
-    waiting for a dead peer. So training runs in a child with SIGTERM's default action
-    (immediate death) and this parent forwards the signal. The last checkpoint is the one
-    a restarted gang resumes from.
+    for, so SIGTERM would be ignored for the whole grace period. A Python handler in the
+    training process is no cure either: it runs only between bytecodes, and TensorFlow may
+    sit for minutes in C++ waiting for a dead peer. So training runs in a child with
+    SIGTERM's default action; on SIGTERM this parent writes a notice into a pipe the
+    child's training loop reads between steps (`termination`: the gang agrees on a step,
+    saves a checkpoint and exits 143), and kills the child if it has not exited within
+    `save_seconds` (TFMW_SAVE_SECONDS): a save that cannot happen (a peer already dead, a
+    collective that never returns) keeps the older checkpoint. 0: kill at once.
     """
+    budget = termination.save_seconds() if save_seconds is None else save_seconds
+    read_end, write_end = os.pipe()
     child = os.fork()
     if child == 0:
+        os.close(write_end)
         signal.signal(signal.SIGTERM, signal.SIG_DFL)
+        termination.install(read_end)
         try:
             work()
         except SystemExit as exit_:
@@ -81,15 +88,20 @@ def run_as_child(work: Callable[[], None]) -> None:
         sys.stderr.flush()
         os._exit(0)
 
+    os.close(read_end)
     terminated = False
 
     def forward(signum: int, frame: FrameType | None) -> None:
         nonlocal terminated
+        if terminated:
+            return
         terminated = True
-        print(f"tfmw-trainer: SIGTERM, exiting with {128 + signum}", flush=True)
-        os.kill(child, signum)
-        # TensorFlow's own signal handlers may swallow it; then the child is killed.
-        killer = threading.Timer(SIGTERM_PATIENCE_SECONDS, os.kill, (child, signal.SIGKILL))
+        print(
+            f"tfmw-trainer: SIGTERM, saving within {budget:g} s, then exiting with {128 + signum}", flush=True
+        )
+        with contextlib.suppress(OSError):  # the child is gone already
+            os.write(write_end, termination.NOTICE)
+        killer = threading.Timer(budget, os.kill, (child, signal.SIGKILL))
         killer.daemon = True
         killer.start()
 
@@ -101,7 +113,11 @@ def run_as_child(work: Callable[[], None]) -> None:
 
 
 def main(argv: list[str] | None = None) -> None:
-    run_as_child(lambda: _main(argv))
+    try:
+        budget = termination.save_seconds()
+    except ValueError as error:
+        sys.exit(f"tfmw-trainer: {error}")
+    run_as_child(lambda: _main(argv), budget)
 
 
 def _main(argv: list[str] | None) -> None:
@@ -139,6 +155,9 @@ def _main(argv: list[str] | None) -> None:
 
     try:
         train(place, config)
+    except termination.Stopped as stopped:
+        print(f"tfmw-trainer: {stopped}; exiting {stopped.exit_code}", flush=True)
+        sys.exit(stopped.exit_code)
     except DataError as error:
         sys.exit(f"tfmw-trainer: {error}")
     except tf.errors.UnavailableError as error:

@@ -6,7 +6,7 @@ atomically (a new file renamed over the old one), whenever it likes:
     {"epoch": 3, "totalEpochs": 10, "step": 240, "totalSteps": 800,
      "metrics": {"loss": 0.31, "accuracy": 0.91}, "examplesPerSecond": 5120.0,
      "updatedAt": "2026-12-01T07:00:00.000Z", "jobUid": "...", "attempt": 0,
-     "checkpointEpoch": 3, "checkpointPath": "checkpoints/ckpt-3"}
+     "checkpointEpoch": 3, "checkpointStep": 240, "checkpointPath": "checkpoints/ckpt-3"}
 
 Every field is optional. This module uses the standard library and the wire contract
 (tfmw_operator.contract) only, so any program can copy the two; a failed write is logged
@@ -45,6 +45,7 @@ def progress_document(
     env: Mapping[str, str] | None = None,
     checkpoint_epoch: int | None = None,
     checkpoint_path: str | None = None,
+    checkpoint_step: int | None = None,
 ) -> dict[str, object]:
     env = os.environ if env is None else env
     attempt = env.get(contract.ATTEMPT_ENV, "")
@@ -61,6 +62,7 @@ def progress_document(
         contract.PROGRESS_JOB_UID: env.get(contract.JOB_UID_ENV),
         contract.PROGRESS_ATTEMPT: int(attempt) if attempt.isdigit() else None,
         contract.PROGRESS_CHECKPOINT_EPOCH: checkpoint_epoch,
+        contract.PROGRESS_CHECKPOINT_STEP: checkpoint_step,
         contract.PROGRESS_CHECKPOINT_PATH: checkpoint_path,
     }
     return {key: value for key, value in document.items() if value is not None}
@@ -79,12 +81,14 @@ class ProgressReporter:
         where = path if path is not None else os.environ.get(PROGRESS_PATH_ENV)
         self.path = Path(where) if where and enabled else None
         self._warned = False
-        self.checkpoint: tuple[int, str] | None = None  # the last completed one: epoch, path
+        # The last completed one: epochs and steps it holds, where it is.
+        self.checkpoint: tuple[int, int | None, str] | None = None
 
-    def checkpointed(self, epoch: int, path: str) -> None:
-        """A checkpoint of `epoch` is complete at `path` (inside the job's folder, or a URI):
-        every later report says so, and a restarted gang's status shows where it resumed."""
-        self.checkpoint = (epoch, path)
+    def checkpointed(self, epoch: int, path: str, step: int | None = None) -> None:
+        """A checkpoint holding `epoch` whole epochs (and `step` steps: more, if it was saved
+        mid-epoch) is complete at `path` (inside the job's folder, or a URI): every later
+        report says so, and a restarted gang's status shows where it resumed."""
+        self.checkpoint = (epoch, step, path)
 
     def report(
         self,
@@ -99,7 +103,7 @@ class ProgressReporter:
         if self.path is None:
             return False
         try:
-            saved_epoch, saved_path = self.checkpoint or (None, None)
+            saved_epoch, saved_step, saved_path = self.checkpoint or (None, None, None)
             document = progress_document(
                 epoch,
                 total_epochs,
@@ -109,6 +113,7 @@ class ProgressReporter:
                 examples_per_second,
                 checkpoint_epoch=saved_epoch,
                 checkpoint_path=saved_path,
+                checkpoint_step=saved_step,
             )
             write_atomically(self.path, document)
         except (OSError, TypeError, ValueError) as error:

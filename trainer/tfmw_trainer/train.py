@@ -22,6 +22,7 @@ import numpy as np
 import tensorflow as tf
 from tfmw_operator import contract
 
+from tfmw_trainer import termination
 from tfmw_trainer.cluster import Placement
 from tfmw_trainer.data import DIGITS, Dataset, load
 from tfmw_trainer.keras_progress import ProgressCallback
@@ -139,6 +140,43 @@ def maybe_hang(place: Placement, config: TrainConfig, epoch: int) -> None:
             time.sleep(3600)
 
 
+def pause(seconds: float) -> None:
+    """Testing's --epoch-pause, cut short by a SIGTERM notice (the next step then stops)."""
+    if seconds > 0:
+        termination.notice().wait(seconds)
+
+
+def save_on_notice(
+    place: Placement,
+    manager: Any,
+    epochs_done: Any,
+    steps_done: Any,
+    reporter: ProgressReporter,
+    epoch: int,
+    step: int,
+    config: TrainConfig,
+    told: bool,
+) -> None:
+    """A worker was told to stop (SIGTERM) and the gang agreed on `step`: every worker saves
+    (saving is collective), the chief reports the checkpoint, and training stops."""
+    started = time.monotonic()
+    epochs_done.assign(epoch - 1)
+    steps_done.assign(step)
+    # Numbered by the step: an epoch's own end (ckpt-<epoch>) is a different checkpoint.
+    saved = manager.save(checkpoint_number=step)
+    seconds = time.monotonic() - started
+    if place.is_chief:
+        claim_checkpoints(place)
+        reporter.checkpointed(epoch - 1, os.path.relpath(saved, place.shared_dir), step)
+        reporter.report(epoch - 1, config.epochs, step, config.epochs * config.steps_per_epoch)
+    say(
+        place,
+        f"sigterm_checkpoint step={step} epoch={epoch} told={'yes' if told else 'no'} "
+        f"save_seconds={seconds:.3f} path={os.path.relpath(saved, place.shared_dir)}",
+    )
+    raise termination.stop_after_save(told)
+
+
 def train(place: Placement, config: TrainConfig) -> dict[str, float]:
     # The strategy must exist before any other TensorFlow op: it configures the runtime.
     strategy = tf.distribute.MultiWorkerMirroredStrategy()
@@ -211,24 +249,30 @@ def _train_loop(
         optimizer = tf.keras.optimizers.Adam(learning_rate=config.learning_rate)
         accuracy = tf.keras.metrics.SparseCategoricalAccuracy()
         epochs_done = tf.Variable(0, dtype=tf.int64, trainable=False)
+        steps_done = tf.Variable(0, dtype=tf.int64, trainable=False)
         loss_fn = tf.keras.losses.SparseCategoricalCrossentropy(
             from_logits=True, reduction=tf.keras.losses.Reduction.NONE
         )
 
-    checkpoint = tf.train.Checkpoint(model=model, optimizer=optimizer, epochs_done=epochs_done)
+    checkpoint = tf.train.Checkpoint(
+        model=model, optimizer=optimizer, epochs_done=epochs_done, steps_done=steps_done
+    )
     manager = tf.train.CheckpointManager(checkpoint, str(checkpoint_dir(place)), max_to_keep=2)
     latest = resumable_checkpoint(place)
     if latest:
         checkpoint.restore(latest)
-    first_epoch = int(epochs_done.numpy()) + 1
-    say(place, f"resumed_from_epoch={first_epoch - 1}")
-    if latest and first_epoch > 1:
-        reporter.checkpointed(first_epoch - 1, os.path.relpath(latest, place.shared_dir))
+    spe = config.steps_per_epoch
+    # Saved at an epoch's end, or mid-epoch on SIGTERM: the step says which.
+    resumed_step = max(int(steps_done.numpy()), int(epochs_done.numpy()) * spe)
+    first_epoch, skipped = resumed_step // spe + 1, resumed_step % spe
+    say(place, f"resumed_from_epoch={first_epoch - 1} resumed_from_step={resumed_step}")
+    if latest and resumed_step > 0:
+        reporter.checkpointed(first_epoch - 1, os.path.relpath(latest, place.shared_dir), resumed_step)
 
     iterator = iter(strategy.distribute_datasets_from_function(dataset_fn))
 
     @tf.function  # type: ignore[untyped-decorator]
-    def train_step(iterator: Any) -> Any:
+    def train_step(iterator: Any, told: Any) -> Any:
         def step(inputs: Any) -> Any:
             x, y = inputs
             with tf.GradientTape() as tape:
@@ -237,44 +281,51 @@ def _train_loop(
             gradients = tape.gradient(loss, model.trainable_variables)
             optimizer.apply_gradients(zip(gradients, model.trainable_variables, strict=True))
             accuracy.update_state(y, logits)
-            return loss
+            # The notice rides on the loss's all-reduce: every worker learns, at the same
+            # step, whether any of them was told to stop.
+            return tf.stack([loss, told])
 
         per_replica = strategy.run(step, args=(next(iterator),))
         return strategy.reduce(tf.distribute.ReduceOp.SUM, per_replica, axis=None)
 
-    total_steps = config.epochs * config.steps_per_epoch
+    notice = termination.notice()
+    total_steps = config.epochs * spe
     metrics = {"loss": float("nan"), "accuracy": float("nan")}
     for epoch in range(first_epoch, config.epochs + 1):
         accuracy.reset_state()
         total = 0.0
+        first = skipped + 1 if epoch == first_epoch else 1
         started = last_report = time.monotonic()
-        for done in range(1, config.steps_per_epoch + 1):
-            total += float(train_step(iterator))
+        for done in range(first, spe + 1):
+            told = notice.requested()
+            loss, votes = train_step(iterator, tf.constant(1.0 if told else 0.0)).numpy()
+            total += float(loss)
+            step = (epoch - 1) * spe + done
+            if votes > 0:
+                save_on_notice(place, manager, epochs_done, steps_done, reporter, epoch, step, config, told)
             now = time.monotonic()
-            if now - last_report >= INTERIM_REPORT_SECONDS and done < config.steps_per_epoch:
-                rate = done * global_batch / (now - started)
-                step = (epoch - 1) * config.steps_per_epoch + done
+            if now - last_report >= INTERIM_REPORT_SECONDS and done < spe:
+                rate = (done - first + 1) * global_batch / (now - started)
                 reporter.report(epoch - 1, config.epochs, step, total_steps, metrics, rate)
                 last_report = now
-        rate = config.steps_per_epoch * global_batch / max(time.monotonic() - started, 1e-6)
+        ran = spe - first + 1
+        rate = ran * global_batch / max(time.monotonic() - started, 1e-6)
         metrics = {
-            "loss": round(total / config.steps_per_epoch, 4),
+            "loss": round(total / ran, 4),
             "accuracy": round(float(accuracy.result()), 4),
         }
         say(place, f"epoch={epoch} loss={metrics['loss']:.4f} accuracy={metrics['accuracy']:.4f}")
         summaries.write(epoch, metrics)
         epochs_done.assign(epoch)
+        steps_done.assign(epoch * spe)
         saved = manager.save(checkpoint_number=epoch)
         if place.is_chief:
             claim_checkpoints(place)
-            reporter.checkpointed(epoch, os.path.relpath(saved, place.shared_dir))
-        reporter.report(
-            epoch, config.epochs, epoch * config.steps_per_epoch, total_steps, metrics, round(rate, 1)
-        )
+            reporter.checkpointed(epoch, os.path.relpath(saved, place.shared_dir), epoch * spe)
+        reporter.report(epoch, config.epochs, epoch * spe, total_steps, metrics, round(rate, 1))
         maybe_crash(place, config, epoch)
         maybe_hang(place, config, epoch)
-        if config.epoch_pause:
-            time.sleep(config.epoch_pause)
+        pause(config.epoch_pause)
     return model, dict(metrics)
 
 
@@ -311,8 +362,12 @@ def _train_fit(
             say(place, f"epoch={epoch + 1} loss={metrics['loss']:.4f} accuracy={metrics['accuracy']:.4f}")
             summaries.write(epoch + 1, metrics)
             maybe_crash(place, config, epoch + 1)
-            if config.epoch_pause:
-                time.sleep(config.epoch_pause)
+            pause(config.epoch_pause)
+
+        def on_train_batch_end(self, batch: int, logs: dict[str, float] | None = None) -> None:
+            # No mid-epoch save here: the gang resumes from the last epoch's backup.
+            if termination.notice().requested():
+                raise termination.Stopped(termination.SIGTERM_EXIT_CODE, "SIGTERM in fit: no mid-epoch save")
 
     # Per job: a backup left by an earlier job of the same name is not ours to resume.
     backup_dir = place.shared_dir / f"backup-{place.job_uid or 'local'}"

@@ -18,10 +18,10 @@ from ports import free_ports
 EPOCH_LINE = re.compile(r"^worker=(\d+) (epoch=\d+ loss=\S+ accuracy=\S+)$", re.M)
 
 
-def run_gang(
-    shared: Path, workers: int, *args: str, attempt: int = 0, timeout: float = 240, job_uid: str = "uid-test"
-) -> tuple[list[int], list[str]]:
-    """Start `workers` trainer processes; return their exit codes and outputs."""
+def start_gang(
+    shared: Path, workers: int, *args: str, attempt: int = 0, job_uid: str = "uid-test"
+) -> list[subprocess.Popen[str]]:
+    """Start `workers` trainer processes."""
     addresses = [f"localhost:{p}" for p in free_ports(workers)]
     processes = []
     for index in range(workers):
@@ -45,6 +45,11 @@ def run_gang(
                 text=True,
             )
         )
+    return processes
+
+
+def finish_gang(processes: list[subprocess.Popen[str]], timeout: float = 240) -> tuple[list[int], list[str]]:
+    """Their exit codes and outputs."""
     outputs = []
     for process in processes:
         try:
@@ -54,6 +59,13 @@ def run_gang(
             out, _ = process.communicate()
         outputs.append(out)
     return [p.returncode for p in processes], outputs
+
+
+def run_gang(
+    shared: Path, workers: int, *args: str, attempt: int = 0, timeout: float = 240, job_uid: str = "uid-test"
+) -> tuple[list[int], list[str]]:
+    """Start `workers` trainer processes; return their exit codes and outputs."""
+    return finish_gang(start_gang(shared, workers, *args, attempt=attempt, job_uid=job_uid), timeout)
 
 
 def epoch_lines(output: str) -> list[str]:
@@ -144,7 +156,8 @@ def test_checkpoints_of_an_earlier_job_with_the_same_name_are_not_resumed(tmp_pa
 
 def test_a_worker_exits_promptly_on_sigterm_even_while_its_peer_is_gone(tmp_path: Path) -> None:
     # Only worker 0 of two is started: it blocks waiting for its peer, deep in TF, as a
-    # gang member does when another worker died. SIGTERM must still end it at once.
+    # gang member does when another worker died. No save can happen: SIGTERM must still end
+    # it once the save budget (TFMW_SAVE_SECONDS) is spent.
     address = f"localhost:{free_ports(2)[0]}"
     env = {
         **os.environ,
@@ -153,6 +166,7 @@ def test_a_worker_exits_promptly_on_sigterm_even_while_its_peer_is_gone(tmp_path
         ),
         "TFMW_SHARED_DIR": str(tmp_path),
         "TFMW_MARKER_PATH": str(tmp_path / "multiworker-complete.txt"),
+        "TFMW_SAVE_SECONDS": "2",
     }
     process = subprocess.Popen(
         [sys.executable, "-m", "tfmw_trainer", "--epochs", "100"],
@@ -166,7 +180,7 @@ def test_a_worker_exits_promptly_on_sigterm_even_while_its_peer_is_gone(tmp_path
     process.send_signal(signal.SIGTERM)
     out, _ = process.communicate(timeout=30)
     assert process.returncode == 143, out
-    assert "SIGTERM, exiting with 143" in out
+    assert "SIGTERM, saving within 2 s, then exiting with 143" in out
 
 
 def test_a_chief_whose_peer_froze_exits_with_the_retryable_peer_lost_code(tmp_path: Path) -> None:
@@ -215,3 +229,50 @@ def test_a_chief_whose_peer_froze_exits_with_the_retryable_peer_lost_code(tmp_pa
             with contextlib.suppress(ProcessLookupError):
                 os.killpg(process.pid, signal.SIGKILL)
             process.communicate()
+
+
+SAVED = re.compile(r"worker=(\d) sigterm_checkpoint step=(\d+) epoch=(\d+) told=(yes|no) save_seconds=\S+")
+
+
+def test_sigterm_to_one_worker_mid_epoch_saves_the_step_on_both_and_the_gang_resumes_there(
+    tmp_path: Path,
+) -> None:
+    """Worker 1 alone is told (its pod deleted) while worker 0 trains on: both save the same
+    step, worker 1 exits 143 first, worker 0 waits for its own SIGTERM (the gang restart),
+    and the next attempt starts at that step, in the middle of epoch 2."""
+    args = ("--epochs", "2", "--steps-per-epoch", "400", "--batch-size", "4")
+    processes = start_gang(tmp_path, 2, *args)
+
+    def reported_step() -> int:
+        with contextlib.suppress(OSError, ValueError):
+            return int(json.loads((tmp_path / "progress.json").read_text()).get("step", 0))
+        return 0
+
+    deadline = time.monotonic() + 180
+    while reported_step() <= 420 and time.monotonic() < deadline:
+        time.sleep(0.2)
+    seen = reported_step()
+    assert 420 < seen < 800, "the gang should be inside epoch 2"
+    processes[1].send_signal(signal.SIGTERM)
+    out1, _ = processes[1].communicate(timeout=60)
+    assert processes[1].returncode == 143, out1
+    assert processes[0].poll() is None, "worker 0 waits for its own SIGTERM"
+    processes[0].send_signal(signal.SIGTERM)
+    out0, _ = processes[0].communicate(timeout=60)
+    assert processes[0].returncode == 143, out0
+    peer, told = SAVED.search(out0), SAVED.search(out1)
+    assert peer and told, (out0[-2000:], out1[-2000:])
+    assert (peer[4], told[4]) == ("no", "yes") and peer[2] == told[2]
+    saved = int(peer[2])
+    assert saved >= seen and peer[3] == "2"
+    progress = json.loads((tmp_path / "progress.json").read_text())
+    assert (progress["checkpointEpoch"], progress["checkpointStep"]) == (1, saved), progress
+    assert progress["checkpointPath"] == f"checkpoints/ckpt-{saved}"
+
+    codes, outputs = run_gang(tmp_path, 2, *args, attempt=1)
+    assert codes == [0, 0], outputs
+    for output in outputs:
+        assert f"resumed_from_epoch=1 resumed_from_step={saved}" in output
+        assert [line.split()[0] for line in epoch_lines(output)] == ["epoch=2"]
+    progress = json.loads((tmp_path / "progress.json").read_text())
+    assert (progress["step"], progress["checkpointStep"]) == (800, 800)

@@ -1,0 +1,108 @@
+"""SIGTERM as a notice: PID 1 writes into a pipe, the training loop reads it between steps,
+and PID 1 kills a training process that has not saved and exited within its budget."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import time
+
+import pytest
+from tfmw_trainer import termination
+from tfmw_trainer.termination import TerminationNotice, save_seconds
+
+CHILD = """
+import sys, time
+from tfmw_trainer import termination
+from tfmw_trainer.__main__ import run_as_child
+
+def work():
+    print("ready", flush=True)
+    if {saves}:
+        while not termination.notice().requested():
+            time.sleep(0.01)
+        print("saved", flush=True)
+        sys.exit(143)
+    while True:  # a collective that never returns
+        time.sleep(3600)
+
+run_as_child(work, {budget})
+"""
+
+
+def test_no_notice_until_written_then_for_good() -> None:
+    read_end, write_end = os.pipe()
+    notice = TerminationNotice(read_end)
+    assert not notice.requested() and not notice.wait(0.05)
+    os.write(write_end, termination.NOTICE)
+    assert notice.requested() and notice.requested() and notice.wait(0)
+    os.close(write_end)
+    os.close(read_end)
+
+
+def test_the_writer_gone_is_a_notice() -> None:
+    read_end, write_end = os.pipe()
+    notice = TerminationNotice(read_end)
+    os.close(write_end)
+    assert notice.requested()
+    os.close(read_end)
+
+
+def test_a_process_run_by_hand_is_never_told() -> None:
+    assert not TerminationNotice().requested()
+
+
+@pytest.mark.parametrize(
+    ("raw", "expected"), [("", termination.DEFAULT_SAVE_SECONDS), ("7.5", 7.5), ("0", 0.0)]
+)
+def test_the_save_budget_comes_from_the_environment(raw: str, expected: float) -> None:
+    assert save_seconds({"TFMW_SAVE_SECONDS": raw}) == expected
+
+
+@pytest.mark.parametrize("raw", ["soon", "-1", "nan", "1e9"])
+def test_a_bad_save_budget_is_refused_naming_the_variable(raw: str) -> None:
+    with pytest.raises(ValueError, match="TFMW_SAVE_SECONDS"):
+        save_seconds({"TFMW_SAVE_SECONDS": raw})
+
+
+def run_child(saves: bool, budget: float) -> tuple[int, str, float]:
+    """SIGTERM to the parent once the child is ready: its exit code, output, and seconds."""
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join(sys.path)}
+    code = CHILD.format(saves=saves, budget=budget)
+    parent = subprocess.Popen([sys.executable, "-c", code], stdout=subprocess.PIPE, text=True, env=env)
+    assert parent.stdout is not None
+    assert parent.stdout.readline().strip() == "ready"
+    sent = time.monotonic()
+    parent.send_signal(signal.SIGTERM)
+    output, _ = parent.communicate(timeout=30)
+    return parent.returncode, output, time.monotonic() - sent
+
+
+def test_sigterm_tells_the_child_which_saves_and_exits_143() -> None:
+    code, output, _ = run_child(saves=True, budget=20)
+    assert code == 143 and "saved" in output and "saving within 20 s" in output
+
+
+def test_a_child_that_cannot_save_is_killed_after_the_budget_and_pid1_exits_143() -> None:
+    code, output, seconds = run_child(saves=False, budget=0.5)
+    assert code == 143 and "saved" not in output
+    assert seconds < 20  # killed by the budget, not left to the grace period
+
+
+def test_a_worker_told_itself_exits_143_at_once() -> None:
+    stopped = termination.stop_after_save(told=True)
+    assert stopped.exit_code == termination.SIGTERM_EXIT_CODE
+
+
+def test_a_peer_that_saved_for_another_waits_for_its_own_sigterm(monkeypatch: pytest.MonkeyPatch) -> None:
+    read_end, write_end = os.pipe()
+    termination.install(read_end)
+    monkeypatch.setattr(termination, "PEER_WAIT_SECONDS", 0.2)
+    assert termination.stop_after_save(told=False).exit_code == termination.PEER_LOST_EXIT_CODE
+    os.write(write_end, termination.NOTICE)
+    assert termination.stop_after_save(told=False).exit_code == termination.SIGTERM_EXIT_CODE
+    termination.install(None)
+    os.close(write_end)
+    os.close(read_end)
