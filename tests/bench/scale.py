@@ -86,6 +86,7 @@ IDLE_SECONDS = 20
 # Per milestone: tfmw and TFJob tuned get this long; TFJob as shipped its own (shorter) bound.
 TIMEOUT = float(os.environ.get("TFMW_BENCH_TIMEOUT", str(max(300, JOBS * 0.9))))
 SHIPPED_TIMEOUT = float(os.environ.get("TFMW_BENCH_SHIPPED_TIMEOUT", "300"))
+BASELINE = os.environ.get("TFMW_BENCH_BASELINE", "")
 KWOK_LABEL = "tfmw.dev/kwok"  # hack/kwok.sh's nodes: the label and the taint
 DEAD_EXIT_CODE = 137
 CLAIM = "tfmw-shared"
@@ -630,6 +631,15 @@ def main() -> None:
     shared = Path(tempfile.mkdtemp(prefix="tfmw-bench-scale-"))
     contenders: dict[str, tuple[Callable[[str], Contender], float]] = {
         "tfmw": (lambda ns: Tfmw(ns, shared), TIMEOUT),
+    }
+    if BASELINE:
+        # Another tree's operator (`git archive <commit> operator | tar -x -C DIR`, then
+        # TFMW_BENCH_BASELINE=DIR/operator): a change's before and after in one run.
+        contenders["tfmw-baseline"] = (
+            lambda ns: Tfmw(ns, shared, Path(BASELINE), "tfmw-baseline"),
+            TIMEOUT,
+        )
+    contenders |= {
         "tfjob-tuned": (lambda ns: TFJob(binary, ns, tuned=True), TIMEOUT),
         "tfjob-shipped": (lambda ns: TFJob(binary, ns, tuned=False), SHIPPED_TIMEOUT),
     }
