@@ -27,6 +27,7 @@ writes bench/results/scale.json (bench/results/scale-<N>.json when N is not 1000
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import signal
@@ -514,6 +515,9 @@ def run_contender(
         contender.stop()
         tracker.stop.set()
         kubelet.stop()
+        # No kubelet left to finish graceful deletions (kwok leaves them to it): at once.
+        with contextlib.suppress(ApiException):
+            kube.core.delete_collection_namespaced_pod(namespace, grace_period_seconds=0)
         kube.delete_namespace(namespace)
         try:
             kube.core.delete_persistent_volume(volume)
