@@ -1,9 +1,12 @@
 #!/usr/bin/env bash
 # Simulated nodes on the local control plane: kwok (KWOK_VERSION in versions.env, built
 # from its Go module into hack/bin) plays the kubelet of NODES fake nodes, with its own
-# default stages: a pod bound to one becomes Running (Ready, a pod IP), a deleted one is
-# gone at once. The scale benchmark (tests/bench/scale.py) stages failures by patching pod
-# status.
+# pod stages but one: a pod bound to one becomes Running (Ready, a pod IP), but a deleted
+# one is not kwok's to finish. kwok's pod-delete stage deletes by name and tries again
+# when that fails, so a late retry deletes the next pod of the same name (a gang's
+# restarted worker); a real kubelet deletes by UID. The scale benchmark
+# (tests/bench/scale.py) finishes deletions itself, by UID (tests/kube.py's
+# SimulatedKubelet), and stages failures by patching pod status.
 #
 #   hack/kwok.sh up [NODES]   (default 100) nodes kwok-node-<i>, and kwok managing them
 #   hack/kwok.sh down         kwok stopped, its nodes and every pod bound to them deleted
@@ -50,6 +53,16 @@ print(json.dumps({"apiVersion": "v1", "kind": "List", "items": nodes}))
 EOF
 }
 
+stages() { # kwok's own default pod stages (its module's), pod-delete left out
+  local dir
+  dir=$(module_dir "sigs.k8s.io/kwok@$KWOK_VERSION")/kustomize/stage/pod/fast
+  local file
+  for file in pod-ready pod-complete; do
+    echo ---
+    cat "$dir/$file.yaml"
+  done
+}
+
 ready_nodes() {
   kubectl get nodes -l "$label=true" \
     -o jsonpath='{range .items[*]}{.status.conditions[?(@.type=="Ready")].status}{"\n"}{end}' | grep -c True
@@ -63,7 +76,11 @@ up() {
   # Nodes beyond NODES from an earlier, larger run go.
   kubectl get nodes -l "$label=true" -o name | awk -F- -v n="$nodes" '$NF >= n' |
     xargs -r "$bin/kubectl" --kubeconfig "$kubeconfig" delete --wait=false >/dev/null
-  start kwok "$bin/kwok" --kubeconfig "$kubeconfig" --manage-nodes-with-label-selector "$label=true" \
+  mkdir -p "$run"
+  stages >"$run/kwok-stages.yaml"
+  stop kwok # one started before with other stages would keep them
+  start kwok "$bin/kwok" --kubeconfig "$kubeconfig" --config "$run/kwok-stages.yaml" \
+    --manage-nodes-with-label-selector "$label=true" \
     --cidr "$pod_cidr_fake" --node-lease-duration-seconds 40 -v WARN
   local deadline=$((SECONDS + 120))
   until [[ $(ready_nodes) == "$nodes" ]]; do

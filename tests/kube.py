@@ -10,6 +10,7 @@ import threading
 import time
 import uuid
 from collections.abc import Callable, Iterator
+from concurrent.futures import ThreadPoolExecutor
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any, TypeVar
@@ -217,13 +218,19 @@ class SimulatedKubelet:
     """
 
     GRACE_CAP_SECONDS = 1.0
+    # Deletions confirmed at once, at most: a burst of thousands (the scale bench's) is
+    # sent by these few threads, not a thread each.
+    CONFIRMING_AT_ONCE = 8
 
-    def __init__(self, kube: ClusterClient) -> None:
+    def __init__(self, kube: ClusterClient, grace_cap_seconds: float = GRACE_CAP_SECONDS) -> None:
         self.kube = kube
+        self.grace_cap_seconds = grace_cap_seconds
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._finish_deletions, daemon=True)
         self._confirming: set[str] = set()
         self._lock = threading.Lock()
+        self._senders = ThreadPoolExecutor(self.CONFIRMING_AT_ONCE, thread_name_prefix="kubelet-delete")
+        self.deletions_sent = 0  # DELETE requests of confirmations: not the operator's
 
     @staticmethod
     def register_node(kube: ClusterClient) -> None:
@@ -250,17 +257,21 @@ class SimulatedKubelet:
 
     def stop(self) -> None:
         self._stop.set()
+        self._senders.shutdown(wait=False, cancel_futures=True)
 
     def _finish_deletions(self) -> None:
         """A real kubelet confirms a graceful deletion once the containers stop."""
         follow(
             self.kube.core.list_pod_for_all_namespaces,
             field_selector=f"spec.nodeName={SIM_NODE}",
-            on_event=self._confirm_later,
+            on_event=self.confirm_later,
             stop=self._stop,
         )
 
-    def _confirm_later(self, kind: str, pod: Json) -> None:
+    def confirm_later(self, kind: str, pod: Json) -> None:
+        """A watch event of a pod this kubelet plays: a graceful deletion is confirmed after
+        the grace period (capped), once per pod, by UID. Fed by this kubelet's own watch
+        of SIM_NODE, or by the caller's (the scale bench's, for kwok's nodes)."""
         meta = pod["metadata"]
         if kind == "DELETED" or not meta.get("deletionTimestamp"):
             return
@@ -269,10 +280,30 @@ class SimulatedKubelet:
             if uid in self._confirming:
                 return
             self._confirming.add(uid)
-        grace = min(float(meta.get("deletionGracePeriodSeconds") or 0), self.GRACE_CAP_SECONDS)
-        timer = threading.Timer(grace, self.force_delete, (meta["namespace"], meta["name"], uid))
+        grace = min(float(meta.get("deletionGracePeriodSeconds") or 0), self.grace_cap_seconds)
+        send = (meta["namespace"], meta["name"], uid)
+        if grace <= 0:
+            self._send(*send)
+            return
+        timer = threading.Timer(grace, self._send, send)
         timer.daemon = True
         timer.start()
+
+    def _send(self, namespace: str, name: str, uid: str) -> None:
+        with contextlib.suppress(RuntimeError):  # stopped: the deletion is no longer ours to finish
+            self._senders.submit(self._confirm, namespace, name, uid)
+
+    def _confirm(self, namespace: str, name: str, uid: str) -> None:
+        # By UID, so trying again can never hit a newer namesake.
+        for attempt in range(3):
+            with self._lock:
+                self.deletions_sent += 1
+            try:
+                self.force_delete(namespace, name, uid)
+                return
+            except Exception as error:  # a pool thread's error is otherwise silent
+                print(f"simulated kubelet: deleting {namespace}/{name} failed (try {attempt + 1}): {error}")
+                time.sleep(1)
 
     def force_delete(self, namespace: str, name: str, uid: str | None = None) -> None:
         """Like a kubelet, finish the deletion of that very pod, never a newer namesake."""

@@ -108,9 +108,15 @@ class Contender:
 
 
 class Tfmw(Contender):
-    def __init__(self, namespace: str, shared_root: Path) -> None:
+    """The operator of this tree; or, with `source` (a folder holding another tree's
+    tfmw_operator package), that one, as `name`: a design before and after, side by side."""
+
+    def __init__(
+        self, namespace: str, shared_root: Path, source: Path | None = None, name: str = "tfmw"
+    ) -> None:
+        self.source = source
         super().__init__(
-            "tfmw",
+            name,
             [
                 sys.executable,
                 "-m",
@@ -127,12 +133,14 @@ class Tfmw(Contender):
             "tfmw.dev/job-name",
             ("tfmw.dev", "v1alpha1", "tfmwjobs"),
             # As the operator image sets it: fewer malloc arenas, a smaller RSS.
-            env={"MALLOC_ARENA_MAX": "2"},
+            env={"MALLOC_ARENA_MAX": "2", **({"PYTHONPATH": str(source)} if source else {})},
         )
 
     def prepare(self, kube: ClusterClient, namespace: str) -> None:
         # As the operator image ships it: compiled, not compiled again at every start.
-        package = Path(tfmw_operator.__file__).parent
+        package = (
+            Path(tfmw_operator.__file__).parent if self.source is None else self.source / "tfmw_operator"
+        )
         subprocess.run([sys.executable, "-m", "compileall", "-q", str(package)], check=True)
 
     def job(self, name: str, workers: int) -> Json:

@@ -27,8 +27,11 @@ writes bench/results/scale.json (bench/results/scale-<N>.json when N is not 1000
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
+import signal
+import subprocess
 import tempfile
 import threading
 import time
@@ -84,6 +87,7 @@ IDLE_SECONDS = 20
 # Per milestone: tfmw and TFJob tuned get this long; TFJob as shipped its own (shorter) bound.
 TIMEOUT = float(os.environ.get("TFMW_BENCH_TIMEOUT", str(max(300, JOBS * 0.9))))
 SHIPPED_TIMEOUT = float(os.environ.get("TFMW_BENCH_SHIPPED_TIMEOUT", "300"))
+BASELINE = os.environ.get("TFMW_BENCH_BASELINE", "")
 KWOK_LABEL = "tfmw.dev/kwok"  # hack/kwok.sh's nodes: the label and the taint
 DEAD_EXIT_CODE = 137
 CLAIM = "tfmw-shared"
@@ -149,8 +153,11 @@ class Milestones:
 class Tracker:
     """A contender's pods and jobs in its namespace, from watches; times milestones."""
 
-    def __init__(self, kube: ClusterClient, contender: Contender, namespace: str) -> None:
+    def __init__(
+        self, kube: ClusterClient, contender: Contender, namespace: str, kubelet: SimulatedKubelet
+    ) -> None:
         self.contender = contender
+        self.kubelet = kubelet
         self.lock = threading.Lock()
         self.stop = threading.Event()
         self.pods: dict[str, dict[str, Pod]] = defaultdict(dict)
@@ -197,6 +204,8 @@ class Tracker:
                     bool(meta.get("deletionTimestamp")),
                 )
             self._check(job)
+        # kwok leaves deletions to us (hack/kwok.sh): confirmed by UID, as a kubelet does.
+        self.kubelet.confirm_later(kind, obj)
 
     def _job(self, kind: str, obj: Json) -> None:
         name, status = obj["metadata"]["name"], obj.get("status") or {}
@@ -280,6 +289,26 @@ def wait_milestone(
         time.sleep(0.1)
 
 
+def start_profiler(contender: Contender) -> subprocess.Popen[bytes] | None:
+    """With TFMW_BENCH_PYSPY naming py-spy, tfmw's stacks while its gangs launch (step 1),
+    sampled from outside, in bench/results/pyspy-<JOBS>.txt (collapsed stacks)."""
+    pyspy = os.environ.get("TFMW_BENCH_PYSPY")
+    if not pyspy or not isinstance(contender, Tfmw):
+        return None
+    out = RESULTS / f"pyspy-{JOBS}.txt"
+    pid = str(contender.pid)
+    command = [pyspy, "record", "--pid", pid, "--format", "raw", "--rate", "50", "-o", str(out)]
+    return subprocess.Popen(command, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+
+
+def stop_profiler(profiler: subprocess.Popen[bytes] | None, out: dict[str, Any]) -> None:
+    if profiler is None:
+        return
+    profiler.send_signal(signal.SIGINT)
+    profiler.wait(timeout=60)
+    out["profile"] = str(RESULTS / f"pyspy-{JOBS}.txt")
+
+
 def metrics_text() -> str:
     return kubectl("get", "--raw", "/metrics").stdout
 
@@ -322,7 +351,7 @@ def create_claim(kube: ClusterClient, namespace: str) -> str:
     return volume
 
 
-def complete_chief(kube: ClusterClient, tracker: Tracker, namespace: str, shared: Path, job: str) -> None:
+def complete_chief(tracker: Tracker, namespace: str, shared: Path, job: str) -> None:
     """The chief's completion as each contender learns of it: tfmw's marker on the shared
     folder; for TFJob, worker 0's container exiting 0 (as kwok's kubelet would say)."""
     if isinstance(tracker.contender, Tfmw):
@@ -330,7 +359,7 @@ def complete_chief(kube: ClusterClient, tracker: Tracker, namespace: str, shared
             uid, attempt = tracker.uids[job], tracker.attempts[job]
         write_marker(shared / namespace / job, uid, attempt=attempt)
     else:
-        SimulatedKubelet(kube).exit(namespace, f"{job}-worker-0", 0)
+        tracker.kubelet.exit(namespace, f"{job}-worker-0", 0)
 
 
 def run_contender(
@@ -346,7 +375,9 @@ def run_contender(
         contender.template = with_shared_volume(contender.template)
         contender.restart_policy = "ExitCode"
     contender.prepare(kube, namespace)
-    tracker = Tracker(kube, contender, namespace)
+    # Deletions finished at once, as kwok's own stage did, but of that very pod.
+    kubelet = SimulatedKubelet(kube, grace_cap_seconds=0)
+    tracker = Tracker(kube, contender, namespace, kubelet)
     out: dict[str, Any] = {"jobs": JOBS, "workers": WORKERS}
     names = [f"s{i}" for i in range(JOBS)]
     pool = ThreadPoolExecutor(THREADS)
@@ -360,6 +391,7 @@ def run_contender(
         )
         cpu_before = cpu_seconds(contender.pid)
         begin = time.monotonic()
+        profiler = start_profiler(contender)
 
         # 1. N jobs at once -> every gang Running
         say(f"{contender.name}: {JOBS} jobs x {WORKERS} workers at once ...")
@@ -378,7 +410,14 @@ def run_contender(
             **summary(list(milestones.reached["running"].values())),
             "all_s": round(took, 1),
         }
-        say(f"{contender.name}: all {JOBS} gangs Running in {took:.1f} s")
+        # Busy or waiting: a controller near 100 % here is bound by its own CPU.
+        out["cpu_s_to_all_running"] = round(cpu_seconds(contender.pid) - cpu_before, 1)
+        out["cpu_percent_to_all_running"] = round(out["cpu_s_to_all_running"] / took * 100, 1)
+        stop_profiler(profiler, out)
+        say(
+            f"{contender.name}: all {JOBS} gangs Running in {took:.1f} s, "
+            f"using {out['cpu_percent_to_all_running']} % of a core"
+        )
 
         time.sleep(5)  # the status writes and Events after the last pod
         cpu_idle, idle_begin = cpu_seconds(contender.pid), time.monotonic()
@@ -394,14 +433,13 @@ def run_contender(
         losers = names[:: round(1 / LOSS_FRACTION)]
         say(f"{contender.name}: {len(losers)} jobs lose one worker ...")
         milestones = tracker.expect({"running": tracker.gang_running})
-        killer = SimulatedKubelet(kube)
 
         def lose(i_name: tuple[int, str]) -> None:
             i, name = i_name
             pod = f"{name}-worker-{1 + i % (WORKERS - 1)}"
             uid = tracker.pod_uid(name, pod)
             tracker.trigger(name, before=lambda: tracker.dead.add(uid))
-            killer.exit(namespace, pod, DEAD_EXIT_CODE)
+            kubelet.exit(namespace, pod, DEAD_EXIT_CODE)
 
         list(pool.map(lose, enumerate(losers)))
         took = wait_milestone(tracker, milestones, "running", len(losers), timeout, "gangs Running again")
@@ -417,7 +455,7 @@ def run_contender(
         milestones = tracker.expect({"succeeded": tracker.is_succeeded})
         for name in steady:
             tracker.trigger(name)
-            complete_chief(kube, tracker, namespace, shared, name)
+            complete_chief(tracker, namespace, shared, name)
             wait_for(
                 f"{name} Succeeded",
                 lambda name=name: name in milestones.reached["succeeded"],  # type: ignore[misc]
@@ -433,7 +471,7 @@ def run_contender(
 
         def finish(name: str) -> None:
             tracker.trigger(name)
-            complete_chief(kube, tracker, namespace, shared, name)
+            complete_chief(tracker, namespace, shared, name)
 
         list(pool.map(finish, rest))
         took = wait_milestone(tracker, milestones, "succeeded", len(rest), timeout, "jobs Succeeded")
@@ -455,13 +493,12 @@ def run_contender(
         writes = writes_between(
             writes_before, write_counts(metrics_text(), SCHEDULER_EVENTS), NOT_THE_CONTENDERS
         )
-        # The benchmark's own creates. kwok, as the kubelet, finishes each graceful deletion
-        # with DELETEs of its own, sometimes several: the API server's count cannot tell
-        # them from the contender's, so the pod deletions are the pods seen gone.
+        # The benchmark's own creates, and its kubelet's DELETEs that finish graceful deletions.
         writes[f"POST {plural}"] = writes.get(f"POST {plural}", 0) - JOBS
-        out["api_delete_pods_counted_by_the_api_server"] = writes.pop("DELETE pods", 0)
+        out["api_delete_pods_counted_by_the_api_server"] = writes.get("DELETE pods", 0)
+        writes["DELETE pods"] = writes.get("DELETE pods", 0) - kubelet.deletions_sent
         with tracker.lock:
-            writes["DELETE pods"] = tracker.pods_gone
+            out["pods_seen_gone"] = tracker.pods_gone
         writes = {k: v for k, v in sorted(writes.items()) if v > 0}
         out["api_writes"] = writes
         out["api_writes_per_job"] = round(sum(writes.values()) / JOBS, 1)
@@ -477,6 +514,10 @@ def run_contender(
         pool.shutdown(wait=False, cancel_futures=True)
         contender.stop()
         tracker.stop.set()
+        kubelet.stop()
+        # No kubelet left to finish graceful deletions (kwok leaves them to it): at once.
+        with contextlib.suppress(ApiException):
+            kube.core.delete_collection_namespaced_pod(namespace, grace_period_seconds=0)
         kube.delete_namespace(namespace)
         try:
             kube.core.delete_persistent_volume(volume)
@@ -594,6 +635,15 @@ def main() -> None:
     shared = Path(tempfile.mkdtemp(prefix="tfmw-bench-scale-"))
     contenders: dict[str, tuple[Callable[[str], Contender], float]] = {
         "tfmw": (lambda ns: Tfmw(ns, shared), TIMEOUT),
+    }
+    if BASELINE:
+        # Another tree's operator (`git archive <commit> operator | tar -x -C DIR`, then
+        # TFMW_BENCH_BASELINE=DIR/operator): a change's before and after in one run.
+        contenders["tfmw-baseline"] = (
+            lambda ns: Tfmw(ns, shared, Path(BASELINE), "tfmw-baseline"),
+            TIMEOUT,
+        )
+    contenders |= {
         "tfjob-tuned": (lambda ns: TFJob(binary, ns, tuned=True), TIMEOUT),
         "tfjob-shipped": (lambda ns: TFJob(binary, ns, tuned=False), SHIPPED_TIMEOUT),
     }
