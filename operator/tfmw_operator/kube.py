@@ -23,11 +23,7 @@ MERGE_PATCH = "application/merge-patch+json"
 logger = logging.getLogger(__name__)
 # Few connections, kept busy: more only make the API server juggle (on 2 cores, 8 gave the
 # fastest burst, and each TLS connection costs memory). Watches and log streams, which
-# hold a connection for minutes, have a session of their own with no limit. Creating pods
-# and Services has its own CONNECTION_POOL_SIZE: with the API server slow for everyone
-# (200-300 ms a request, 4,000 pods being scheduled and started), a connection carries
-# 4 requests a second, and in a 500-job launch the launched gangs' status writes were
-# 40 % of ours: on one pool they held back the next gangs' pods.
+# hold a connection for minutes, have a session of their own with no limit.
 CONNECTION_POOL_SIZE = 8
 REQUEST_TIMEOUT = aiohttp.ClientTimeout(total=30, sock_connect=5)
 LOG_TIMEOUT = aiohttp.ClientTimeout(total=60, sock_connect=5)
@@ -172,21 +168,17 @@ class Kube:
         self.session = aiohttp.ClientSession(
             connector=aiohttp.TCPConnector(limit=CONNECTION_POOL_SIZE, ssl=ssl), headers=headers
         )
-        self.launches = aiohttp.ClientSession(
-            connector=aiohttp.TCPConnector(limit=CONNECTION_POOL_SIZE, ssl=ssl), headers=headers
-        )
         unlimited = aiohttp.TCPConnector(limit=0, ssl=ssl)
         self.streams = aiohttp.ClientSession(connector=unlimited, headers=headers)
 
     async def close(self) -> None:
         await self.session.close()
-        await self.launches.close()
         await self.streams.close()
 
     async def _renew_credentials(self) -> None:
         """A 401: the service account token was rotated; read it again, once."""
         credentials = await asyncio.to_thread(self._relogin)
-        old = (self.session, self.launches, self.streams)
+        old = (self.session, self.streams)
         self._connect(credentials)
         for session in old:
             await session.close()
@@ -200,16 +192,13 @@ class Kube:
         content_type: str = "application/json",
         timeout: aiohttp.ClientTimeout = REQUEST_TIMEOUT,
         accept: str | None = None,
-        launch: bool = False,
     ) -> Json:
-        """`launch`: a pod or Service created, on the connections kept for those."""
         for attempt in (1, 2):
-            session = self.launches if launch else self.session
             data = None if body is None else json.dumps(body, separators=(",", ":"))
             headers = {"Content-Type": content_type} if data is not None else {}
             if accept is not None:
                 headers["Accept"] = accept
-            async with session.request(
+            async with self.session.request(
                 method, self.server + path, params=params, data=data, headers=headers, timeout=timeout
             ) as response:
                 raw = await response.read()
@@ -264,12 +253,10 @@ class Kube:
                 return None
             raise
 
-    async def _create(
-        self, path: str, body: Json, params: dict[str, str] | None = None, launch: bool = False
-    ) -> Json | None:
+    async def _create(self, path: str, body: Json, params: dict[str, str] | None = None) -> Json | None:
         """The created object; None when the namespace is being deleted or is gone."""
         try:
-            return await self.request("POST", path, params=params, body=body, launch=launch)
+            return await self.request("POST", path, params=params, body=body)
         except ApiError as error:
             if error.namespace_terminating or error.status == 404:
                 return None
@@ -292,7 +279,7 @@ class Kube:
     ) -> Json | None:
         """Create; None when it exists already, CreateRefused when the API server will not."""
         try:
-            return await self._create(path, body, params, launch=True)
+            return await self._create(path, body, params)
         except ApiError as error:
             if error.status == 409:
                 return None
