@@ -42,6 +42,9 @@ def parse(argv: list[str]) -> argparse.Namespace:
     parser.add_argument(
         "--epoch-pause", type=float, default=0.0, help="testing: seconds to wait after each epoch"
     )
+    parser.add_argument(
+        "--step-pause", type=float, default=0.0, help="testing: seconds to wait after each step"
+    )
     return parser.parse_args(argv)
 
 
@@ -148,6 +151,7 @@ def _main(argv: list[str] | None) -> None:
         crash_worker=args.crash_worker,
         crash_exit_code=args.crash_exit_code,
         epoch_pause=args.epoch_pause,
+        step_pause=args.step_pause,
         hang_at_epoch=args.hang_at_epoch,
         hang_worker=args.hang_worker,
     )
@@ -160,9 +164,12 @@ def _main(argv: list[str] | None) -> None:
         sys.exit(stopped.exit_code)
     except DataError as error:
         sys.exit(f"tfmw-trainer: {error}")
-    except tf.errors.UnavailableError as error:
+    except (tf.errors.UnavailableError, tf.errors.AbortedError) as error:
+        # Unavailable: a peer stopped answering. Aborted: a collective gave up, as when a
+        # restarted peer "tried to connect with a different incarnation". Neither is this
+        # program's fault: exit where ExitCode restarts the gang, not where it fails the job.
         traceback.print_exc()
-        lost = error.message.splitlines()[0][:200] if error.message else "UnavailableError"
+        lost = error.message.splitlines()[0][:200] if error.message else type(error).__name__
         print(f"tfmw-trainer: a peer was lost ({lost}); exiting {PEER_LOST_EXIT_CODE}")
         sys.stdout.flush()
         os._exit(PEER_LOST_EXIT_CODE)

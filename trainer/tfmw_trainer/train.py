@@ -43,6 +43,7 @@ class TrainConfig:
     learning_rate: float = 0.01
     seed: int = 7
     epoch_pause: float = 0.0  # testing: seconds to wait after each epoch, so progress can be watched
+    step_pause: float = 0.0  # testing: seconds to wait after each step, so an epoch outlasts its reports
     crash_at_epoch: int = 0  # fault injection for tests: exit after this epoch in attempt 0
     crash_worker: int = 0
     crash_exit_code: int = 137
@@ -140,8 +141,24 @@ def maybe_hang(place: Placement, config: TrainConfig, epoch: int) -> None:
             time.sleep(3600)
 
 
+class FirstStep:
+    """Says `first_step` once, when this process's first training step has completed: how
+    long a worker took from its start (or its gang's restart) to training, seen from its
+    log. Optional for programs of your own (docs/training-program.md)."""
+
+    def __init__(self, place: Placement) -> None:
+        self.place = place
+        self.said = False
+
+    def passed(self, step: int) -> None:
+        if not self.said:
+            self.said = True
+            say(self.place, f"first_step attempt={self.place.attempt} step={step}")
+
+
 def pause(seconds: float) -> None:
-    """Testing's --epoch-pause, cut short by a SIGTERM notice (the next step then stops)."""
+    """Testing's --epoch-pause and --step-pause, cut short by a SIGTERM notice (the next step
+    then stops)."""
     if seconds > 0:
         termination.notice().wait(seconds)
 
@@ -289,6 +306,7 @@ def _train_loop(
         return strategy.reduce(tf.distribute.ReduceOp.SUM, per_replica, axis=None)
 
     notice = termination.notice()
+    first_step = FirstStep(place)
     total_steps = config.epochs * spe
     metrics = {"loss": float("nan"), "accuracy": float("nan")}
     for epoch in range(first_epoch, config.epochs + 1):
@@ -301,8 +319,10 @@ def _train_loop(
             loss, votes = train_step(iterator, tf.constant(1.0 if told else 0.0)).numpy()
             total += float(loss)
             step = (epoch - 1) * spe + done
+            first_step.passed(step)
             if votes > 0:
                 save_on_notice(place, manager, epochs_done, steps_done, reporter, epoch, step, config, told)
+            pause(config.step_pause)
             now = time.monotonic()
             if now - last_report >= INTERIM_REPORT_SECONDS and done < spe:
                 rate = (done - first + 1) * global_batch / (now - started)
@@ -354,8 +374,12 @@ def _train_fit(
         )
 
     metrics: dict[str, float] = {}
+    first_step = FirstStep(place)
 
     class EpochLines(tf.keras.callbacks.Callback):  # type: ignore[misc]
+        def on_epoch_begin(self, epoch: int, logs: dict[str, float] | None = None) -> None:
+            self.epoch = epoch
+
         def on_epoch_end(self, epoch: int, logs: dict[str, float] | None = None) -> None:
             logs = logs or {}
             metrics.update(loss=round(float(logs["loss"]), 4), accuracy=round(float(logs["accuracy"]), 4))
@@ -365,6 +389,8 @@ def _train_fit(
             pause(config.epoch_pause)
 
         def on_train_batch_end(self, batch: int, logs: dict[str, float] | None = None) -> None:
+            first_step.passed(self.epoch * config.steps_per_epoch + batch + 1)
+            pause(config.step_pause)
             # No mid-epoch save here: the gang resumes from the last epoch's backup.
             if termination.notice().requested():
                 raise termination.Stopped(termination.SIGTERM_EXIT_CODE, "SIGTERM in fit: no mid-epoch save")

@@ -16,6 +16,7 @@ import pytest
 from ports import free_ports
 
 EPOCH_LINE = re.compile(r"^worker=(\d+) (epoch=\d+ loss=\S+ accuracy=\S+)$", re.M)
+FIRST_STEP = re.compile(r"^worker=(\d+) first_step attempt=(\d+) step=(\d+)$", re.M)
 
 
 def start_gang(
@@ -80,6 +81,9 @@ def test_two_workers_train_in_sync_and_the_chief_writes_the_marker(tmp_path: Pat
         assert f"worker={index} start cluster_workers=2 replicas=2" in output
     lines = [epoch_lines(o) for o in outputs]
     assert len(lines[0]) == 3
+    # Once per process, when its first step has completed (the felt bench times it).
+    for index, output in enumerate(outputs):
+        assert FIRST_STEP.findall(output) == [(str(index), "0", "1")], output
     assert lines[0] == lines[1], "workers must print identical per-epoch lines"
     marker = json.loads((tmp_path / "multiworker-complete.txt").read_text())
     assert marker["jobUid"] == "uid-test" and marker["replicas"] == 2 and marker["mode"] == mode
@@ -132,8 +136,9 @@ def test_a_killed_gang_resumes_from_its_checkpoint(tmp_path: Path) -> None:
 
     codes, resumed = run_gang(tmp_path, 2, "--crash-at-epoch", "1", "--crash-worker", "1", attempt=1)
     assert codes == [0, 0], resumed
-    for output in resumed:
+    for index, output in enumerate(resumed):
         assert "resumed_from_epoch=1" in output
+        assert FIRST_STEP.findall(output) == [(str(index), "1", "9")], output  # epoch 2's first
         assert [line.split()[0] for line in epoch_lines(output)] == ["epoch=2", "epoch=3"]
     assert json.loads((tmp_path / "multiworker-complete.txt").read_text())["attempt"] == 1
     final = json.loads((tmp_path / "progress.json").read_text())
