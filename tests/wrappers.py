@@ -224,8 +224,27 @@ class PodWrapper:
         self._pod["status"] = {"phase": phase, "containerStatuses": list(statuses)}
         return self
 
-    def deleting(self) -> PodWrapper:
-        self._pod["metadata"]["deletionTimestamp"] = format_time(T0)
+    def deleting(self, at_seconds: float = 0) -> PodWrapper:
+        self._pod["metadata"]["deletionTimestamp"] = format_time(at(at_seconds))
+        return self
+
+    def on_node(self, node: str) -> PodWrapper:
+        self._pod["spec"]["nodeName"] = node
+        return self
+
+    def node_not_ready(self, at_seconds: float = 50, node: str = "node-b") -> PodWrapper:
+        """Running and ready on `node` until it stopped reporting: as the node lifecycle
+        controller leaves its pods (MarkPodsNotReady), Ready False since `at_seconds` and the
+        rest as the silent kubelet last wrote it."""
+        self._pod["spec"]["nodeName"] = node
+        self._pod["status"] = {
+            "phase": "Running",
+            "conditions": [
+                {"type": "Ready", "status": "False", "lastTransitionTime": format_time(at(at_seconds))},
+                {"type": "ContainersReady", "status": "True", "lastTransitionTime": format_time(T0)},
+            ],
+            "containerStatuses": [{"name": "tensorflow", "ready": True, "state": {"running": {}}}],
+        }
         return self
 
     def obj(self) -> Json:

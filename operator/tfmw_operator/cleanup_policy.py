@@ -12,22 +12,34 @@ from tfmw_operator.verdicts import Cleanup
 
 # Beyond a pod's grace period: how long a kubelet may take to confirm a deletion.
 STUCK_TERMINATING_SECONDS = 60
+# A Succeeded job's workers still running get this long to exit on their own. The chief
+# writes the marker last, so nothing of the job is left to do: a worker still running is
+# tearing down, or hung.
+WORKER_EXIT_SECONDS = 5
 
 
-def overdue_deletions(pods: Sequence[ObservedPod], now: datetime) -> tuple[list[str], datetime | None]:
-    """Pods whose deletion no kubelet confirmed in time (their node is gone), and when to
-    look again at those still within their time. They would block the next attempt for
-    ever, so they are deleted with no grace."""
-    overdue, next_check = [], None
+def overdue_deletions(
+    pods: Sequence[ObservedPod], now: datetime
+) -> tuple[list[str], list[str], datetime | None]:
+    """Pods being deleted that no kubelet will confirm gone: those on a node reported lost,
+    at once, and those past their grace with no confirmation (their node is gone unreported);
+    and when to look again at the others. They would block the next attempt for ever, so
+    they are deleted with no grace."""
+    on_lost_nodes, overdue, next_check = [], [], None
     for pod in pods:
-        if not pod.deleting or pod.deleting_since is None:
+        if not pod.deleting:
+            continue
+        if pod.node_lost:
+            on_lost_nodes.append(pod.name)
+            continue
+        if pod.deleting_since is None:
             continue
         limit = later(pod.deleting_since, pod.grace_seconds + STUCK_TERMINATING_SECONDS)
         if now >= limit:
             overdue.append(pod.name)
         else:
             next_check = limit if next_check is None else min(next_check, limit)
-    return overdue, next_check
+    return on_lost_nodes, overdue, next_check
 
 
 def doomed_by_policy(job: JobSpec, pods: Sequence[ObservedPod]) -> list[ObservedPod]:
@@ -52,9 +64,10 @@ def after_finish(
     doomed = [*stale, *doomed_by_policy(job, current)]
     wakes: list[datetime] = []
     if succeeded and job.run_policy.clean_pod_policy is CleanPodPolicy.RUNNING:
-        # Workers exit on their own right after the marker; deleting them at once would
-        # lose their logs, so running pods get the chief's grace period first.
-        grace_end = later(completed, job.chief_exit_grace_seconds)
+        # Workers exit on their own right after the marker, and a pod that exited keeps its
+        # log for `kubectl logs`: running pods get a few seconds (chiefExitGraceSeconds if
+        # shorter) before they are deleted, their logs saved on the shared storage.
+        grace_end = later(completed, min(job.chief_exit_grace_seconds, WORKER_EXIT_SECONDS))
         if now < grace_end:
             doomed = list(stale)
             if any(p.active for p in current):

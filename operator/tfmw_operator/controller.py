@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import functools
 import logging
 import time
 import uuid
@@ -68,8 +69,8 @@ FIRST_RETRY_SECONDS = 2.0
 MAX_RETRY_SECONDS = 300.0
 REPORT_AFTER_FAILURES = 3
 SERVICE_RETRY_SECONDS = 30.0  # a running gang's missing Service, refused: tried again after this
-# Launches deciding and creating at once. More only queue for the connections, each with
-# its built pods held: a burst of 100 8-worker jobs peaked 15 MB higher, and was no faster.
+# Launches creating at once. More only queue for the connections, each with its built pods
+# held: a burst of 100 8-worker jobs peaked 15 MB higher, and was no faster.
 LAUNCHES_AT_ONCE = 16
 
 
@@ -82,6 +83,7 @@ class _JobState:
     create_error: CreateError | None = None  # what the last pod creations ran into, until one succeeds
     namesake_service: Owned | None = None  # a Service with the job's name that is not its own
     failures: int = 0  # reconciles that raised, in a row
+    status_written_at: datetime | None = None  # by this operator, last
 
 
 class JobController:
@@ -128,13 +130,7 @@ class JobController:
         for watch in self.watches():
             await watch.synced.wait()
         try:
-            job = self.jobs.get(key)
-            if job is None or JobStatus.from_json(job.get("status")).launched:
-                # A launched job's reconcile (its marker, its pods' fate) never waits behind launches.
-                requeue = await self._reconcile(key)
-            else:
-                async with self._launching:
-                    requeue = await self._reconcile(key)
+            requeue = await self._reconcile(key)
         except Exception as error:  # whatever one job runs into is that job's condition, not a loop
             return await self._reconcile_failed(key, error)
         if (state := self._states.get(key)) is not None:
@@ -203,6 +199,7 @@ class JobController:
             progress=progress,
             progress_interval=self.settings.progress_interval,
             workload=workload,
+            status_written_at=state.status_written_at,
         )
         decision = reconcile(observed)
         completed = await self._apply(key, job, observed.pods, decision)
@@ -267,19 +264,28 @@ class JobController:
                     batch = following
                     actions.pop(0)
                 service = action.service if isinstance(action, EnsureService) else None
-                created = await self.creator.launch(namespace, service, batch)
+                # Only the creating waits its turn: a gang restart's deletions, or any other
+                # job's decision, never queue behind a burst of launches.
+                async with self._launching:
+                    created = await self.creator.launch(namespace, service, batch)
                 if not self._created(key, created):
                     completed = False
                     break
             elif isinstance(action, PatchStatus):
                 patch = merge_patch(job.get("status") or {}, action.status.to_json())
-                if patch and not await self._patch_status(job, patch):
-                    completed = False
-                    break
+                if patch:
+                    if not await self._patch_status(job, patch):
+                        completed = False
+                        break
+                    self._state(key).status_written_at = datetime.now(UTC)
             elif isinstance(action, DeletePods):
                 doomed = [by_name[n] for n in action.names if n in by_name]
-                deletions = (self.deleter.delete(namespace, name, p, action, warnings) for p in doomed)
-                await asyncio.gather(*deletions)
+                warn = functools.partial(self._warn, namespace, job)
+                deletions = (self.deleter.delete(namespace, name, p, action, warn) for p in doomed)
+                if any(await asyncio.gather(*deletions)):
+                    # Gone at once: no watch event will bring the job back (a gang restart's
+                    # next attempt waits for exactly that), so decide again after this.
+                    self.queue.trigger(key)
             elif isinstance(action, DeleteWorkloads):
                 await asyncio.gather(*(self.kube.delete_workload(namespace, n) for n in action.names))
             elif isinstance(action, DeleteJob):
@@ -291,6 +297,12 @@ class JobController:
         for event in events:
             self.events.post(namespace, build_event(job, *event, now, uuid.uuid4().hex[:12]))
         return completed
+
+    def _warn(self, namespace: str, job: Json, reason: str, message: str) -> None:
+        """A Warning Event on the job, from work that outlives its reconcile (saving a log)."""
+        self.events.post(
+            namespace, build_event(job, "Warning", reason, message, datetime.now(UTC), uuid.uuid4().hex[:12])
+        )
 
     def _created(self, key: Key, outcome: Created) -> bool:
         """Remember what a launch ran into, for the core; False when it means deciding again."""
@@ -337,7 +349,7 @@ class JobController:
         milestones = decision.milestones
         if Milestone.LAUNCHED in milestones:
             metrics.JOBS_CREATED.inc()
-        if Milestone.RESTARTED in milestones:
+        if Milestone.RESTARTED in milestones:  # the restart's record is final: its cause will not change
             history = decision.status.history
             metrics.GANG_RESTARTS.labels(cause=history[0].cause if history else "Unknown").inc()
         if Milestone.SUCCEEDED in milestones:

@@ -46,6 +46,9 @@ class CreatePods:
     job: JobSpec
     attempt: int
     indices: tuple[int, ...]
+    # The API server took this template's pods before (an earlier attempt): sent in full
+    # batches, with no slow start to find out whether it refuses them.
+    proven: bool = False
 
     def build(self, index: int) -> Json:
         return build_pod(self.job, index, self.attempt)
@@ -117,6 +120,9 @@ class Milestone(StrEnum):
     """What happened to the job in this decision, for the operator's counters."""
 
     LAUNCHED = "Launched"  # the first attempt's pods were created
+    # A gang restart is over: the next attempt's pods were created (or the job finished
+    # first). Its status.history record is final only then: a lost node found while the old
+    # pods go changes its cause.
     RESTARTED = "Restarted"
     SUCCEEDED = "Succeeded"
     FAILED = "Failed"

@@ -10,25 +10,27 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
 
-from tfmw_operator.api import JobSpec, RestartPolicy, later
+from tfmw_operator.api import NEVER, JobSpec, RestartPolicy, format_time, later
 from tfmw_operator.builders import pod_name
-from tfmw_operator.observed import ObservedPod
+from tfmw_operator.observed import DISRUPTION_CAUSES, NODE_LOST, ObservedPod
+from tfmw_operator.progress import MAX_CLOCK_AHEAD_SECONDS
+from tfmw_operator.status import MAX_HISTORY_MESSAGE, AttemptRecord
 from tfmw_operator.verdicts import Cause, Fail, Restart
 
 # Exit codes from 128 up are deaths by signal (137 = SIGKILL, the OOM killer's too):
 # something happened to the worker, not a bug in the program.
 FIRST_SIGNAL_EXIT_CODE = 128
+SIGTERM_EXIT_CODE = FIRST_SIGNAL_EXIT_CODE + 15
+# The trainer's exit when TensorFlow lost a peer (docs/training-program.md): not a cause itself.
+PEER_LOST_EXIT_CODE = 170
 MESSAGE_TAIL_LINES = 5
 # A worker whose kubelet has not reported for this long (phase Unknown) is taken as lost.
 NODE_LOST_SECONDS = 60
-# What a DisruptionTarget condition's reason means, in the words status.history uses.
-DISRUPTION_CAUSES = {
-    "PreemptionByScheduler": "Preempted",
-    "DeletionByTaintManager": "NodeLost",
-    "EvictionByEvictionAPI": "Evicted",
-    "TerminationByKubelet": "Evicted",
-    "DeletionByPodGC": "NodeLost",
-}
+# The cause of a worker's own exit that Kubernetes gave no reason of its own (not OOMKilled,
+# Evicted ...): what a peer lost with its node explains. TensorFlow fails the all-reduce as
+# soon as a peer's connection breaks (the trainer then exits 170), while the control plane
+# reports the node not ready only after its grace period (50 s by default).
+EXPLAINED_BY_A_LOST_PEER = "Error"
 
 
 @dataclass(frozen=True)
@@ -74,7 +76,7 @@ def cause_of(pod: ObservedPod) -> str:
     """Why the pod failed, in Kubernetes' own words where it has them."""
     if pod.preempted:
         return "Preempted"
-    if pod.reason in ("Evicted", "NodeLost", "Shutdown", "Terminated", "DeadlineExceeded"):
+    if pod.reason in ("Evicted", NODE_LOST, "Shutdown", "Terminated", "DeadlineExceeded"):
         return pod.reason
     if pod.disruption in DISRUPTION_CAUSES:
         return DISRUPTION_CAUSES[pod.disruption]
@@ -145,7 +147,7 @@ def first_failure(job: JobSpec, current: Sequence[ObservedPod], now: datetime) -
         elif pod.phase == "Unknown" and now >= later(pod.changed_at or now, NODE_LOST_SECONDS):
             lost = f"its node has not reported for {NODE_LOST_SECONDS}s (phase Unknown)"
             failure = WorkerFailure(
-                index, pod.name, None, lost, disrupted=True, cause="NodeLost", node=pod.node
+                index, pod.name, None, lost, disrupted=True, cause=NODE_LOST, node=pod.node
             )
             failures.append((never, failure))
     if not failures:
@@ -178,14 +180,100 @@ def judge_failures(
         )
     if not is_retryable(failure, policy.restart_policy):
         return Fail("WorkerFailed", failure.describe(), cause=failure.to_cause())
-    return restart_or_give_up(job, restarts, failure.describe(), failure.to_cause())
+    return restart_or_give_up(
+        job, restarts, failure.describe(), failure.to_cause(), survivors_can_save=survivors_can_save(failure)
+    )
+
+
+def survivors_can_save(failure: WorkerFailure) -> bool:
+    """Whether the other workers get the restart grace period: when the failed worker was
+    told to stop as they will be (its pod deleted, evicted or preempted, or it exited on
+    SIGTERM), they can still save a checkpoint together. A worker whose process ended on
+    its own (an error, the OOM killer) or whose node was lost cannot take part in a save,
+    and a collective save waits for every worker: they are stopped at once.
+
+    But a worker that exited because it lost a peer (PEER_LOST_EXIT_CODE) names no cause of
+    its own: the peer's node may be gone, unreported for the next 40 s or so. The grace keeps
+    that peer's pod terminating, unconfirmed, so the next attempt waits for the control plane
+    to report the node instead of being scheduled onto it (and the lost node is found behind
+    the exit, failure_policy.lost_node_behind)."""
+    if failure.cause == NODE_LOST:
+        return False
+    if failure.exit_code is None:  # taken away while it ran: told by SIGTERM
+        return True
+    return failure.disrupted or failure.exit_code in (SIGTERM_EXIT_CODE, PEER_LOST_EXIT_CODE)
 
 
 def restart_or_give_up(
-    job: JobSpec, restarts: int, why: str, cause: Cause, reason: str = "WorkerFailed"
+    job: JobSpec,
+    restarts: int,
+    why: str,
+    cause: Cause,
+    reason: str = "WorkerFailed",
+    survivors_can_save: bool = True,
 ) -> Fail | Restart:
     """A gang restart counted against backoffLimit, or Failed once it is used up."""
     limit = job.run_policy.backoff_limit
     if restarts >= limit:
         return Fail("BackoffLimitExceeded", f"{why}; backoffLimit {limit} reached", cause=cause)
-    return Restart(f"gang restart {restarts + 1}/{limit}: {why}", cause=cause, reason=reason)
+    return Restart(
+        restart_message(restarts + 1, limit, why),
+        cause=cause,
+        reason=reason,
+        survivors_can_save=survivors_can_save,
+    )
+
+
+def restart_message(restart: int, limit: int, why: str) -> str:
+    """What the Restarting condition says of gang restart number `restart`."""
+    return f"gang restart {restart}/{limit}: {why}"
+
+
+def lost_node_behind(record: AttemptRecord, pods: Sequence[ObservedPod], now: datetime) -> Cause | None:
+    """The root cause of the attempt's end that `record` tells, found by a second look at its
+    pods while they are being deleted: another worker of that attempt whose node was lost.
+    The record's own worker merely noticed it first. None when the record's cause has a
+    reason of its own (OOMKilled, Evicted, NodeLost already ...) or names no worker, or when
+    no other worker's node was reported lost."""
+    if record.cause != EXPLAINED_BY_A_LOST_PEER or record.worker is None:
+        return None
+    others = [p for p in pods if p.attempt == record.attempt and p.index != record.worker]
+    lost = [p for p in others if p.node_lost]
+    if not lost:
+        return None
+    # The node reported first went first; its workers go by index. Its pods are reported
+    # one by one, not always within one second: a worker on a node already reported lost is
+    # lost with it, reported yet or not (the record, once NodeLost, is final).
+    first_seen: dict[str, datetime] = {}
+    for candidate in lost:
+        seen = node_lost_at(candidate, now) or NEVER
+        first_seen[candidate.node] = min(seen, first_seen.get(candidate.node, NEVER))
+    on_lost_nodes = [p for p in others if p.node_lost or (p.node and p.node in first_seen)]
+    pod = min(on_lost_nodes, key=lambda p: (first_seen[p.node], p.index))
+    node = f"node {pod.node}" if pod.node else "its node"
+    when = f" (seen at {format_time(first_seen[pod.node])})" if first_seen[pod.node] < NEVER else ""
+    noticer = f"worker {record.worker}" + (f" (pod {record.pod})" if record.pod else "")
+    how = "failed" if record.exit_code is None else f"exited with code {record.exit_code}"
+    told = f"{node} stopped reporting{when} with worker {pod.index} (pod {pod.name}) on it; "
+    told += f"{noticer} noticed first: {how}"
+    # The noticer's log ends the message, cut from its start to fit: its last line says most.
+    room = MAX_HISTORY_MESSAGE - len(told) - 2
+    if record.message and room > 0:
+        told += f": {record.message[-room:]}"
+    return Cause(
+        NODE_LOST,
+        pod.index,
+        pod.name,
+        pod.node or None,
+        pod.containers[0] if pod.containers else None,
+        message=told[:MAX_HISTORY_MESSAGE],
+    )
+
+
+def node_lost_at(pod: ObservedPod, now: datetime) -> datetime | None:
+    """When the pod's node was reported lost, if it can have been then: not before the pod
+    existed nor ahead of the operator's clock (a condition may say year 9999)."""
+    seen = pod.node_lost_at
+    if seen is None or seen > later(now, MAX_CLOCK_AHEAD_SECONDS):
+        return None
+    return None if pod.created is not None and seen < pod.created else seen

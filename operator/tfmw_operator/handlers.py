@@ -24,6 +24,9 @@ from tfmw_operator.kube import Kube, connection_info
 from tfmw_operator.settings import Settings
 from tfmw_operator.workqueue import Key
 
+# At shutdown, the worker logs still being saved get this long (the pod's grace period is 30 s).
+LOG_DRAIN_SECONDS = 10.0
+
 logger = logging.getLogger(__name__)
 
 
@@ -141,6 +144,7 @@ class Operator:
         self._stopping = True
         if self._controller is not None:
             await self._controller.queue.drain()  # no reconcile starts after this
+            await self._controller.deleter.drain(LOG_DRAIN_SECONDS)
         for task in self._background:
             task.cancel()
         # The Event posters post what is left before they end.

@@ -83,8 +83,11 @@ class Informer(Generic[R]):
     # ---- the operator's own writes ----
 
     def put(self, obj: Json) -> None:
-        """An object as a write of ours returned it: the reconcile that wrote it knows."""
-        self._apply("MODIFIED", obj, notify=False)
+        """An object as a write of ours returned it: the reconcile that wrote it knows. One
+        without a resourceVersion (a pod the API server deleted at once comes back so) cannot
+        be ordered against the watch's events: the watch brings what became of it."""
+        if resource_version(obj):
+            self._apply("MODIFIED", obj, notify=False)
 
     def remove(self, namespace: str, name: str, held: Callable[[R], bool]) -> None:
         """An object a write of ours found gone, if the view still holds it as `held` says."""

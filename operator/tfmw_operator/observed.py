@@ -69,6 +69,11 @@ class ObservedPod:
     disruption: str = ""  # the reason of its DisruptionTarget condition: PreemptionByScheduler ...
     # The operator's folder check failed: the claim does not reach the job's folder.
     folder_mismatch: bool = False
+    folder_checked: bool = False  # the operator's folder check found the job's folder
+    # The control plane reported its node not ready or gone (see _node_lost): the kubelet
+    # there can neither report on the worker nor confirm the pod's deletion.
+    node_lost: bool = False
+    node_lost_at: datetime | None = None  # when it said so, as written: may be absurd
 
     @property
     def terminated(self) -> bool:
@@ -90,8 +95,19 @@ class MarkerState:
 
 
 MAIN_CONTAINER = "tensorflow"
+NODE_LOST = "NodeLost"
 # Pod reasons and conditions that say the pod was taken away, whatever its containers did.
-DISRUPTION_REASONS = frozenset({"Evicted", "Preempting", "Terminated", "NodeLost", "Shutdown"})
+DISRUPTION_REASONS = frozenset({"Evicted", "Preempting", "Terminated", NODE_LOST, "Shutdown"})
+# What a DisruptionTarget condition's reason means, in the words status.history uses.
+DISRUPTION_CAUSES = {
+    "PreemptionByScheduler": "Preempted",
+    "DeletionByTaintManager": NODE_LOST,
+    "EvictionByEvictionAPI": "Evicted",
+    "TerminationByKubelet": "Evicted",
+    "DeletionByPodGC": NODE_LOST,
+}
+# The kubelet's reason for a Ready condition that is False only for the pod's readiness gates.
+READINESS_GATES_NOT_READY = "ReadinessGatesNotReady"
 
 
 def main_container_name(pod_spec: Json) -> str:
@@ -135,6 +151,51 @@ def _disruption(status: Json) -> str:
         if condition.get("type") == "DisruptionTarget" and condition.get("status") == "True":
             return str(condition.get("reason") or "")
     return ""
+
+
+def _node_lost(status: Json) -> tuple[bool, datetime | None]:
+    """Whether the control plane reported the pod's node not ready or gone, and when, if it said.
+
+    The node lifecycle controller marks the pods of a node that stopped reporting with Ready
+    False and nothing else (MarkPodsNotReady): ContainersReady and the containers' own ready
+    flags stay True, as the silent kubelet last wrote them. A kubelet never writes Ready False
+    beside those but for readiness gates, so that combination is the node's, not the pod's.
+    Later the taint manager (or the pod garbage collector) deletes the pod with a
+    DisruptionTarget: a node's loss only on a pod no longer Ready, as a NoExecute taint an
+    admin puts on a live node evicts the same way. Phase Unknown and reason NodeLost are
+    what older clusters wrote."""
+    conditions = {
+        c["type"]: c
+        for c in status.get("conditions") or []
+        if isinstance(c, dict) and isinstance(c.get("type"), str)
+    }
+    ready, containers_ready = conditions.get("Ready") or {}, conditions.get("ContainersReady") or {}
+    containers = [c for c in status.get("containerStatuses") or [] if isinstance(c, dict)]
+    if (
+        ready.get("status") == "False"
+        and ready.get("reason") != READINESS_GATES_NOT_READY
+        and containers_ready.get("status") == "True"
+        and containers
+        and all(c.get("ready") is True for c in containers)
+    ):
+        return True, parse_time(ready.get("lastTransitionTime"))
+    disruption = conditions.get("DisruptionTarget") or {}
+    disrupted_by = str(disruption.get("reason") or "")
+    if (
+        disruption.get("status") == "True"
+        and DISRUPTION_CAUSES.get(disrupted_by) == NODE_LOST
+        and ready.get("status") != "True"
+    ):
+        return True, parse_time(disruption.get("lastTransitionTime"))
+    return status.get("phase") == "Unknown" or status.get("reason") == NODE_LOST, None
+
+
+def _folder_checked(status: Json) -> bool:
+    for container in status.get("initContainerStatuses") or []:
+        if isinstance(container, dict) and container.get("name") == FOLDER_CHECK_CONTAINER:
+            terminated = _terminated(container)
+            return terminated is not None and terminated.get("exitCode") == 0
+    return False
 
 
 def _preempted(status: Json) -> bool:
@@ -181,6 +242,9 @@ def observe_pod(pod: Json) -> ObservedPod | None:
     stall_reason, stall_message = _stall(status, statuses) if phase == "Pending" and not gated else ("", "")
     reason = status.get("reason") or ""
     message = status.get("message") or ""
+    node = str((pod.get("spec") or {}).get("nodeName") or "")
+    # Only a pod bound to a node can lose it (the pod GC also deletes unscheduled ones).
+    node_lost, node_lost_at = _node_lost(status) if node else (False, None)
     if terminated is not None:
         reason = reason or terminated.get("reason") or ""
         message = message or terminated.get("message") or ""
@@ -208,11 +272,14 @@ def observe_pod(pod: Json) -> ObservedPod | None:
         containers=_container_names(pod.get("spec") or {}),
         gated=gated,
         preempted=_preempted(status),
-        node=str((pod.get("spec") or {}).get("nodeName") or ""),
+        node=node,
         disruption=_disruption(status),
         folder_mismatch=explained is not None
         and explained[0] == FOLDER_CHECK_CONTAINER
         and exit_code == FOLDER_CHECK_MISMATCH_EXIT_CODE,
+        folder_checked=_folder_checked(status),
+        node_lost=node_lost,
+        node_lost_at=node_lost_at,
         changed_at=max(
             (t for c in status.get("conditions") or [] if (t := parse_time(c.get("lastTransitionTime")))),
             default=None,
@@ -320,6 +387,9 @@ class Observed:
     # At most one progress write per job per this many seconds.
     progress_interval: float = DEFAULT_PROGRESS_INTERVAL_SECONDS
     workload: WorkloadState | None = None  # None: the job names no queue, or Kueue made none yet
+    # When this operator last wrote the job's status (None: not since it started): a change of
+    # the worker counts alone waits a moment, so a gang coming up is one write, not one a pod.
+    status_written_at: datetime | None = None
 
     @classmethod
     def of(
@@ -352,6 +422,7 @@ class Observed:
         progress: ProgressReading | None = None,
         progress_interval: float = DEFAULT_PROGRESS_INTERVAL_SECONDS,
         workload: WorkloadState | None = None,
+        status_written_at: datetime | None = None,
     ) -> Observed:
         """The job as found; only pods it owns count (a namesake's pods are not its workers).
 
@@ -376,6 +447,7 @@ class Observed:
             progress=progress,
             progress_interval=progress_interval,
             workload=workload,
+            status_written_at=status_written_at,
         )
 
     @property

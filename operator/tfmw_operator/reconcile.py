@@ -11,11 +11,21 @@ lives in a module of its own and only returns a verdict, which is applied here.
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 
-from tfmw_operator.api import NEVER, JobSpec, Phase, ProgressDeadlinePolicy, SpecError, later, parse_time
+from tfmw_operator.api import (
+    FOLDER_CHECK_CONTAINER,
+    NEVER,
+    JobSpec,
+    Phase,
+    ProgressDeadlinePolicy,
+    SpecError,
+    later,
+    parse_time,
+)
 from tfmw_operator.builders import build_service, pod_group_name
 from tfmw_operator.cleanup_policy import after_finish, doomed_by_policy, overdue_deletions
 from tfmw_operator.completion_policy import chief_exit, judge_marker
@@ -33,7 +43,13 @@ from tfmw_operator.decision import (
     ProgressWatch,
     RemoveMarker,
 )
-from tfmw_operator.failure_policy import MESSAGE_TAIL_LINES, judge_failures, restart_or_give_up
+from tfmw_operator.failure_policy import (
+    MESSAGE_TAIL_LINES,
+    judge_failures,
+    lost_node_behind,
+    restart_message,
+    restart_or_give_up,
+)
 from tfmw_operator.observed import CreatedObject, CreateErrorKind, Observed, ObservedPod
 from tfmw_operator.progress import MAX_CLOCK_AHEAD_SECONDS, ProgressReport, is_current, next_progress
 from tfmw_operator.progress_deadline import PROGRESS_STALLED, judge_progress
@@ -54,6 +70,7 @@ from tfmw_operator.verdicts import Cause, Fail, MarkerVerdict, Pending, Queued, 
 NAMESAKE_RECHECK_SECONDS = 2.0
 MAX_CREATE_BACKOFF_SECONDS = 300.0
 RESTART_BACKOFF_SECONDS = 10.0
+COUNTS_WRITE_SECONDS = 1.0
 MAX_RESTART_BACKOFF = 300.0
 
 
@@ -91,10 +108,14 @@ class _Step:
         names = tuple(p.name for p in pods if not p.deleting)
         if names:
             self.actions.append(DeletePods(names, grace_seconds))
-        stuck, next_check = overdue_deletions(pods, self.now)
+        on_lost_nodes, stuck, next_check = overdue_deletions(pods, self.now)
         self.wake_at(next_check)
+        if on_lost_nodes or stuck:
+            self.actions.append(DeletePods((*on_lost_nodes, *stuck), 0, force=True))
+        if on_lost_nodes:
+            lost = ", ".join(on_lost_nodes)
+            self.event("Warning", "ForcedDeletion", f"pods whose node was reported lost, forced: {lost}")
         if stuck:
-            self.actions.append(DeletePods(tuple(stuck), 0, force=True))
             self.event(
                 "Warning", "ForcedDeletion", f"pods stuck terminating (node gone?): {', '.join(stuck)}"
             )
@@ -185,6 +206,7 @@ def _decide(step: _Step, job: JobSpec) -> None:
         step.wake_at(deadline.at)
 
     if stale:
+        _find_root_cause(step, job, stale)
         # A new pod beside a terminating one registers the same task twice and TF
         # refuses it; the next attempt starts only once the old pods are gone.
         step.delete(stale, grace_seconds=_restart_grace(job))
@@ -258,6 +280,17 @@ def _count_workers(step: _Step, job: JobSpec, current: Sequence[ObservedPod]) ->
     )
     ready = sum(1 for p in current if p.ready and p.phase == "Running")
     step.update(workers=counts, ready_workers=f"{ready}/{job.workers}")
+    checked = next((p for p in current if p.folder_checked), None)
+    if (
+        job.folder_check_image
+        and checked
+        and not step.status.condition_is_true(ConditionType.SHARED_VOLUME_CHECKED)
+    ):
+        message = (
+            f"worker {checked.index}'s {FOLDER_CHECK_CONTAINER} found the job's folder through claim "
+            f"{job.claim_name}; later attempts are not checked again"
+        )
+        step.condition(ConditionType.SHARED_VOLUME_CHECKED, True, "FolderReached", message)
 
 
 def _storage(step: _Step) -> None:
@@ -366,9 +399,13 @@ def _launch(step: _Step, job: JobSpec, current: Sequence[ObservedPod], leftover_
     present = {p.index for p in current}
     missing = tuple(i for i in range(job.workers) if i not in present)
     step.actions.append(EnsureJobDirectory(job.directory, job.uid))
-    step.actions.append(EnsureService(build_service(job)))
+    if step.obs.service_missing:  # a restart's is there already: asking again costs two calls
+        step.actions.append(EnsureService(build_service(job)))
     if missing:
-        step.actions.append(CreatePods(job, attempt, missing))
+        # The claim reaches the folder (sharedVolume is immutable): no init container to start again.
+        checked = step.status.condition_is_true(ConditionType.SHARED_VOLUME_CHECKED)
+        built = dataclasses.replace(job, folder_check_image="") if checked else job
+        step.actions.append(CreatePods(built, attempt, missing, proven=not first))
     if first:
         step.milestones.add(Milestone.LAUNCHED)
     phase = step.status.phase
@@ -410,7 +447,10 @@ def _progress_deadline(step: _Step, job: JobSpec) -> None:
     if policy is ProgressDeadlinePolicy.FAIL:
         _fail(step, job, Fail(PROGRESS_STALLED, verdict.message, cause=cause))
         return
-    outcome = restart_or_give_up(job, step.status.restarts, verdict.message, cause, PROGRESS_STALLED)
+    # A hung gang cannot save: its collectives never return.
+    outcome = restart_or_give_up(
+        job, step.status.restarts, verdict.message, cause, PROGRESS_STALLED, survivors_can_save=False
+    )
     if isinstance(outcome, Fail):
         _fail(step, job, outcome)
     else:
@@ -440,7 +480,6 @@ def _record_attempt(step: _Step, job: JobSpec, outcome: str, cause: Cause) -> At
     lost = None
     if epoch is not None and checkpoint is not None and checkpoint.epoch is not None:
         lost = max(0, epoch - checkpoint.epoch)
-    folder = f"{job.directory}/logs/attempt-{attempt}"
     tail = "\n".join(cause.message.strip().splitlines()[-MESSAGE_TAIL_LINES:])[-MAX_HISTORY_MESSAGE:]
     record = AttemptRecord(
         attempt=attempt,
@@ -454,13 +493,68 @@ def _record_attempt(step: _Step, job: JobSpec, outcome: str, cause: Cause) -> At
         container=cause.container,
         exit_code=cause.exit_code,
         message=tail or None,
-        logs=f"{folder}/worker-{cause.worker}.log" if cause.worker is not None else f"{folder}/",
+        logs=_logs(job, attempt, cause.worker),
         epoch=epoch,
         checkpoint=checkpoint,
         epochs_lost=lost,
     )
     step.update(history=(record, *status.history)[:MAX_HISTORY])
     return record
+
+
+def _logs(job: JobSpec, attempt: int, worker: int | None) -> str:
+    """Where the operator saves the attempt's logs: the worker's, or the attempt's folder."""
+    folder = f"{job.directory}/logs/attempt-{attempt}"
+    return f"{folder}/worker-{worker}.log" if worker is not None else f"{folder}/"
+
+
+def _find_root_cause(step: _Step, job: JobSpec, going: Sequence[ObservedPod]) -> None:
+    """A second look at the attempt history[0] records, while its pods are being deleted.
+    A peer notices a lost node at once (its all-reduce breaks) and the gang restarts on its
+    exit; the control plane reports the node not ready only some 50 s later. Then the record
+    names the lost node's worker as the cause, and the worker that noticed in its message."""
+    history = step.status.history
+    cause = lost_node_behind(history[0], going, step.now) if history else None
+    if cause is None:
+        return
+    record = history[0]
+    found = evolve(
+        record,
+        cause=cause.reason,
+        worker=cause.worker,
+        pod=cause.pod,
+        node=cause.node,
+        container=cause.container,
+        exit_code=None,
+        message=cause.message,
+        # The lost worker's log could not be read from its node; its peers' are in the folder.
+        logs=_logs(job, record.attempt, None),
+    )
+    step.update(history=(found, *history[1:]))
+    _retell_restart(step, job, found)
+    step.event(
+        "Warning",
+        "RootCauseFound",
+        f"attempt {record.attempt} ended because {cause.message}; status.history records it as "
+        f"{cause.reason}, no longer {record.cause}",
+    )
+
+
+def _retell_restart(step: _Step, job: JobSpec, found: AttemptRecord) -> None:
+    """While the gang restart is under way, its Restarting condition and the job's message
+    tell the root cause found too: `kubectl describe` shows them beside the history."""
+    restarting = step.status.condition(ConditionType.RESTARTING)
+    if step.status.phase is not Phase.RESTARTING or restarting is None or not restarting.true:
+        return
+    told = restarting.message
+    limit = job.run_policy.backoff_limit
+    message = restart_message(step.status.restarts, limit, found.message or "") + _resumes_from(found)
+    if step.status.message == told:
+        step.update(message=message)
+    step.condition(ConditionType.RESTARTING, True, restarting.reason, message)
+    running = step.status.condition(ConditionType.RUNNING)
+    if running is not None and not running.true and running.message == told:
+        step.condition(ConditionType.RUNNING, False, running.reason, message)
 
 
 def _resumes_from(record: AttemptRecord | None) -> str:
@@ -491,8 +585,7 @@ def _restart(step: _Step, job: JobSpec, verdict: Restart, current: Sequence[Obse
     # (Kueue may have deleted the pods already).
     _end_workloads(step, _attempt_workloads(job, over, current))
     step.event("Warning", "GangRestart", message)
-    step.milestones.add(Milestone.RESTARTED)
-    step.delete(current, grace_seconds=_restart_grace(job))
+    step.delete(current, grace_seconds=_restart_grace(job) if verdict.survivors_can_save else 0)
 
 
 def _queued(step: _Step, job: JobSpec, current: Sequence[ObservedPod]) -> bool:
@@ -646,9 +739,27 @@ def _clean_up(step: _Step, job: JobSpec, deleted: Sequence[ObservedPod] = ()) ->
     step.wake_at(cleanup.wake_at)
 
 
+def _hold_counts(step: _Step) -> None:
+    """A change of the worker counts alone is written at most once per COUNTS_WRITE_SECONDS:
+    a gang's pods come up one by one, and each would cost a status write of its own, while
+    the phase that follows (Running) is written at once."""
+    old, new = step.obs.status, step.status
+    written = step.obs.status_written_at
+    if written is None or new == old:
+        return
+    unchanged = evolve(new, workers=old.workers, ready_workers=old.ready_workers)
+    due = later(written, COUNTS_WRITE_SECONDS)
+    if unchanged == old and step.now < due:
+        step.status = unchanged
+        step.wake_at(due)
+
+
 def _finish(step: _Step, job: JobSpec | None) -> Decision:
     """The decision, with the phase-transition event."""
+    _hold_counts(step)
     old, new = step.obs.status, step.status
+    if _restart_settled(old, new):
+        step.milestones.add(Milestone.RESTARTED)
     events = list(step.events)
     if new.phase != old.phase and new.phase in (Phase.RUNNING, Phase.PENDING):
         old_name = old.phase.value if old.phase else "-"
@@ -663,3 +774,16 @@ def _finish(step: _Step, job: JobSpec | None) -> Decision:
         not_before = later(last, step.obs.progress_interval) if last else None
         progress = ProgressWatch(job.progress_relpath, not_before)
     return Decision.of(old, new, step.actions, events, requeue, watch, step.milestones, progress)
+
+
+def _restart_settled(old: JobStatus, new: JobStatus) -> bool:
+    """The gang restart history[0] records is over in this decision: the next attempt was
+    launched, or the job finished first. It is counted then, not when decided: its record is
+    final only once the old pods are gone (_find_root_cause may amend its cause till then)."""
+    if not old.history or old.launched or old.finished:
+        return False
+    record = old.history[0]
+    if record.outcome != "Restarted" or record.attempt != old.launched_attempt:
+        return False
+    # A marker of the ended attempt makes the restart one that did not run (_succeed).
+    return (new.launched or new.finished) and record.attempt < new.attempt

@@ -44,6 +44,7 @@ class ConditionType(StrEnum):
     STORAGE_ERROR = "StorageError"
     QUEUED = "Queued"
     RECONCILE_ERROR = "ReconcileError"
+    SHARED_VOLUME_CHECKED = "SharedVolumeChecked"
 
 
 @dataclass(frozen=True)

@@ -45,6 +45,11 @@ class Restart:
     counted: bool = True  # against backoffLimit; a preemption by Kueue is not
     cause: Cause | None = None
     reason: str = "WorkerFailed"  # of the Restarting condition
+    # The workers left can still save a checkpoint together (each is told by SIGTERM, as the
+    # worker taken away was): they get restartGracePeriodSeconds. Not when a worker's process
+    # ended on its own, its node was lost or the gang hung: a collective save cannot finish
+    # without it, so they are stopped at once and the next attempt starts sooner.
+    survivors_can_save: bool = True
 
 
 @dataclass(frozen=True)

@@ -88,6 +88,9 @@ def test_worker_killed_mid_training_restarts_the_gang_which_resumes(
     # The first attempt's logs were kept on the shared storage before its pods went.
     archived = shared_dir / NAMESPACE / crash / "logs" / "attempt-0" / "worker-1.log"
     assert "injected_crash epoch=2 exit_code=137" in archived.read_text()
+    # The survivor, stopped at once (no save could finish without its peer), followed to its end.
+    survivor = shared_dir / NAMESPACE / crash / "logs" / "attempt-0" / "worker-0.log"
+    assert "worker=0 epoch=2 " in survivor.read_text()
     marker = json.loads((shared_dir / NAMESPACE / crash / "multiworker-complete.txt").read_text())
     assert marker["attempt"] == 1 and marker["jobUid"] == job["metadata"]["uid"]
     assert "GangRestart" in kube.wait_events(NAMESPACE, crash, {"GangRestart"})

@@ -83,6 +83,21 @@ def test_a_deleted_pod_restarts_the_gang(
     assert status["restarts"] == 1 and "disappeared" in status["message"]
 
 
+def test_gangs_stopped_at_once_all_come_back(
+    kube: ClusterClient, kubelet: SimulatedKubelet, namespace: str
+) -> None:
+    # A worker killed on its own: its peers are deleted with no grace, gone before their
+    # DELETED events arrive, so the job must be decided again without them (once, 3 of 30
+    # gangs in a scale run never came back).
+    names = [f"fast{i}" for i in range(4)]
+    for name in names:
+        kubelet.start_job(namespace, simulated_job(name, workers=8).manifest())
+    for name in names:
+        kubelet.exit(namespace, f"{name}-worker-1", 137, reason="OOMKilled")
+    for name in names:
+        kube.wait_pods(namespace, name, 8, attempt=1, timeout=20)
+
+
 def test_restart_does_not_wait_on_logs_that_cannot_be_read(
     kube: ClusterClient, kubelet: SimulatedKubelet, namespace: str
 ) -> None:

@@ -67,7 +67,12 @@ def test_a_stalled_gang_is_restarted_then_failed_past_backoff_limit_with_its_his
         0,
     )
     kube.wait_events(namespace, "hung", {"ProgressStalled", "GangRestart"})
-    assert REGISTRY.get_sample_value("tfmw_gang_restarts_total", {"cause": "Stalled"}) is not None
+    # Counted once the next attempt's launch is recorded, just after its pods are created.
+    wait_for(
+        "the restart counted",
+        lambda: REGISTRY.get_sample_value("tfmw_gang_restarts_total", {"cause": "Stalled"}),
+        timeout=10,
+    )
 
     # The new gang runs and never reports: timed from when it ran, so it stalls too, and
     # backoffLimit 1 is used up.

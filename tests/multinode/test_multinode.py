@@ -34,8 +34,9 @@ Json = dict[str, Any]
 CLUSTER = os.environ.get("TFMW_KIND_CLUSTER", "tfmw")
 SPREAD = "mnist-4-workers-spread.yaml"
 # A stopped node: NotReady after the node monitor's grace (40 s at most here), its pods
-# evicted 10 s later (the sample's tolerations), stuck pods force-deleted after their grace
-# (5 s) + 60 s; then the gang starts again on the nodes that are left.
+# evicted 10 s later (the sample's tolerations); pods the operator is deleting are forced
+# once their node is reported NotReady (else after their grace, 5 s, + 60 s); then the gang
+# starts again on the nodes that are left.
 NODE_STOP_BOUND_SECONDS = 240
 
 
@@ -195,7 +196,10 @@ def test_a_worker_killed_on_one_node_restarts_the_gang_across_nodes(
     kube: ClusterClient, fresh_name: Callable[[str], str]
 ) -> None:
     name = fresh_name("killed")
-    job = submit(kube, spread_manifest(["--epochs=4", "--steps-per-epoch=20", "--epoch-pause=2"]), name)
+    # Epochs of about 6 s: the kill comes within the status's progress interval (10 s) of
+    # epoch 1, well before the end (at 2 s an epoch the kill once came after the chief's
+    # last epoch: its marker ended the job, rightly, before the new gang trained).
+    job = submit(kube, spread_manifest(["--epochs=6", "--steps-per-epoch=20", "--epoch-pause=5"]), name)
     uid = job["metadata"]["uid"]
     kube.wait_phase(NAMESPACE, name, "Running", timeout=TRAINING_TIMEOUT)
     wait_for("a checkpointed epoch", lambda: progress_epoch(kube, name) >= 1, timeout=TRAINING_TIMEOUT)
@@ -222,8 +226,12 @@ def test_a_worker_node_stopped_mid_run_restarts_the_gang_on_the_nodes_left(
     submit(kube, spread_manifest(["--epochs=6", "--steps-per-epoch=20", "--epoch-pause=3"]), name)
     kube.wait_phase(NAMESPACE, name, "Running", timeout=TRAINING_TIMEOUT)
     wait_for("a checkpointed epoch", lambda: progress_epoch(kube, name) >= 1, timeout=TRAINING_TIMEOUT)
-    victim = node_of_pods(name)[f"{name}-worker-1"]
-    print(f"\n{name}: stopping node {victim} (pods {node_of_pods(name)})")
+    placed = node_of_pods(name)
+    victim = placed[f"{name}-worker-1"]
+    # The workers on the stopped node; the lowest of them is named (worker 1, unless the
+    # chief shares its node), whichever of its pods the control plane reported lost first.
+    on_victim = sorted(int(pod.rsplit("-", 1)[1]) for pod, node in placed.items() if node == victim)
+    print(f"\n{name}: stopping node {victim} (pods {placed})")
     stopped = time.monotonic()
     docker("stop", "-t", "0", victim)
     try:
@@ -236,6 +244,30 @@ def test_a_worker_node_stopped_mid_run_restarts_the_gang_on_the_nodes_left(
         acted = time.monotonic() - stopped
         status = kube.status(NAMESPACE, name)
         print(f"{name}: node stop -> {status['phase']} in {acted:.0f}s: {status.get('message')}")
+        print(f"{name}: recorded first: {(status.get('history') or [{}])[0]}")
+        # A peer notices at once and the gang restarts on its exit; the node is reported
+        # not ready only after the node monitor's grace, while the old pods are being
+        # deleted: then the record names the lost node's worker.
+        record = wait_for(
+            "the history to name the lost node",
+            lambda: node_lost_record(kube, name),
+            timeout=NODE_STOP_BOUND_SECONDS,
+            interval=1,
+        )
+        print(f"{name}: node stop -> history NodeLost in {time.monotonic() - stopped:.0f}s: {record}")
+        assert (record["node"], record["worker"]) == (victim, on_victim[0]), (record, placed)
+        assert record.get("exitCode") is None and record["outcome"] == "Restarted"
+        wait_for(
+            "the new gang Running",
+            lambda: new_gang_running(kube, name),
+            timeout=TRAINING_TIMEOUT + NODE_STOP_BOUND_SECONDS,
+            interval=1,
+        )
+        print(f"{name}: node stop -> new gang Running in {time.monotonic() - stopped:.0f}s")
+        row = kubectl("get", "tfmw", name, "-n", NAMESPACE, "-o", "wide", "--no-headers").stdout
+        assert row.split()[-1] == "NodeLost", row  # LAST CAUSE
+        if "noticed first" in record.get("message", ""):  # found on the second look: told
+            assert "RootCauseFound" in kubectl("describe", "tfmw", name, "-n", NAMESPACE).stdout
         status = kube.wait_phase(
             NAMESPACE, name, "Succeeded", timeout=TRAINING_TIMEOUT + NODE_STOP_BOUND_SECONDS
         )
@@ -246,6 +278,16 @@ def test_a_worker_node_stopped_mid_run_restarts_the_gang_on_the_nodes_left(
     finally:
         docker("start", victim)
         wait_node_ready(victim)
+
+
+def node_lost_record(kube: ClusterClient, name: str) -> Json | None:
+    history = kube.status(NAMESPACE, name).get("history") or []
+    return next((h for h in history if h.get("cause") == "NodeLost"), None)
+
+
+def new_gang_running(kube: ClusterClient, name: str) -> bool:
+    status = kube.status(NAMESPACE, name)
+    return status.get("phase") == "Running" and status.get("attempt", 0) >= 1
 
 
 def lease_holder() -> str:

@@ -5,11 +5,19 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
+from tfmw_operator.decision import PatchStatus
 from tfmw_operator.failure_policy import cause_of
 from tfmw_operator.observed import observe_pod
 from tfmw_operator.progress import ProgressReport
-from tfmw_operator.status import MAX_HISTORY, AttemptRecord, Checkpoint, JobStatus
-from wrappers import at, decide, job, pod
+from tfmw_operator.status import (
+    MAX_HISTORY,
+    MAX_HISTORY_MESSAGE,
+    AttemptRecord,
+    Checkpoint,
+    ConditionType,
+    JobStatus,
+)
+from wrappers import PodWrapper, at, decide, job, pod
 
 Json = dict[str, Any]
 
@@ -189,3 +197,209 @@ def test_a_worker_deleted_before_its_peer_failed_is_the_first_failure() -> None:
     assert (record.worker, record.cause) == (1, "PodDeleted")
     earlier = pod(j, 0).exited(170, at_seconds=2).obj()  # before it: the peer's failure came first
     assert decide(j, [earlier, deleted]).status.history[0].worker == 0
+
+
+# ---- a second look: the lost node behind a peer's exit, found while the old pods go ----
+
+PEER_LOST = "UnavailableError: Connection reset by peer"
+
+
+def peer(j: Json) -> PodWrapper:
+    """Worker 0, on node-a: TensorFlow lost a peer at 3 s and the trainer exited 170."""
+    return pod(j, 0).on_node("node-a").exited(170, at_seconds=3, message=PEER_LOST)
+
+
+def restarted_by_a_peer(workers: int = 2) -> Json:
+    """The gang restarted at 5 s on worker 0's exit; the others, on node-b and node-c, were
+    still reported running and ready then."""
+    j = job().workers(workers).launched(phase="Running").condition("Running", True, "AllWorkersRunning").obj()
+    others = [pod(j, i).on_node(f"node-{'abc'[i % 3]}").running().obj() for i in range(1, workers)]
+    restart = decide(j, [peer(j).obj(), *others], now=at(5))
+    assert restart.status.history[0].cause == "Error"
+    j["status"] = restart.status.to_json()
+    return j
+
+
+def teardown(j: Json, *others: PodWrapper) -> list[Json]:
+    """The ended attempt's pods being deleted (asked at 5 s, 5 s of grace): worker 0, `others`."""
+    return [p.deleting(10).obj() for p in (peer(j), *others)]
+
+
+def test_a_peers_exit_is_amended_to_the_node_lost_found_while_the_old_pods_go() -> None:
+    j = restarted_by_a_peer()
+    before = JobStatus.from_json(j["status"]).history[0]
+    decision = decide(j, teardown(j, pod(j, 1).node_not_ready(at_seconds=50)), now=at(52))
+    record = decision.status.history[0]
+    assert (record.cause, record.worker, record.pod, record.node, record.container, record.exit_code) == (
+        "NodeLost",
+        1,
+        "mnist-worker-1",
+        "node-b",
+        "tensorflow",
+        None,
+    )
+    told = (
+        "node node-b stopped reporting (seen at 2026-01-01T12:00:50Z) with worker 1 (pod mnist-worker-1) "
+        f"on it; worker 0 (pod mnist-worker-0) noticed first: exited with code 170: {PEER_LOST}"
+    )
+    assert record.message == told
+    # The rest of the record is kept: when, how it ended, where the logs are (the lost
+    # worker's could not be read: its peers' are in the attempt's folder).
+    assert (record.attempt, record.outcome, record.start_time, record.end_time) == (
+        before.attempt,
+        before.outcome,
+        before.start_time,
+        before.end_time,
+    )
+    assert record.logs == "default/mnist/logs/attempt-0/"
+    found = [e for e in decision.events if e.reason == "RootCauseFound"]
+    assert [e.type for e in found] == ["Warning"]
+    assert (
+        found[0].message
+        == f"attempt 0 ended because {told}; status.history records it as NodeLost, no longer Error"
+    )
+    # The restart under way tells it too.
+    restarting = decision.status.condition(ConditionType.RESTARTING)
+    running = decision.status.condition(ConditionType.RUNNING)
+    assert restarting is not None and restarting.true and restarting.message == f"gang restart 1/3: {told}"
+    assert restarting.reason == "WorkerFailed" and restarting.last_transition_time == "2026-01-01T12:00:05Z"
+    assert running is not None and not running.true and running.message == restarting.message
+    assert decision.status.message == restarting.message
+    assert decision.status.phase == "Restarting" and decision.pods_to_create == ()
+
+
+def test_before_the_node_is_reported_the_record_names_the_peer_that_exited() -> None:
+    j = restarted_by_a_peer()
+    decision = decide(j, teardown(j, pod(j, 1).on_node("node-b").running()), now=at(30))
+    assert decision.status.history == JobStatus.from_json(j["status"]).history
+    assert not any(e.reason == "RootCauseFound" for e in decision.events)
+
+
+def test_amending_is_idempotent_and_the_same_state_gives_the_same_decision() -> None:
+    j = restarted_by_a_peer()
+    pods = teardown(j, pod(j, 1).node_not_ready())
+    first = decide(j, pods, now=at(52))
+    assert first == decide(j, pods, now=at(52))
+    j["status"] = first.status.to_json()
+    again = decide(j, pods, now=at(53))  # the operator restarted, or the force-delete not seen yet
+    assert again.status == first.status
+    assert not [a for a in again.actions if isinstance(a, PatchStatus)]
+    assert not any(e.reason == "RootCauseFound" for e in again.events)
+
+
+@pytest.mark.parametrize(
+    "cause",
+    [
+        "OOMKilled",
+        "Evicted",
+        "Preempted",
+        "NodeLost",
+        "Stalled",
+        "Suspended",
+        "DeadlineExceeded",
+        "PodDeleted",
+    ],
+)
+def test_a_cause_with_a_reason_of_its_own_is_never_amended(cause: str) -> None:
+    record = AttemptRecord(
+        0, "Restarted", cause, at(5), at(0), 0, "mnist-worker-0", "node-a", "tensorflow", 137
+    )
+    j = job().launched(phase="Restarting").status(attempt=1, restarts=1, history=[record.to_json()]).obj()
+    decision = decide(j, teardown(j, pod(j, 1).node_not_ready()), now=at(52))
+    assert decision.status.history == (record,)
+
+
+def test_an_oom_killed_worker_is_kept_as_the_cause_when_another_node_is_lost_afterwards() -> None:
+    j = job().launched(phase="Running").obj()
+    oom = pod(j, 0).on_node("node-a").exited(137, at_seconds=3, reason="OOMKilled").obj()
+    j["status"] = decide(j, [oom, pod(j, 1).on_node("node-b").running().obj()], now=at(5)).status.to_json()
+    going = [pod(j, 0).on_node("node-a").exited(137, 3, reason="OOMKilled").deleting(10).obj()]
+    decision = decide(j, [*going, pod(j, 1).node_not_ready().deleting(10).obj()], now=at(52))
+    (record,) = decision.status.history
+    assert (record.cause, record.worker, record.exit_code) == ("OOMKilled", 0, 137)
+    assert "mnist-worker-1" in decision.pods_to_delete  # still forced: its node cannot confirm
+
+
+def test_a_stopped_kubelet_under_a_running_gang_restarts_nothing_and_records_nothing() -> None:
+    # The node NotReady, its containers running on: no worker failed, so nothing to explain.
+    j = job().launched(phase="Running").condition("Running", True, "AllWorkersRunning").obj()
+    pods = [pod(j, 0).on_node("node-a").running().obj(), pod(j, 1).node_not_ready().obj()]
+    decision = decide(j, pods, now=at(52))
+    assert decision.status.phase == "Running" and decision.status.restarts == 0
+    assert decision.status.history == () and decision.pods_to_delete == ()
+
+
+def test_a_lost_pod_of_another_attempt_than_the_records_changes_nothing() -> None:
+    record = AttemptRecord(
+        1, "Restarted", "Error", at(5), at(0), 0, "mnist-worker-0", "node-a", "tensorflow", 170
+    )
+    j = (
+        job()
+        .launched(attempt=1, phase="Restarting")
+        .status(attempt=2, restarts=2, history=[record.to_json()])
+        .obj()
+    )
+    decision = decide(j, [pod(j, 1, attempt=0).node_not_ready().deleting(10).obj()], now=at(52))
+    assert decision.status.history == (record,)
+
+
+def test_the_recorded_worker_on_a_lost_node_is_not_its_own_root_cause() -> None:
+    j = restarted_by_a_peer()
+    lost_itself = pod(j, 0).node_not_ready(node="node-a").deleting(10).obj()
+    decision = decide(j, [lost_itself, pod(j, 1).on_node("node-b").running().deleting(10).obj()], now=at(52))
+    assert decision.status.history == JobStatus.from_json(j["status"]).history
+
+
+def test_the_first_node_reported_lost_is_the_cause_and_a_nodes_workers_go_by_index() -> None:
+    j = restarted_by_a_peer(workers=5)
+    later_node = pod(j, 1).node_not_ready(at_seconds=58, node="node-b")
+    # One node's pods marked one by one, across a second's turn: its lowest index still.
+    first_node = [pod(j, 4).node_not_ready(at_seconds=50, node="node-c")]
+    first_node += [pod(j, i).node_not_ready(at_seconds=51, node="node-c") for i in (3, 2)]
+    record = decide(j, teardown(j, later_node, *first_node), now=at(60)).status.history[0]
+    assert (record.worker, record.node) == (2, "node-c")
+
+
+@pytest.mark.parametrize(
+    ("seen", "created"),
+    [
+        ("9999-12-31T23:59:59Z", 0),
+        ("2026-01-01T12:06:01Z", 0),
+        ("2026-01-01T11:00:00Z", 0),
+        ("2026-01-01T12:00:01Z", 2),
+    ],
+)
+def test_a_report_time_that_cannot_be_true_is_not_told_and_orders_last(seen: str, created: float) -> None:
+    # Year 9999, more than the clock skew allowed ahead, before the pod existed.
+    j = restarted_by_a_peer(workers=3)
+    absurd = pod(j, 1).created(created).node_not_ready().deleting(10).obj()
+    absurd["status"]["conditions"][0]["lastTransitionTime"] = seen
+    pods = [*teardown(j), absurd]
+    record = decide(j, pods, now=at(60)).status.history[0]
+    assert record.worker == 1 and (record.message or "").startswith(
+        "node node-b stopped reporting with worker 1"
+    )
+    plausible = pod(j, 2).node_not_ready(at_seconds=55, node="node-c").deleting(10).obj()
+    assert decide(j, [*pods, plausible], now=at(60)).status.history[0].worker == 2
+
+
+def test_a_long_log_keeps_the_start_of_the_message_and_the_end_of_the_log() -> None:
+    j = restarted_by_a_peer()
+    record = JobStatus.from_json(j["status"]).history[0]
+    long_tail = "x" * (MAX_HISTORY_MESSAGE - 5) + "\nlast"
+    j["status"]["history"][0]["message"] = long_tail
+    amended = decide(j, teardown(j, pod(j, 1).node_not_ready()), now=at(52)).status.history[0]
+    assert amended.message is not None and len(amended.message) == MAX_HISTORY_MESSAGE
+    assert amended.message.startswith("node node-b stopped reporting") and amended.message.endswith("x\nlast")
+    assert record.message == PEER_LOST
+
+
+def test_a_lost_nodes_lowest_worker_is_named_before_its_pod_is_reported() -> None:
+    # node-b holds workers 1 and 2; the node controller has marked worker 2's pod so far.
+    j = restarted_by_a_peer(workers=3)
+    not_yet = pod(j, 1).on_node("node-b").running()
+    record = decide(
+        j, teardown(j, not_yet, pod(j, 2).node_not_ready(node="node-b")), now=at(52)
+    ).status.history[0]
+    assert (record.cause, record.worker, record.node) == ("NodeLost", 1, "node-b")
+    assert "with worker 1 (pod mnist-worker-1) on it" in (record.message or "")

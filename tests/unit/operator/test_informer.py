@@ -90,3 +90,15 @@ def test_the_newest_job_is_kept_and_a_deleted_one_never_returns() -> None:
     jobs.remove(newer)
     assert not jobs.put({"metadata": {**job["metadata"], "resourceVersion": "9"}})  # late answer
     assert jobs.get(JOB) is None
+
+
+def test_a_write_answered_without_a_version_never_brings_a_deleted_pod_back() -> None:
+    # A pod deleted with no grace can come back from the DELETE with no resourceVersion;
+    # held, it could never be ordered against its DELETED event and stayed for ever.
+    informer, _ = view()
+    informer._apply("ADDED", pod("job-worker-0", 5))
+    informer._apply("DELETED", pod("job-worker-0", 7, deleting=True))
+    answer = pod("job-worker-0", 0, deleting=True)
+    del answer["metadata"]["resourceVersion"]
+    informer.put(answer)
+    assert names(informer) == {}

@@ -1,5 +1,14 @@
+from __future__ import annotations
+
+from collections.abc import Callable
+from datetime import UTC, datetime
+from typing import Any
+
+import pytest
 from tfmw_operator.observed import WorkloadState, observe_pod, observe_workload
-from wrappers import job, pod
+from wrappers import at, job, pod
+
+Json = dict[str, Any]
 
 
 def test_failed_pod_reports_the_failing_container_and_message() -> None:
@@ -150,3 +159,98 @@ def test_a_failed_folder_check_is_a_folder_mismatch_only_with_its_exit_code() ->
     raw["status"]["initContainerStatuses"] = [{**folder_check_failed(3), "name": "fetch"}]
     theirs = observe_pod(raw)
     assert theirs is not None and not theirs.folder_mismatch and theirs.exit_code == 3
+
+
+def _lost(raw: Json) -> tuple[bool, datetime | None]:
+    observed = observe_pod(raw)
+    assert observed is not None
+    return observed.node_lost, observed.node_lost_at
+
+
+def test_a_pod_whose_node_stopped_reporting_is_on_a_lost_node_since_its_ready_turned_false() -> None:
+    # As MarkPodsNotReady leaves it: Ready False; ContainersReady and the containers as they were.
+    assert _lost(pod(job().obj(), 1).node_not_ready(at_seconds=47).obj()) == (True, at(47))
+
+
+def _not_ready(change: Callable[[Json], None]) -> Json:
+    raw = pod(job().obj(), 1).node_not_ready().obj()
+    change(raw)
+    return raw
+
+
+def _set_condition(kind: str, **fields: Any) -> Callable[[Json], None]:
+    def change(raw: Json) -> None:
+        next(c for c in raw["status"]["conditions"] if c["type"] == kind).update(fields)
+
+    return change
+
+
+@pytest.mark.parametrize(
+    "change",
+    [
+        # What a live kubelet writes: its Ready follows ContainersReady and the containers.
+        _set_condition("ContainersReady", status="False"),
+        lambda raw: raw["status"]["containerStatuses"][0].update(ready=False),
+        lambda raw: raw["status"]["containerStatuses"][0].pop("ready"),
+        lambda raw: raw["status"].pop("containerStatuses"),
+        lambda raw: raw["status"]["conditions"].pop(1),
+        _set_condition("Ready", status="True"),
+        # Ready False for a readiness gate alone is the kubelet's, the node may be fine.
+        _set_condition("Ready", reason="ReadinessGatesNotReady"),
+        # Not bound to a node: none to lose.
+        lambda raw: raw["spec"].pop("nodeName"),
+    ],
+)
+def test_ready_false_is_a_lost_node_only_beside_ready_containers_the_kubelet_would_not_leave(
+    change: Callable[[Json], None],
+) -> None:
+    assert _lost(_not_ready(change)) == (False, None)
+
+
+def _on_node(raw: Json, node: str = "node-b") -> Json:
+    raw["spec"]["nodeName"] = node
+    return raw
+
+
+def _disrupted_by(reason: str, ready: bool = False) -> Json:
+    raw = _on_node(pod(job().obj(), 1).running(ready=ready).deleting().obj())
+    raw["status"]["conditions"].append(
+        {
+            "type": "DisruptionTarget",
+            "status": "True",
+            "reason": reason,
+            "lastTransitionTime": "2026-01-01T12:01:00Z",
+        }
+    )
+    return raw
+
+
+def test_the_taint_managers_and_pod_gcs_deletions_and_older_signals_are_a_lost_node() -> None:
+    assert _lost(_disrupted_by("DeletionByTaintManager")) == (True, at(60))
+    assert _lost(_disrupted_by("DeletionByPodGC")) == (True, at(60))
+    # A NoExecute taint on a live node evicts the same way: its pod is still Ready.
+    assert _lost(_disrupted_by("DeletionByTaintManager", ready=True)) == (False, None)
+    assert _lost(_disrupted_by("PreemptionByScheduler")) == (False, None)
+    assert _lost(_disrupted_by("EvictionByEvictionAPI")) == (False, None)
+    unknown = _on_node(pod(job().obj(), 1).running().obj())
+    unknown["status"]["phase"] = "Unknown"
+    assert _lost(unknown) == (True, None)
+    old_reason = _on_node(pod(job().obj(), 1).running().obj())
+    old_reason["status"].update(
+        reason="NodeLost", message="Node node-b which was running pod x is unresponsive"
+    )
+    assert _lost(old_reason) == (True, None)
+    assert _lost(_on_node(pod(job().obj(), 1).running().obj())) == (False, None)
+    assert _lost(_on_node(pod(job().obj(), 1).exited(170).obj())) == (False, None)
+
+
+def test_a_lost_nodes_time_that_is_not_a_time_is_unknown_and_junk_conditions_do_not_raise() -> None:
+    garbled = _not_ready(_set_condition("Ready", lastTransitionTime="soon"))
+    assert _lost(garbled) == (True, None)
+    far = _not_ready(_set_condition("Ready", lastTransitionTime="9999-12-31T23:59:59Z"))
+    assert _lost(far) == (True, datetime(9999, 12, 31, 23, 59, 59, tzinfo=UTC))  # the core judges it
+    # The API server's schema holds them to objects, not to sense.
+    junk = _not_ready(lambda raw: raw["status"]["conditions"].extend([{"type": None}, {}, {"type": 7}]))
+    assert _lost(junk) == (True, at(50))
+    odd_ready = _not_ready(lambda raw: raw["status"]["containerStatuses"][0].update(ready="True"))
+    assert _lost(odd_ready) == (False, None)

@@ -7,6 +7,7 @@ from typing import Any
 import pytest
 from tfmw_operator.api import parse_job
 from tfmw_operator.builders import build_service
+from tfmw_operator.cleanup_policy import WORKER_EXIT_SECONDS
 from tfmw_operator.decision import (
     CreatePods,
     Decision,
@@ -14,12 +15,14 @@ from tfmw_operator.decision import (
     DeletePods,
     EnsureJobDirectory,
     EnsureService,
+    Milestone,
     PatchStatus,
     ProgressWatch,
     RemoveMarker,
 )
 from tfmw_operator.observed import CreateError, CreateErrorKind, MarkerState, Observed
 from tfmw_operator.progress import ProgressProblem, ProgressReport
+from tfmw_operator.reconcile import reconcile
 from tfmw_operator.status import Condition, ConditionType, WorkerCounts
 from wrappers import at, decide, env_of, job, pod
 
@@ -57,9 +60,11 @@ def running_pods(j: Json, n: int = 2, attempt: int = 0) -> list[Json]:
 
 
 def test_new_job_creates_service_and_every_worker_then_records_the_launch() -> None:
-    decision = decide(job().workers(3).obj())
+    decision = decide(job().workers(3).obj(), service=None)
     assert created(decision) == [(0, 0), (1, 0), (2, 0)]
     assert kinds(decision) == [EnsureJobDirectory, EnsureService, CreatePods, PatchStatus]
+    (create,) = [a for a in decision.actions if isinstance(a, CreatePods)]
+    assert not create.proven  # a template never sent before starts with one pod
     assert decision.actions[0] == EnsureJobDirectory("default/mnist", "uid-mnist")
     status = decision.status
     assert status is not None
@@ -68,6 +73,16 @@ def test_new_job_creates_service_and_every_worker_then_records_the_launch() -> N
     assert status.ready_workers == "0/3"
     assert condition(decision, "Created").true
     assert any(e.reason == "PodsCreated" for e in decision.events)
+
+
+def test_a_restart_launch_asks_for_no_service_it_has_and_sends_its_proven_pods_at_once() -> None:
+    j = job().workers(3).launched(phase="Restarting").status(attempt=1).obj()
+    decision = decide(j)
+    assert created(decision) == [(0, 1), (1, 1), (2, 1)]
+    assert kinds(decision) == [EnsureJobDirectory, CreatePods, PatchStatus]
+    (create,) = [a for a in decision.actions if isinstance(a, CreatePods)]
+    assert create.proven
+    assert EnsureService in kinds(decide(j, service=None))  # deleted meanwhile: made again
 
 
 def test_stale_marker_of_an_earlier_namesake_is_removed_before_the_first_pods() -> None:
@@ -152,15 +167,23 @@ def test_marker_without_job_uid_counts_once_pods_were_launched() -> None:
     assert decision.status is not None and decision.status.phase == "Succeeded"
 
 
-def test_succeeded_running_pods_get_grace_then_clean_pod_policy_running_deletes_them() -> None:
+def test_succeeded_running_pods_get_a_few_seconds_then_clean_pod_policy_running_deletes_them() -> None:
     j = job().completion(chiefExitGraceSeconds=30).launched(phase="Running").obj()
     pods = [pod(j, 0).exited(0).obj(), pod(j, 1).running().obj()]
     first = decide(j, pods, marker=MARKER, now=at(51))
     assert first.pods_to_delete == ()
-    assert first.requeue_after == pytest.approx(30)
+    assert first.requeue_after == pytest.approx(WORKER_EXIT_SECONDS)
     j["status"] = first.status.to_json()
-    later = decide(j, pods, marker=MARKER, now=at(82))
+    assert decide(j, pods, marker=MARKER, now=at(51 + WORKER_EXIT_SECONDS - 1)).pods_to_delete == ()
+    later = decide(j, pods, marker=MARKER, now=at(51 + WORKER_EXIT_SECONDS))
     assert later.pods_to_delete == ("mnist-worker-1",)
+
+
+def test_a_shorter_chief_exit_grace_deletes_succeeded_running_pods_sooner() -> None:
+    j = job().completion(chiefExitGraceSeconds=0).launched(phase="Running").obj()
+    pods = [pod(j, 0).running().obj(), pod(j, 1).running().obj()]
+    decision = decide(j, pods, marker=MARKER, now=at(51))
+    assert sorted(decision.pods_to_delete) == ["mnist-worker-0", "mnist-worker-1"]
 
 
 def test_clean_pod_policy_all_deletes_finished_pods_too() -> None:
@@ -527,6 +550,28 @@ def test_a_pod_stuck_terminating_past_its_grace_is_forced() -> None:
     assert any(e.reason == "ForcedDeletion" for e in late.events)
 
 
+def test_a_pod_going_whose_node_was_reported_lost_is_forced_at_once() -> None:
+    j = job().launched(attempt=0, phase="Restarting").status(attempt=1, restarts=1).obj()
+    lost = pod(j, 1, 0).node_not_ready(at_seconds=50).deleting(10).obj()  # grace 30: stuck at 100 s
+    waiting = pod(j, 0, 0).on_node("node-a").running().deleting(10).obj()
+    decision = decide(j, [waiting, lost], now=at(51))
+    forced = [a for a in decision.actions if isinstance(a, DeletePods)]
+    assert forced == [DeletePods(("mnist-worker-1",), 0, force=True)]
+    assert [e.message for e in decision.events if e.reason == "ForcedDeletion"] == [
+        "pods whose node was reported lost, forced: mnist-worker-1"
+    ]
+    assert decision.requeue_after == pytest.approx(49)  # worker 0's own deadline: 10 + 30 + 60 s
+    # Not yet being deleted: asked to go gracefully first, like any other.
+    first = decide(j, [pod(j, 1, 0).node_not_ready().obj()], now=at(51))
+    assert [a for a in first.actions if isinstance(a, DeletePods)] == [DeletePods(("mnist-worker-1",), 5)]
+
+
+def test_a_running_attempts_pod_on_a_lost_node_is_never_deleted_for_it() -> None:
+    j = job().launched(phase="Running").obj()
+    decision = decide(j, [pod(j, 0).running().obj(), pod(j, 1).node_not_ready().obj()], now=at(52))
+    assert decision.pods_to_delete == () and decision.status.phase == "Running"
+
+
 def test_a_worker_in_phase_unknown_keeps_a_running_job_running() -> None:
     j = job().launched(phase="Running").obj()
     unknown = pod(j, 1).running().obj()
@@ -551,11 +596,32 @@ def test_ready_counts_ready_workers_not_running_ones() -> None:
     assert decision.status.ready_workers == "1/2" and decision.status.phase == "Running"
 
 
-def test_gang_restarts_delete_with_the_short_restart_grace() -> None:
+def grace_of_the_survivors(j: Json, failed: Json, seconds: float = 20) -> int | None:
+    decision = decide(j, [pod(j, 0).running().obj(), failed], now=at(seconds))
+    assert decision.status.phase == "Restarting"
+    (deletion,) = [a for a in decision.actions if isinstance(a, DeletePods) and "mnist-worker-0" in a.names]
+    return deletion.grace_seconds
+
+
+def test_survivors_that_can_still_save_together_get_the_restart_grace() -> None:
     j = job().run_policy(restartGracePeriodSeconds=7).launched(phase="Running").obj()
-    decision = decide(j, [pod(j, 0).running().obj(), pod(j, 1).exited(137).obj()])
-    (deletion,) = [a for a in decision.actions if isinstance(a, DeletePods)]
-    assert deletion.grace_seconds == 7
+    # Taken away while it ran, it was told by SIGTERM as they are: all save at one step.
+    assert grace_of_the_survivors(j, pod(j, 1).running().deleting(at_seconds=15).obj()) == 7
+    assert grace_of_the_survivors(j, pod(j, 1).evicted().obj()) == 7
+    assert grace_of_the_survivors(j, pod(j, 1).exited(143).obj()) == 7
+    # It lost a peer (the trainer's 170): the cause is elsewhere, maybe a node not yet reported
+    # lost; the peer's pod, left terminating there, keeps the next gang off that node.
+    assert grace_of_the_survivors(j, pod(j, 1).exited(170).obj()) == 7
+
+
+def test_survivors_of_a_worker_that_ended_on_its_own_are_stopped_at_once() -> None:
+    j = job().run_policy(restartGracePeriodSeconds=7).launched(phase="Running").obj()
+    # A collective save waits for every worker: with one gone for good, none can finish.
+    assert grace_of_the_survivors(j, pod(j, 1).exited(137, reason="OOMKilled").obj()) == 0
+    assert grace_of_the_survivors(j, pod(j, 1).exited(139).obj()) == 0
+    lost = pod(j, 1).running().node_not_ready().obj()
+    lost["status"]["phase"] = "Unknown"
+    assert grace_of_the_survivors(j, lost, seconds=200) == 0  # its kubelet silent for a minute
 
 
 def test_later_gang_restarts_back_off() -> None:
@@ -589,6 +655,57 @@ def test_a_marker_from_an_abandoned_attempt_succeeds_without_counting_the_restar
     status = decision.status
     assert status.phase == "Succeeded" and status.restarts == 0 and status.attempt == 0
     assert any("restart did not run" in e.message for e in decision.events)
+
+
+def restarted() -> Json:
+    """Attempt 0 ended in a gang restart (worker 1 OOMKilled); its pods are gone."""
+    j = job().launched(phase="Running").obj()
+    restart = decide(j, [pod(j, 0).running().obj(), pod(j, 1).exited(137, reason="OOMKilled").obj()])
+    assert restart.status.attempt == 1 and Milestone.RESTARTED not in restart.milestones
+    j["status"] = restart.status.to_json()
+    return j
+
+
+def test_a_restart_is_counted_once_the_next_attempt_is_launched_when_its_record_is_final() -> None:
+    j = restarted()
+    going = decide(j, [pod(j, 0).running().deleting().obj()], now=at(21))
+    assert Milestone.RESTARTED not in going.milestones
+    relaunch = decide(j, now=at(22))
+    assert created(relaunch) == [(0, 1), (1, 1)] and Milestone.RESTARTED in relaunch.milestones
+    assert relaunch.status.history[0].cause == "OOMKilled"  # the label it is counted under
+    j["status"] = relaunch.status.to_json()
+    assert Milestone.RESTARTED not in decide(j, now=at(23)).milestones
+
+
+def test_a_restart_is_counted_when_the_job_fails_before_the_next_attempt_launches() -> None:
+    j = restarted()
+    j["spec"]["runPolicy"]["activeDeadlineSeconds"] = 10
+    failed = decide(j, [pod(j, 0).running().deleting().obj()], now=at(21))
+    assert failed.status.phase == "Failed"
+    assert {Milestone.FAILED, Milestone.RESTARTED} <= failed.milestones
+
+
+def test_a_restart_that_did_not_run_and_a_resume_are_not_counted() -> None:
+    j = restarted()
+    marker = MarkerState(True, "uid-mnist", at(15), attempt=0)
+    assert Milestone.RESTARTED not in decide(j, marker=marker, now=at(21)).milestones
+    resumed = job().launched(phase="Suspended").condition("Suspended").obj()
+    resumed["status"]["history"] = [
+        {"attempt": 0, "outcome": "Suspended", "cause": "Suspended", "endTime": "2026-01-01T12:00:10Z"}
+    ]
+    resume = decide(resumed)
+    assert created(resume) == [(0, 1), (1, 1)] and Milestone.RESTARTED not in resume.milestones
+
+
+def test_a_restart_suspended_before_its_launch_is_counted_once_resumed() -> None:
+    j = restarted()
+    j["spec"]["runPolicy"]["suspend"] = True
+    suspend = decide(j, now=at(21))
+    assert suspend.status.phase == "Suspended" and Milestone.RESTARTED not in suspend.milestones
+    j["status"] = suspend.status.to_json()
+    j["spec"]["runPolicy"]["suspend"] = False
+    resume = decide(j, now=at(22))
+    assert created(resume) == [(0, 1), (1, 1)] and Milestone.RESTARTED in resume.milestones
 
 
 def test_a_chief_without_finished_at_still_ends_its_grace_period() -> None:
@@ -673,3 +790,59 @@ def test_every_worker_is_told_where_progress_goes() -> None:
     decision = decide(job().spec(sharedVolume={"claimName": "c", "mountPath": "/data/"}).obj())
     for created_pod in decision.pods_to_create:
         assert env_of(created_pod)["TFMW_PROGRESS_PATH"] == "/data/progress.json"
+
+
+# ---- status writes ----
+
+
+def test_a_change_of_the_worker_counts_alone_waits_a_moment_after_a_write() -> None:
+    j = job().workers(3).launched(phase="Pending").obj()
+    j["status"] = decide(j, [pod(j, i).obj() for i in range(3)], now=at(19.5)).status.to_json()
+    pods = [pod(j, 0).running().obj(), pod(j, 1).obj(), pod(j, 2).obj()]
+    held = decide(j, pods, now=at(20), status_written_at=at(19.5))
+    assert PatchStatus not in kinds(held) and held.status.ready_workers == "0/3"
+    assert held.requeue_after == pytest.approx(0.5)
+    due = decide(j, pods, now=at(20.5), status_written_at=at(19.5))
+    assert PatchStatus in kinds(due) and due.status.ready_workers == "1/3"
+
+
+def test_counts_are_written_at_once_when_nothing_was_written_lately_or_the_phase_moves() -> None:
+    j = job().workers(2).launched(phase="Pending").obj()
+    one_up = [pod(j, 0).running().obj(), pod(j, 1).obj()]
+    assert PatchStatus in kinds(decide(j, one_up, now=at(20)))  # no write since the operator started
+    assert PatchStatus in kinds(decide(j, one_up, now=at(20), status_written_at=at(18)))
+    all_up = decide(j, running_pods(j), now=at(20), status_written_at=at(19.9))
+    assert all_up.status.phase == "Running" and all_up.status.ready_workers == "2/2"
+
+
+# ---- the folder check ----
+
+
+def test_once_a_folder_check_passed_later_attempts_start_without_it() -> None:
+    j = job().launched(phase="Pending").obj()
+    passed = [pod(j, 0).running().obj(), pod(j, 1).running().obj()]
+    passed[1]["status"]["initContainerStatuses"] = [
+        {"name": "tfmw-folder-check", "state": {"terminated": {"exitCode": 0}}}
+    ]
+    check = "tfmw-operator:dev"
+    decision = reconcile(
+        Observed.of(j, passed, NO_MARKER, NOW, service=build_service(parse_job(j)), spec=parse_job(j, check))
+    )
+    checked = condition(decision, "SharedVolumeChecked")
+    assert checked.true and "worker 1" in checked.message and "tfmw-shared" in checked.message
+    restarting = job().launched(phase="Restarting").status(attempt=1).obj()
+    restarting["status"]["conditions"] = [c.to_json() for c in decision.status.conditions]
+    again = reconcile(
+        Observed.of(
+            restarting,
+            [],
+            NO_MARKER,
+            NOW,
+            service=build_service(parse_job(j)),
+            spec=parse_job(restarting, check),
+        )
+    )
+    init = again.pods_to_create[0]["spec"].get("initContainers") or []
+    assert [c["name"] for c in init] == []
+    first = reconcile(Observed.of(job().obj(), [], NO_MARKER, NOW, spec=parse_job(job().obj(), check)))
+    assert [c["name"] for c in first.pods_to_create[0]["spec"]["initContainers"]] == ["tfmw-folder-check"]

@@ -34,7 +34,7 @@ from tfmw_operator.observed import (
 from tfmw_operator.progress import ProgressProblem, ProgressReport
 from tfmw_operator.reconcile import reconcile_failed
 from tfmw_operator.status import Checkpoint
-from wrappers import JobWrapper, at, decide, job, pod
+from wrappers import JobWrapper, PodWrapper, at, decide, job, pod
 
 Json = dict[str, Any]
 GOLDEN = Path(__file__).parent / "golden" / "decisions.json"
@@ -68,14 +68,14 @@ def _evicted(j: Json) -> Json:
 
 
 SCENARIOS: dict[str, Callable[[], Decision]] = {
-    "new job": lambda: decide(job().workers(3).obj()),
-    "new job with sidecars and its own template": lambda: decide(_sidecar_job()),
+    "new job": lambda: decide(job().workers(3).obj(), service=None),
+    "new job with sidecars and its own template": lambda: decide(_sidecar_job(), service=None),
     "new job created suspended": lambda: decide(job().run_policy(suspend=True).obj()),
     "new job, a namesake's pod still there": lambda: decide(
         job().obj(), [pod(job().obj() | {"metadata": {**job().obj()["metadata"], "uid": "old"}}, 0).obj()]
     ),
     "new job, stale marker of a namesake": lambda: decide(
-        job().obj(), marker=MarkerState(True, None, at(-5))
+        job().obj(), marker=MarkerState(True, None, at(-5)), service=None
     ),
     "new job, creation refused as invalid": lambda: decide(
         job().obj(), create_error=CreateError(CreateErrorKind.INVALID, "spec.volumes[0]: Invalid", 1, at(19))
@@ -124,6 +124,15 @@ SCENARIOS: dict[str, Callable[[], Decision]] = {
     "next attempt": lambda: decide(
         job().launched(attempt=0, phase="Restarting").status(attempt=1, restarts=1).obj()
     ),
+    "old pods terminating, a peer's lost node found behind its exit": lambda: decide(
+        _after_a_peers_exit(),
+        [
+            _peer(_after_a_peers_exit()).deleting(10).obj(),
+            pod(_after_a_peers_exit(), 1).node_not_ready(at_seconds=50).deleting(10).obj(),
+        ],
+        now=at(52),
+    ),
+    "next attempt after a recorded restart": lambda: decide(_after_a_peers_exit(), now=at(60)),
     "restarted gang running": lambda: decide(
         job().launched(attempt=1, phase="Restarting", restarts=1).condition("Restarting").obj(),
         running(job().obj(), attempt=1),
@@ -284,9 +293,26 @@ SCENARIOS: dict[str, Callable[[], Decision]] = {
         .pod_spec(terminationGracePeriodSeconds=7)
         .launched(phase="Running")
         .obj(),
-        [pod(job().obj(), 0).running().obj(), pod(job().obj(), 1).exited(137).obj()],
+        [pod(job().obj(), 0).running().obj(), pod(job().obj(), 1).running().deleting(at_seconds=15).obj()],
     ),
 }
+
+
+def _peer(j: Json) -> PodWrapper:
+    """Worker 0, on node-a: TensorFlow lost a peer (trainer exit 170) at 3 s."""
+    return (
+        pod(j, 0)
+        .on_node("node-a")
+        .exited(170, at_seconds=3, message="UnavailableError: Connection reset by peer")
+    )
+
+
+def _after_a_peers_exit() -> Json:
+    """The gang restart decided at 5 s on worker 0's exit; worker 1 (node-b) seemed to run."""
+    j = job().launched(phase="Running").condition("Running", True, "AllWorkersRunning").obj()
+    restart = decide(j, [_peer(j).obj(), pod(j, 1).on_node("node-b").running().obj()], now=at(5))
+    j["status"] = restart.status.to_json()
+    return j
 
 
 def _watched() -> JobWrapper:
@@ -367,6 +393,7 @@ OBSERVED_PODS: dict[str, Json] = {
     "unschedulable": pod(job().obj(), 0).unschedulable().obj(),
     "image pull": pod(job().obj(), 0).waiting("ImagePullBackOff", "no such image").obj(),
     "deleting": pod(job().obj(), 0).running().deleting().obj(),
+    "on a node reported not ready": pod(job().obj(), 1).node_not_ready(at_seconds=50).obj(),
     "sidecars": pod(_sidecar_job(), 2)
     .container_statuses(
         "Running",

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import os
 from datetime import timedelta
 from typing import Any
@@ -13,6 +14,7 @@ from tfmw_operator.builders import build_service
 from tfmw_operator.decision import DeletePods
 from tfmw_operator.observed import MarkerState, Observed
 from tfmw_operator.reconcile import reconcile
+from tfmw_operator.status import AttemptRecord
 from wrappers import at, job, pod
 
 # Mutation testing runs these once per mutant; it sets a smaller number.
@@ -104,24 +106,32 @@ def test_decisions_are_deterministic_and_status_is_complete(obs: Observed) -> No
 
 @st.composite
 def restarts_in_progress(draw: st.DrawFn) -> Observed:
-    """Attempt `a` is recorded but its pods not launched; pods of earlier attempts remain."""
+    """Attempt `a` is recorded but its pods not launched; pods of earlier attempts remain,
+    some on nodes reported lost; the attempt before may be in the history, a peer's exit."""
     workers = draw(st.integers(1, 4))
     attempt = draw(st.integers(1, 3))
-    j = (
+    builder = (
         job()
         .workers(workers)
         .launched(attempt=attempt - 1, phase=draw(st.sampled_from(["Restarting", "Pending", "Running"])))
         .status(attempt=attempt, restarts=attempt)
-        .obj()
     )
+    cause = draw(st.sampled_from([None, "Error", "OOMKilled"]))
+    if cause is not None:
+        worker = draw(st.integers(0, workers - 1))
+        record = AttemptRecord(attempt - 1, "Restarted", cause, at(5), worker=worker, exit_code=170)
+        builder.status(history=[record.to_json()])
+    j = builder.obj()
     pods = []
     for index in draw(st.sets(st.integers(0, workers - 1), min_size=1)):
         wrapper = pod(j, index, draw(st.integers(0, attempt - 1)))
-        state = draw(st.sampled_from(["pending", "running", "failed"]))
+        state = draw(st.sampled_from(["pending", "running", "failed", "lost"]))
         if state == "running":
             wrapper.running()
         elif state == "failed":
             wrapper.exited(137)
+        elif state == "lost":
+            wrapper.node_not_ready(at_seconds=draw(st.integers(-10, 300)))
         if draw(st.booleans()):
             wrapper.deleting()
         pods.append(wrapper.obj())
@@ -148,9 +158,25 @@ def test_no_new_pod_while_an_old_one_remains_and_each_old_one_is_deleted_once(ob
         overdue = p.deleting_since is not None and obs.now >= p.deleting_since + timedelta(
             seconds=p.grace_seconds + 60
         )
-        assert (p.name in forced) == (p.deleting and overdue), (
-            f"{p.name}: forced deletion is for stuck pods only"
+        assert (p.name in forced) == (p.deleting and (overdue or p.node_lost)), (
+            f"{p.name}: forced deletion is for stuck pods and those on lost nodes only"
         )
+
+
+@settings(max_examples=EXAMPLES // 2, deadline=None)
+@given(restarts_in_progress())
+def test_a_second_look_amends_only_a_peers_exit_only_to_a_lost_node_and_only_once(obs: Observed) -> None:
+    first = reconcile(obs)
+    before, after = obs.status.history, first.status.history
+    if before != after:
+        assert (before[0].cause, after[0].cause, after[1:]) == ("Error", "NodeLost", before[1:])
+        assert (after[0].attempt, after[0].end_time) == (before[0].attempt, before[0].end_time)
+        lost = {p.index for p in obs.pods if p.node_lost and p.attempt == before[0].attempt}
+        assert after[0].worker in lost - {before[0].worker}
+    # Decided again from what it wrote (the operator restarted, the pods as they were).
+    again = reconcile(dataclasses.replace(obs, status=first.status))
+    assert again.status == first.status
+    assert not any(e.reason == "RootCauseFound" for e in again.events)
 
 
 @st.composite
