@@ -25,7 +25,7 @@ export TFMW_REGISTRY := $(REGISTRY)
 export TFMW_IMAGE_TAG := $(VERSION)
 
 .PHONY: install lint test test-unit test-integration test-e2e test-docs test-faults faults run images cluster-up cluster-down \
-	cluster-status deploy namespace-storage kind-namespace-storage demo push registry-up registry-down test-install bench bench-scale kwok-up kwok-down mutate golden kueue-up kueue-down kind-up kind-deploy kind-e2e kind-multinode kind-down test-kind test-multinode \
+	cluster-status deploy namespace-storage kind-namespace-storage demo push registry-up registry-down test-install bench bench-scale bench-felt kwok-up kwok-down mutate golden kueue-up kueue-down kind-up kind-deploy kind-e2e kind-multinode kind-down test-kind test-multinode \
 	bump-kubernetes clean
 
 # Debian packages, .venv (the project editable, with its extras) and hack/bin; again only
@@ -151,13 +151,25 @@ kwok-down:
 	hack/kwok.sh down
 
 # The scale benchmark (tests/bench/scale.py): JOBS gangs of 8 workers on NODES kwok nodes,
-# tfmw and the TFJob controller each alone; table printed, JSON in bench/results/. Not
-# part of make test. Leaves the cluster up: `make cluster-down` stops it and kwok.
+# tfmw, the TFJob controller (tuned, as shipped) and the floor each alone; then the seconds
+# a user feels on the real node (bench-felt, RUNS runs). Tables printed, JSON in
+# bench/results/. Not part of make test. Leaves the cluster up: `make cluster-down` stops it
+# and kwok. SCALE_ONLY=1 skips the real node's runs.
 JOBS ?= 1000
+RUNS ?= 5
 bench-scale: install
-	hack/cluster.sh up --no-node
+	hack/up.sh
 	hack/kwok.sh up $(NODES)
 	TFMW_BENCH_JOBS=$(JOBS) PYTHONPATH=tests $(PYTHON) -m bench.scale
+	[[ -n "$(SCALE_ONLY)" ]] || TFMW_BENCH_RUNS=$(RUNS) PYTHONPATH=tests $(PYTHON) -m bench.felt
+
+# The seconds a user feels (tests/bench/felt.py): tfmw, Kubeflow's TFJob tuned and a bare
+# client (the floor) side by side on the local node with the trainer image, RUNS runs:
+# apply -> first step, a worker's death -> training again, Succeeded -> workers gone. Table
+# printed, JSON in bench/results/felt.json. Not part of make test; never beside bench-scale.
+bench-felt: install
+	hack/up.sh
+	TFMW_BENCH_RUNS=$(RUNS) PYTHONPATH=tests $(PYTHON) -m bench.felt
 
 # kind (hack/kind.sh): with Docker and kind installed, plain kind and its node image; on
 # a machine with neither (this one), Docker from Debian, kind from its Go module and a

@@ -206,6 +206,12 @@ class ClusterClient:
         return events
 
 
+GRACE_CAP_SECONDS = 1.0
+# Deletions confirmed at once, at most: a burst of thousands (the scale bench's) is sent by
+# these few threads, not a thread each.
+CONFIRMING_AT_ONCE = 8
+
+
 class SimulatedKubelet:
     """Plays the kubelet of a node that has none: sets pod phases, finishes deletions.
 
@@ -217,19 +223,19 @@ class SimulatedKubelet:
     when the container asks for `FallbackToLogsOnError`.
     """
 
-    GRACE_CAP_SECONDS = 1.0
-    # Deletions confirmed at once, at most: a burst of thousands (the scale bench's) is
-    # sent by these few threads, not a thread each.
-    CONFIRMING_AT_ONCE = 8
-
-    def __init__(self, kube: ClusterClient, grace_cap_seconds: float = GRACE_CAP_SECONDS) -> None:
+    def __init__(
+        self,
+        kube: ClusterClient,
+        grace_cap_seconds: float = GRACE_CAP_SECONDS,
+        confirming_at_once: int = CONFIRMING_AT_ONCE,
+    ) -> None:
         self.kube = kube
         self.grace_cap_seconds = grace_cap_seconds
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._finish_deletions, daemon=True)
         self._confirming: set[str] = set()
         self._lock = threading.Lock()
-        self._senders = ThreadPoolExecutor(self.CONFIRMING_AT_ONCE, thread_name_prefix="kubelet-delete")
+        self._senders = ThreadPoolExecutor(confirming_at_once, thread_name_prefix="kubelet-delete")
         self.deletions_sent = 0  # DELETE requests of confirmations: not the operator's
 
     @staticmethod

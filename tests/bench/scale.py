@@ -7,8 +7,9 @@
 Each contender (tfmw, Kubeflow's TFJob controller tuned, and as shipped) runs alone on the
 same cluster, from an empty namespace, against kwok's nodes: its pods are scheduled by the
 real scheduler and become Running. The runs, per contender:
-  1. N jobs x 8 workers created at once -> every gang's 8 pods Running (per job, from its
-     create); then, with N jobs running, the contender's idle CPU;
+  1. N jobs x 8 workers created at once -> every gang's 8 pods Running (per job, from the
+     burst's start: the floor's own creates are its work); then, once every job's status
+     says Running, the contender's idle CPU;
   2. 10 % of the jobs lose one worker (its pod Failed, exit code 137, as a kubelet reports
      a SIGKILL) -> the gang's 8 pods Running again, the dead one replaced;
   3. with N jobs running, one job at a time, the chief's completion -> Succeeded (tfmw:
@@ -21,7 +22,9 @@ its API writes per job (from the API server's counters, without what the schedul
 and the benchmark itself write), and the API server's own request latency (its
 apiserver_request_duration_seconds histogram). A contender that does not reach a
 milestone within its timeout is reported as such, with how far it got, and not run
-further. Prints progress as it goes, then one table with tfmw's ratios to each TFJob;
+further. The floor (no controller: the benchmark creates tfmw's own objects, remakes a
+gang the moment a worker dies, deletes it the moment its chief completes) runs 1, 2, 4.
+Prints progress as it goes, then one table with tfmw's ratios to each other contender;
 writes bench/results/scale.json (bench/results/scale-<N>.json when N is not 1000).
 """
 
@@ -30,7 +33,9 @@ from __future__ import annotations
 import contextlib
 import json
 import os
+import re
 import signal
+import statistics
 import subprocess
 import tempfile
 import threading
@@ -75,8 +80,10 @@ from kube import (
     wait_for,
 )
 from kubernetes.client.exceptions import ApiException
+from tfmw_operator.api import JobSpec, parse_spec
+from tfmw_operator.builders import build_pod, build_service
 from watching import follow_in_thread
-from wrappers import write_marker
+from wrappers import JobWrapper, write_marker
 
 Json = dict[str, Any]
 JOBS = int(os.environ.get("TFMW_BENCH_JOBS", "1000"))
@@ -84,10 +91,15 @@ WORKERS = 8
 LOSS_FRACTION = 0.1
 STEADY_MARKERS = min(30, max(1, JOBS // 10))  # step 3's jobs, one at a time
 IDLE_SECONDS = 20
+# Graceful deletions the benchmark's kubelet confirms at once (the integration tests': 8).
+KUBELETS_CONFIRMING = 32
+RSS_SAMPLE_SECONDS = 0.25
 # Per milestone: tfmw and TFJob tuned get this long; TFJob as shipped its own (shorter) bound.
 TIMEOUT = float(os.environ.get("TFMW_BENCH_TIMEOUT", str(max(300, JOBS * 0.9))))
 SHIPPED_TIMEOUT = float(os.environ.get("TFMW_BENCH_SHIPPED_TIMEOUT", "300"))
 BASELINE = os.environ.get("TFMW_BENCH_BASELINE", "")
+# Only step 1, the launch: a design's launch measured against another's, quickly.
+LAUNCH_ONLY = bool(os.environ.get("TFMW_BENCH_LAUNCH_ONLY"))
 KWOK_LABEL = "tfmw.dev/kwok"  # hack/kwok.sh's nodes: the label and the taint
 DEAD_EXIT_CODE = 137
 CLAIM = "tfmw-shared"
@@ -125,6 +137,19 @@ class Pod:
     phase: str
     ready: bool
     deleting: bool
+    scheduled: bool = False
+
+
+# Where a launch of step 1 got, in order.
+LAUNCH_MARKS = ("job created", "pods all created", "pods all scheduled", "pods all Running")
+# Where a restart of step 2 got, in order (TFJob, replacing the dead pod alone, deletes one).
+RESTART_MARKS = (
+    "an old pod deleting",
+    "old pods gone",
+    "a new pod created",
+    "new pods all created",
+    "new pods all Running",
+)
 
 
 def gang_running(pods: Collection[Pod], dead: Collection[str], workers: int = WORKERS) -> bool:
@@ -150,6 +175,13 @@ class Milestones:
         return len(self.reached[name])
 
 
+def says(status: Json, state: str) -> bool:
+    """A job's status says `state`: tfmw's phase, or TFJob's condition."""
+    return status.get("phase") == state or any(
+        c.get("type") == state and c.get("status") == "True" for c in status.get("conditions") or []
+    )
+
+
 class Tracker:
     """A contender's pods and jobs in its namespace, from watches; times milestones."""
 
@@ -164,9 +196,17 @@ class Tracker:
         self.uids: dict[str, str] = {}
         self.attempts: dict[str, int] = {}  # tfmw's status.attempt
         self.succeeded: set[str] = set()
+        self.said_running: set[str] = set()  # jobs whose own status says Running
         self.dead: set[str] = set()  # uids of pods the benchmark failed
         self.pods_gone = 0  # each deleted by the contender (or its garbage collection) once
         self.milestones: Milestones | None = None
+        # Step 2's jobs: the pods each had when its worker died, and when the restart got
+        # where (RESTART_MARKS), from that death.
+        self.old_pods: dict[str, set[str]] = {}
+        self.restart_marks: dict[str, dict[str, float]] = defaultdict(dict)
+        # Step 1's jobs: when each job's pods were all created, scheduled, Running (LAUNCH_MARKS).
+        self.launching = False
+        self.launch_marks: dict[str, dict[str, float]] = defaultdict(dict)
         group, version, plural = contender.api
         follow_in_thread(
             kube.core.list_namespaced_pod,
@@ -202,8 +242,11 @@ class Tracker:
                     status.get("phase", ""),
                     ready,
                     bool(meta.get("deletionTimestamp")),
+                    bool((obj.get("spec") or {}).get("nodeName")),
                 )
             self._check(job)
+            self._mark_restart(job)
+            self._mark_launch(job)
         # kwok leaves deletions to us (hack/kwok.sh): confirmed by UID, as a kubelet does.
         self.kubelet.confirm_later(kind, obj)
 
@@ -212,10 +255,11 @@ class Tracker:
         with self.lock:
             self.uids[name] = obj["metadata"]["uid"]
             self.attempts[name] = int(status.get("attempt") or 0)
-            if status.get("phase") == "Succeeded" or any(
-                c.get("type") == "Succeeded" and c.get("status") == "True"
-                for c in status.get("conditions") or []
-            ):
+            if says(status, "Running"):
+                self.said_running.add(name)
+            else:
+                self.said_running.discard(name)
+            if says(status, "Succeeded"):
                 self.succeeded.add(name)
             self._check(name)
 
@@ -228,6 +272,51 @@ class Tracker:
         for name, predicate in milestones.predicates.items():
             if job not in milestones.reached[name] and predicate(job):
                 milestones.reached[name][job] = now - milestones.triggered[job]
+
+    def mark_launch(self, job: str, mark: str) -> None:
+        """A launch mark the benchmark itself reaches (its create call answered)."""
+        with self.lock:
+            milestones = self.milestones
+            if milestones is not None and job in milestones.triggered:
+                self.launch_marks[job].setdefault(mark, time.monotonic() - milestones.triggered[job])
+
+    def _mark_launch(self, job: str) -> None:
+        """Under the lock: in step 1, where the launch of `job` has got (LAUNCH_MARKS)."""
+        milestones = self.milestones
+        if not self.launching or milestones is None or job not in milestones.triggered:
+            return
+        marks = self.launch_marks[job]
+        pods = self.pods[job].values()
+        seen = {
+            "pods all created": len(pods) >= WORKERS,
+            "pods all scheduled": sum(1 for p in pods if p.scheduled) >= WORKERS,
+            "pods all Running": sum(1 for p in pods if p.phase == "Running") >= WORKERS,
+        }
+        since = time.monotonic() - milestones.triggered[job]
+        for mark, reached in seen.items():
+            if reached and mark not in marks:
+                marks[mark] = since
+
+    def _mark_restart(self, job: str) -> None:
+        """Under the lock: where step 2's restart of `job` has got (RESTART_MARKS)."""
+        old = self.old_pods.get(job)
+        milestones = self.milestones
+        if old is None or milestones is None or job not in milestones.triggered:
+            return
+        since = time.monotonic() - milestones.triggered[job]
+        marks = self.restart_marks[job]
+        pods = self.pods[job].values()
+        seen = {
+            "an old pod deleting": any(p.uid in old and p.deleting for p in pods),
+            "old pods gone": not any(p.uid in old for p in pods),
+            "a new pod created": any(p.uid not in old for p in pods),
+            "new pods all created": sum(1 for p in pods if p.uid not in old) >= WORKERS,
+            "new pods all Running": sum(1 for p in pods if p.uid not in old and p.phase == "Running")
+            >= WORKERS,
+        }
+        for mark, reached in seen.items():
+            if reached and mark not in marks:
+                marks[mark] = since
 
     # ---- predicates (called under the lock) ----
 
@@ -257,6 +346,13 @@ class Tracker:
             self.milestones.triggered[job] = time.monotonic()
         self._check_locked(job)
 
+    def trigger_all(self, jobs: Collection[str]) -> float:
+        """Every job's clock starts now, as when they all come at once; returns now."""
+        began = time.monotonic()
+        for job in jobs:
+            self.trigger(job)
+        return began
+
     def _check_locked(self, job: str) -> None:
         with self.lock:
             self._check(job)
@@ -264,6 +360,41 @@ class Tracker:
     def pod_uid(self, job: str, name: str) -> str:
         with self.lock:
             return self.pods[job][name].uid
+
+
+def medians(marks: dict[str, dict[str, float]], names: Collection[str]) -> dict[str, float]:
+    """Per mark, the median over the jobs that reached it."""
+    return {
+        mark: round(statistics.median(values), 3)
+        for mark in names
+        if (values := [m[mark] for m in marks.values() if mark in m])
+    }
+
+
+class RssSampler:
+    """The contender's resident memory every RSS_SAMPLE_SECONDS, its peak per step of the run
+    (the kernel's high-water mark says how high, not when)."""
+
+    def __init__(self, pid: int) -> None:
+        self.pid = pid
+        self.step = "start"
+        self.peak: dict[str, float] = {}
+        self.stop = threading.Event()
+        threading.Thread(target=self._sample, daemon=True).start()
+
+    def _sample(self) -> None:
+        while not self.stop.wait(RSS_SAMPLE_SECONDS):
+            try:
+                status = Path(f"/proc/{self.pid}/status").read_text()
+            except OSError:
+                return
+            found = re.search(r"VmRSS:\s+(\d+)", status)
+            if found:
+                mb = int(found.group(1)) / 1024
+                self.peak[self.step] = max(mb, self.peak.get(self.step, 0.0))
+
+    def peaks(self) -> dict[str, float]:
+        return {step: round(mb, 1) for step, mb in self.peak.items()}
 
 
 class DidNotFinish(Exception):
@@ -362,6 +493,157 @@ def complete_chief(tracker: Tracker, namespace: str, shared: Path, job: str) -> 
         tracker.kubelet.exit(namespace, f"{job}-worker-0", 0)
 
 
+class Floor(Contender):
+    """The physical limit: no controller. The benchmark creates each job as a user does (the
+    same TFMultiWorkerJob, which nothing reconciles), then at once the very objects tfmw
+    would create for it (tfmw's own builders, owned by the job); it restarts a gang the
+    moment it kills a worker (every pod deleted with no grace, then created again), and
+    deletes a gang's pods the moment its chief completes: what the scheduler, kwok and the
+    API server allow, with nothing between."""
+
+    def __init__(self, namespace: str) -> None:
+        super().__init__("floor", [], "tfmw.dev/job-name", ("tfmw.dev", "v1alpha1", "tfmwjobs"))
+        self.namespace = namespace
+        self.specs: dict[str, JobSpec] = {}
+
+    def start(self, log: Path) -> None:
+        """Nothing runs: the benchmark's own threads act."""
+
+    def create_gang(
+        self, kube: ClusterClient, name: str, attempt: int = 0, created: Callable[[], None] = lambda: None
+    ) -> None:
+        if attempt == 0:
+            group, version, plural = self.api
+            manifest = JobWrapper(name, self.namespace, WORKERS).template(self.template).manifest()
+            job = kube.custom.create_namespaced_custom_object(
+                group, version, self.namespace, plural, manifest
+            )
+            created()
+            spec = parse_spec(job)
+            assert isinstance(spec, JobSpec), spec
+            self.specs[name] = spec
+            kube.core.create_namespaced_service(self.namespace, build_service(spec))
+        spec = self.specs[name]
+        for index in range(WORKERS):
+            kube.core.create_namespaced_pod(self.namespace, build_pod(spec, index, attempt))
+
+    def delete_gang(self, kube: ClusterClient, uids: dict[str, str]) -> None:
+        for pod, uid in uids.items():
+            with contextlib.suppress(ApiException):
+                kube.core.delete_namespaced_pod(
+                    pod, self.namespace, body={"gracePeriodSeconds": 0, "preconditions": {"uid": uid}}
+                )
+
+
+def run_floor(kube: ClusterClient, shared: Path, timeout: float) -> dict[str, Any]:
+    """Steps 1, 2 and 4 with no controller (Floor); step 3 (the controller noticing the
+    marker) has no floor."""
+    wait_for("no terminating namespace", lambda: not terminating_namespaces(kube), timeout=600, interval=1)
+    namespace = kube.new_namespace("scale")
+    floor = Floor(namespace)
+    volume = create_claim(kube, namespace)
+    floor.template = kwok_template()
+    kubelet = SimulatedKubelet(kube, grace_cap_seconds=0, confirming_at_once=KUBELETS_CONFIRMING)
+    tracker = Tracker(kube, floor, namespace, kubelet)
+    out: dict[str, Any] = {"jobs": JOBS, "workers": WORKERS}
+    names = [f"s{i}" for i in range(JOBS)]
+    pool = ThreadPoolExecutor(THREADS)
+    try:
+        time.sleep(3)
+        say(f"floor: {JOBS} gangs x {WORKERS} pods created by the benchmark at once ...")
+        milestones = tracker.expect({"running": tracker.gang_running})
+        tracker.launching = True
+
+        # Every job's clock starts now, as when N jobs are applied at once: the floor's own
+        # creates are the work measured (each job timed from its own first create call left
+        # out the wait behind the others, and its "all" counted only after the last call).
+        began = tracker.trigger_all(names)
+
+        def create(name: str) -> None:
+            floor.create_gang(kube, name, created=lambda: tracker.mark_launch(name, "job created"))
+
+        list(pool.map(create, names))
+        wait_milestone(tracker, milestones, "running", JOBS, timeout, "gangs Running")
+        took = time.monotonic() - began
+        out["create_to_gang_running"] = {
+            **summary(list(milestones.reached["running"].values())),
+            "all_s": round(took, 1),
+        }
+        with tracker.lock:
+            tracker.launching = False
+            out["create_breakdown_median_s"] = medians(dict(tracker.launch_marks), LAUNCH_MARKS)
+        say(
+            f"floor: all {JOBS} gangs Running in {took:.1f} s; where the time went: {out['create_breakdown_median_s']}"
+        )
+        if LAUNCH_ONLY:
+            return out
+
+        losers = names[:: round(1 / LOSS_FRACTION)]
+        say(f"floor: {len(losers)} gangs lose one worker and are made again at once ...")
+        milestones = tracker.expect({"running": tracker.gang_running})
+
+        gangs: dict[str, dict[str, str]] = {}
+
+        def lose(i_name: tuple[int, str]) -> None:
+            i, name = i_name
+            pod = f"{name}-worker-{1 + i % (WORKERS - 1)}"
+            with tracker.lock:
+                gangs[name] = {n: p.uid for n, p in tracker.pods[name].items()}
+            tracker.trigger(name, before=lambda: tracker.dead.add(gangs[name][pod]))
+            kubelet.exit(namespace, pod, DEAD_EXIT_CODE)
+
+        def remake(name: str) -> None:
+            floor.delete_gang(kube, gangs[name])
+            wait_for(f"{name}'s pods gone", lambda: not tracker.pods[name], timeout=timeout, interval=0.01)
+            floor.create_gang(kube, name, attempt=1)
+
+        # All the deaths first, as for the controllers; then the floor remakes the gangs.
+        began = time.monotonic()
+        list(pool.map(lose, enumerate(losers)))
+        list(pool.map(remake, losers))
+        wait_milestone(tracker, milestones, "running", len(losers), timeout, "gangs Running again")
+        took = time.monotonic() - began
+        out["worker_death_to_gang_running"] = {
+            **summary(list(milestones.reached["running"].values())),
+            "all_s": round(took, 1),
+        }
+        say(f"floor: all {len(losers)} gangs Running again in {took:.1f} s")
+
+        # The same jobs as a controller's step 4 (all but step 3's), all ending now.
+        steady = set(names[1 : 1 + STEADY_MARKERS])
+        rest = [n for n in names if n not in steady]
+        say(f"floor: {len(rest)} gangs deleted at once ...")
+        milestones = tracker.expect({"cleaned": lambda job: cleaned(tracker.pods[job].values())})
+        began = tracker.trigger_all(rest)
+
+        def finish(name: str) -> None:
+            with tracker.lock:
+                uids = {n: p.uid for n, p in tracker.pods[name].items()}
+            floor.delete_gang(kube, uids)
+
+        list(pool.map(finish, rest))
+        wait_milestone(tracker, milestones, "cleaned", len(rest), timeout, "gangs cleaned")
+        took = time.monotonic() - began
+        out["completion_to_cleaned"] = {
+            **summary(list(milestones.reached["cleaned"].values())),
+            "all_s": round(took, 1),
+        }
+        say(f"floor: all {len(rest)} gangs cleaned in {took:.1f} s")
+    except DidNotFinish as error:
+        out["did_not_finish"] = str(error)
+        say(f"floor: did not finish: {error}")
+    finally:
+        pool.shutdown(wait=False, cancel_futures=True)
+        tracker.stop.set()
+        kubelet.stop()
+        with contextlib.suppress(ApiException):
+            kube.core.delete_collection_namespaced_pod(namespace, grace_period_seconds=0)
+        kube.delete_namespace(namespace)
+        with contextlib.suppress(ApiException):
+            kube.core.delete_persistent_volume(volume)
+    return out
+
+
 def run_contender(
     kube: ClusterClient, make: Callable[[str], Contender], shared: Path, timeout: float
 ) -> dict[str, Any]:
@@ -375,8 +657,9 @@ def run_contender(
         contender.template = with_shared_volume(contender.template)
         contender.restart_policy = "ExitCode"
     contender.prepare(kube, namespace)
-    # Deletions finished at once, as kwok's own stage did, but of that very pod.
-    kubelet = SimulatedKubelet(kube, grace_cap_seconds=0)
+    # Deletions finished at once, as kwok's own stage did, but of that very pod; by as many
+    # at once as KUBELETS_CONFIRMING (each of the 100 nodes' kubelets confirms its own).
+    kubelet = SimulatedKubelet(kube, grace_cap_seconds=0, confirming_at_once=KUBELETS_CONFIRMING)
     tracker = Tracker(kube, contender, namespace, kubelet)
     out: dict[str, Any] = {"jobs": JOBS, "workers": WORKERS}
     names = [f"s{i}" for i in range(JOBS)]
@@ -384,6 +667,7 @@ def run_contender(
     try:
         contender.start(scratch_log(contender.name))
         contender.after_start(kube, namespace)
+        rss = RssSampler(contender.pid)
         time.sleep(3)
         writes_before, durations_before = (
             write_counts(metrics_text(), SCHEDULER_EVENTS),
@@ -394,22 +678,36 @@ def run_contender(
         profiler = start_profiler(contender)
 
         # 1. N jobs at once -> every gang Running
+        rss.step = "1 launch"
         say(f"{contender.name}: {JOBS} jobs x {WORKERS} workers at once ...")
         milestones = tracker.expect({"running": tracker.gang_running})
+        tracker.launching = True
         group, version, plural = contender.api
 
+        # Every job's clock starts now, the burst's start, as the floor's does (its own
+        # creates are its work); the jobs' create calls follow from the benchmark's threads.
+        began = tracker.trigger_all(names)
+
         def create(name: str) -> None:
-            tracker.trigger(name)
             kube.custom.create_namespaced_custom_object(
                 group, version, namespace, plural, contender.job(name, WORKERS)
             )
+            tracker.mark_launch(name, "job created")
 
         list(pool.map(create, names))
-        took = wait_milestone(tracker, milestones, "running", JOBS, timeout, "gangs Running")
+        wait_milestone(tracker, milestones, "running", JOBS, timeout, "gangs Running")
+        took = time.monotonic() - began
         out["create_to_gang_running"] = {
             **summary(list(milestones.reached["running"].values())),
             "all_s": round(took, 1),
         }
+        with tracker.lock:
+            tracker.launching = False
+            launches = dict(tracker.launch_marks)
+        out["create_breakdown_median_s"] = medians(launches, LAUNCH_MARKS)
+        say(
+            f"{contender.name}:   where the time went (median s from the create): {out['create_breakdown_median_s']}"
+        )
         # Busy or waiting: a controller near 100 % here is bound by its own CPU.
         out["cpu_s_to_all_running"] = round(cpu_seconds(contender.pid) - cpu_before, 1)
         out["cpu_percent_to_all_running"] = round(out["cpu_s_to_all_running"] / took * 100, 1)
@@ -419,17 +717,30 @@ def run_contender(
             f"using {out['cpu_percent_to_all_running']} % of a core"
         )
 
-        time.sleep(5)  # the status writes and Events after the last pod
+        # Steady state begins when every job's status says Running: at 1,000 jobs the status
+        # writes and Events trailed the last pod by more than the 5 s once waited here.
+        said = time.monotonic()
+        while time.monotonic() - said < 120:
+            with tracker.lock:
+                if len(tracker.said_running) >= JOBS:
+                    break
+            time.sleep(0.5)
+        out["status_running_after_pods_s"] = round(time.monotonic() - said, 1)
+        time.sleep(5)  # the last Events
         cpu_idle, idle_begin = cpu_seconds(contender.pid), time.monotonic()
         time.sleep(IDLE_SECONDS)
         out["idle_cpu_percent_with_all_running"] = round(
             (cpu_seconds(contender.pid) - cpu_idle) / (time.monotonic() - idle_begin) * 100, 2
         )
         say(
-            f"{contender.name}: idle CPU with {JOBS} jobs running {out['idle_cpu_percent_with_all_running']} %"
+            f"{contender.name}: every status said Running {out['status_running_after_pods_s']} s after "
+            f"the pods; then idle CPU with {JOBS} jobs running {out['idle_cpu_percent_with_all_running']} %"
         )
 
+        if LAUNCH_ONLY:
+            return out
         # 2. 10 % lose one worker -> every gang Running again
+        rss.step = "2 restarts"
         losers = names[:: round(1 / LOSS_FRACTION)]
         say(f"{contender.name}: {len(losers)} jobs lose one worker ...")
         milestones = tracker.expect({"running": tracker.gang_running})
@@ -438,7 +749,12 @@ def run_contender(
             i, name = i_name
             pod = f"{name}-worker-{1 + i % (WORKERS - 1)}"
             uid = tracker.pod_uid(name, pod)
-            tracker.trigger(name, before=lambda: tracker.dead.add(uid))
+
+            def before() -> None:
+                tracker.dead.add(uid)
+                tracker.old_pods[name] = {p.uid for p in tracker.pods[name].values()}
+
+            tracker.trigger(name, before=before)
             kubelet.exit(namespace, pod, DEAD_EXIT_CODE)
 
         list(pool.map(lose, enumerate(losers)))
@@ -447,9 +763,17 @@ def run_contender(
             **summary(list(milestones.reached["running"].values())),
             "all_s": round(took, 1),
         }
+        with tracker.lock:
+            marks = dict(tracker.restart_marks)
+            tracker.old_pods.clear()
+        out["worker_death_breakdown_median_s"] = medians(marks, RESTART_MARKS)
         say(f"{contender.name}: all {len(losers)} gangs Running again in {took:.1f} s")
+        say(
+            f"{contender.name}:   where the time went (median s from the death): {out['worker_death_breakdown_median_s']}"
+        )
 
         # 3. with N jobs running, one chief at a time -> Succeeded
+        rss.step = "3 completions"
         steady = names[1 : 1 + STEADY_MARKERS]
         say(f"{contender.name}: {len(steady)} chiefs complete, one at a time, with {JOBS} jobs running ...")
         milestones = tracker.expect({"succeeded": tracker.is_succeeded})
@@ -465,6 +789,7 @@ def run_contender(
         out["steady_completion_to_succeeded"] = summary(list(milestones.reached["succeeded"].values()))
 
         # 4. every other chief at once -> Succeeded, and cleaned
+        rss.step = "4 completions and cleanup"
         rest = [n for n in names if n not in set(steady)]
         say(f"{contender.name}: the {len(rest)} other chiefs complete at once ...")
         milestones = tracker.expect({"succeeded": tracker.is_succeeded, "cleaned": tracker.cleaned})
@@ -490,6 +815,8 @@ def run_contender(
         out["whole_run_s"] = round(time.monotonic() - begin, 1)
         out["cpu_s"] = round(cpu_seconds(contender.pid) - cpu_before, 1)
         out["peak_rss_mb"] = round(peak_rss_mb(contender.pid), 1)
+        out["peak_rss_mb_by_step"] = rss.peaks()
+        say(f"{contender.name}: peak RSS by step (MB): {out['peak_rss_mb_by_step']}")
         writes = writes_between(
             writes_before, write_counts(metrics_text(), SCHEDULER_EVENTS), NOT_THE_CONTENDERS
         )
@@ -512,6 +839,8 @@ def run_contender(
         out["peak_rss_mb"] = round(peak_rss_mb(contender.pid), 1)
     finally:
         pool.shutdown(wait=False, cancel_futures=True)
+        if "rss" in locals():
+            rss.stop.set()
         contender.stop()
         tracker.stop.set()
         kubelet.stop()
@@ -648,14 +977,20 @@ def main() -> None:
         "tfjob-shipped": (lambda ns: TFJob(binary, ns, tuned=False), SHIPPED_TIMEOUT),
     }
     only = os.environ.get("TFMW_BENCH_CONTENDERS")
+    runs: dict[str, Callable[[], dict[str, Any]]] = {
+        name: (lambda make=make, timeout=timeout: run_contender(kube, make, shared, timeout))  # type: ignore[misc]
+        for name, (make, timeout) in contenders.items()
+    }
+    runs["floor"] = lambda: run_floor(kube, shared, TIMEOUT)
     results: dict[str, Any] = {"jobs": JOBS, "workers": WORKERS, "kwok_nodes": nodes, "side_by_side": {}}
-    name = "scale.json" if JOBS == 1000 else f"scale-{JOBS}.json"
+    # TFMW_BENCH_OUT: another name, so a partial run (TFMW_BENCH_CONTENDERS) keeps the full one.
+    name = os.environ.get("TFMW_BENCH_OUT") or ("scale.json" if JOBS == 1000 else f"scale-{JOBS}.json")
     RESULTS.mkdir(parents=True, exist_ok=True)
     try:
-        for contender_name, (make, timeout) in contenders.items():
+        for contender_name, run in runs.items():
             if only and contender_name not in only.split(","):
                 continue
-            results["side_by_side"][contender_name] = run_contender(kube, make, shared, timeout)
+            results["side_by_side"][contender_name] = run()
             (RESULTS / name).write_text(json.dumps(results, indent=2) + "\n")
     finally:
         wait_for("bench namespaces gone", lambda: not terminating_namespaces(kube), timeout=600, interval=1)
