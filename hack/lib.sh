@@ -175,7 +175,25 @@ module_dir() { # module@version
   (cd "$repo/hack" && go mod download -json "$1") | python3 -c 'import json, sys; print(json.load(sys.stdin)["Dir"])'
 }
 
-alive() { [[ -f "$run/$1.pid" ]] && kill -0 "$(cat "$run/$1.pid")" 2>/dev/null; }
+# When a process started, in clock ticks since boot (field 22 of /proc/<pid>/stat, after the
+# command name, which may hold spaces and parentheses).
+started_at() { # pid
+  local stat fields
+  stat=$(cat "/proc/$1/stat" 2>/dev/null) || return 1
+  stat=${stat##*) }
+  read -ra fields <<<"$stat"
+  echo "${fields[19]}"
+}
+
+# Running, and the very process `start` started: with pid_max at 32768 and TensorFlow's
+# threads taking IDs by the hundred, a component's old PID is soon another thread's, and a
+# bare `kill -0` can take a stopped component for a running one and skip its start.
+alive() {
+  [[ -f "$run/$1.pid" ]] || return 1
+  local pid; pid=$(cat "$run/$1.pid")
+  kill -0 "$pid" 2>/dev/null || return 1
+  [[ ! -f "$run/$1.started" || $(started_at "$pid") == "$(cat "$run/$1.started")" ]]
+}
 
 start() { # name command...: start in its own process group unless already running
   local name=$1; shift
@@ -183,6 +201,7 @@ start() { # name command...: start in its own process group unless already runni
   mkdir -p "$logs" "$run"
   setsid "$@" >>"$logs/$name.log" 2>&1 </dev/null &
   echo $! >"$run/$name.pid"
+  started_at $! >"$run/$name.started" || rm -f "$run/$name.started"
   log "started $name (pid $!, log $logs/$name.log)"
 }
 
@@ -195,7 +214,7 @@ stop() { # name: TERM the process group, KILL it after 10 s
     kill -9 -- "-$pid" 2>/dev/null || true
     log "stopped $name"
   fi
-  rm -f "$run/$name.pid"
+  rm -f "$run/$name.pid" "$run/$name.started"
 }
 
 wait_for() { # description seconds command...

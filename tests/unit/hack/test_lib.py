@@ -113,3 +113,24 @@ def test_bump_kubernetes_refuses_what_is_not_a_release_and_changes_nothing(versi
     done = subprocess.run([str(HACK / "bump-kubernetes.sh"), version], capture_output=True, text=True)
     assert done.returncode == 2 and "usage" in done.stderr
     assert (HACK / "versions.env").read_text() == before
+
+
+def test_alive_is_the_process_start_started_not_another_with_its_pid(tmp_path: Path) -> None:
+    # A component's pid, reused by another process (or a TensorFlow thread), is not that
+    # component: `start` records the start time and `alive` holds the pid to it.
+    script = """run=$1; mkdir -p "$run"; log() { :; }; logs=$run
+    start sleeper sleep 30
+    alive sleeper || exit 3
+    echo 12345 >"$run/sleeper.started"   # as when the pid now names another process
+    alive sleeper && exit 4
+    rm "$run/sleeper.started"; alive sleeper || exit 5   # pid files of an older hack/ still count
+    kill "$(cat "$run/sleeper.pid")"; wait_gone "$(cat "$run/sleeper.pid")" 5
+    alive sleeper && exit 6
+    exit 0"""
+    done = lib(script, str(tmp_path / "run"), check=False)
+    assert done.returncode == 0, (done.returncode, done.stderr)
+
+
+def test_started_at_fails_for_a_process_that_is_not_there() -> None:
+    done = lib("started_at 4194304", check=False)
+    assert done.returncode != 0 and done.stderr == ""
