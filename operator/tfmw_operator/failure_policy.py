@@ -31,6 +31,8 @@ NODE_LOST_SECONDS = 60
 # soon as a peer's connection breaks (the trainer then exits 170), while the control plane
 # reports the node not ready only after its grace period (50 s by default).
 EXPLAINED_BY_A_LOST_PEER = "Error"
+# A node reported lost this long before the attempt ended did not end it (reported_before).
+LOST_BEFORE_END_SECONDS = 15
 
 
 @dataclass(frozen=True)
@@ -201,6 +203,10 @@ def survivors_can_save(failure: WorkerFailure) -> bool:
         return False
     if failure.exit_code is None:  # taken away while it ran: told by SIGTERM
         return True
+    if failure.cause == EXPLAINED_BY_A_LOST_PEER and failure.exit_code < FIRST_SIGNAL_EXIT_CODE:
+        # A program's own error exit (retried under OnFailure) may be how it took a lost
+        # peer: most programs have no PEER_LOST_EXIT_CODE of their own.
+        return True
     return failure.disrupted or failure.exit_code in (SIGTERM_EXIT_CODE, PEER_LOST_EXIT_CODE)
 
 
@@ -238,7 +244,7 @@ def lost_node_behind(record: AttemptRecord, pods: Sequence[ObservedPod], now: da
     if record.cause != EXPLAINED_BY_A_LOST_PEER or record.worker is None:
         return None
     others = [p for p in pods if p.attempt == record.attempt and p.index != record.worker]
-    lost = [p for p in others if p.node_lost]
+    lost = [p for p in others if p.node_lost and not reported_before(p, record.end_time, now)]
     if not lost:
         return None
     # The node reported first went first; its workers go by index. Its pods are reported
@@ -268,6 +274,14 @@ def lost_node_behind(record: AttemptRecord, pods: Sequence[ObservedPod], now: da
         pod.containers[0] if pod.containers else None,
         message=told[:MAX_HISTORY_MESSAGE],
     )
+
+
+def reported_before(pod: ObservedPod, end: datetime, now: datetime) -> bool:
+    """Whether the pod's node was reported lost well before the attempt ended: a node that
+    had been silent that long while its containers ran on (a stopped kubelet) did not end it;
+    a node truly gone breaks the collective within seconds, before it is reported."""
+    seen = node_lost_at(pod, now)
+    return seen is not None and seen < later(end, -LOST_BEFORE_END_SECONDS)
 
 
 def node_lost_at(pod: ObservedPod, now: datetime) -> datetime | None:

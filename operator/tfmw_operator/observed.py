@@ -161,9 +161,9 @@ def _node_lost(status: Json) -> tuple[bool, datetime | None]:
     flags stay True, as the silent kubelet last wrote them. A kubelet never writes Ready False
     beside those but for readiness gates, so that combination is the node's, not the pod's.
     Later the taint manager (or the pod garbage collector) deletes the pod with a
-    DisruptionTarget: a node's loss only on a pod no longer Ready, as a NoExecute taint an
-    admin puts on a live node evicts the same way. Phase Unknown and reason NodeLost are
-    what older clusters wrote."""
+    DisruptionTarget: a node's loss only on a pod left as the silent kubelet wrote it (not
+    Ready, its containers still ready), as a NoExecute taint an admin puts on a live node
+    evicts the same way. Phase Unknown and reason NodeLost are what older clusters wrote."""
     conditions = {
         c["type"]: c
         for c in status.get("conditions") or []
@@ -185,6 +185,9 @@ def _node_lost(status: Json) -> tuple[bool, datetime | None]:
         disruption.get("status") == "True"
         and DISRUPTION_CAUSES.get(disrupted_by) == NODE_LOST
         and ready.get("status") != "True"
+        # As the silent kubelet left them: on a live node the kubelet reports the stopping
+        # containers itself (a NoExecute taint an admin put there evicts the same way).
+        and containers_ready.get("status") == "True"
     ):
         return True, parse_time(disruption.get("lastTransitionTime"))
     return status.get("phase") == "Unknown" or status.get("reason") == NODE_LOST, None

@@ -57,7 +57,8 @@ class WorkerDeleter:
         line. Beyond LOG_FOLLOWED_AT_ONCE, for a worker that has stopped, and for one deleted
         with no grace, the log is read as it is: before the deletion when that is immediate
         (a stopped pod, no grace), which would take the log along; beside it when graceful."""
-        if action.force or pod.phase == "Pending":
+        # No log to read where no kubelet answers (a lost node): a read would hang to its timeout.
+        if action.force or pod.phase in ("Pending", "Unknown") or pod.node_lost:
             return await self.delete_pod(namespace, pod, action.grace_seconds)
         count = len(pod.containers)
         grace = pod.grace_seconds if action.grace_seconds is None else action.grace_seconds
@@ -71,17 +72,17 @@ class WorkerDeleter:
             gone = await self.delete_pod(namespace, pod, action.grace_seconds)
             self._read_in_turn(namespace, job_relpath, pod, warn)
             return gone
-        self._reading += count
-        self._following += count if follow else 0
-        reads = self._reads(namespace, pod, follow, grace)
         if follow:
-            reading = asyncio.gather(*reads, return_exceptions=True)
+            self._reading += count
+            self._following += count
+            reading = asyncio.gather(*self._reads(namespace, pod, follow, grace), return_exceptions=True)
             self._archive_later(job_relpath, pod, reading, follow, warn)
             await asyncio.sleep(0)  # let the log requests go out before the stop
             return await self.delete_pod(namespace, pod, action.grace_seconds)
         # Deleted at once: read first, or the log goes with the pod.
         async with self._reads_now:
-            reading = asyncio.gather(*reads, return_exceptions=True)
+            self._reading += count  # counted once reading (a wait for the slot may be cancelled)
+            reading = asyncio.gather(*self._reads(namespace, pod, follow, grace), return_exceptions=True)
             self._archive_later(job_relpath, pod, reading, follow, warn)
             await reading
         return await self.delete_pod(namespace, pod, action.grace_seconds)
@@ -132,6 +133,14 @@ class WorkerDeleter:
         finally:
             self._reading -= len(pod.containers)
             self._following -= len(pod.containers) if followed else 0
+        try:
+            await self._save(job_relpath, pod, logs, warn)
+        except Exception:  # best effort: one worker's log never ends the readers of the others'
+            logger.exception("saving the log of %s failed", pod.name)
+
+    async def _save(
+        self, job_relpath: str, pod: ObservedPod, logs: Sequence[bytes | BaseException], warn: Warn
+    ) -> None:
         warnings: list[tuple[str, str]] = []
         for position, (container, text) in enumerate(zip(pod.containers, logs, strict=True)):
             if isinstance(text, BaseException):
@@ -165,7 +174,11 @@ class WorkerDeleter:
         view = self.pods(namespace)
         # With no grace the API server removes a pod at once, and answers with the pod as it
         # was (at times without a resourceVersion), not as a pod still terminating.
-        if deleted is None or (deleted.get("metadata") or {}).get("deletionGracePeriodSeconds") == 0:
+        metadata = (deleted or {}).get("metadata") or {}
+        # Gone at once unless a finalizer holds it (Kueue's does): then it is still there,
+        # terminating, and its watch events tell when it goes.
+        gone_at_once = metadata.get("deletionGracePeriodSeconds") == 0 and not metadata.get("finalizers")
+        if deleted is None or gone_at_once:
             view.remove(namespace, pod.name, lambda held: held.pod is not None and held.pod.uid == pod.uid)
             return True
         view.put(deleted)

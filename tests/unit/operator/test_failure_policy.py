@@ -5,7 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
-from tfmw_operator.decision import PatchStatus
+from tfmw_operator.decision import DeletePods, PatchStatus
 from tfmw_operator.failure_policy import cause_of
 from tfmw_operator.observed import observe_pod
 from tfmw_operator.progress import ProgressReport
@@ -403,3 +403,40 @@ def test_a_lost_nodes_lowest_worker_is_named_before_its_pod_is_reported() -> Non
     ).status.history[0]
     assert (record.cause, record.worker, record.node) == ("NodeLost", 1, "node-b")
     assert "with worker 1 (pod mnist-worker-1) on it" in (record.message or "")
+
+
+def test_a_node_reported_lost_long_before_the_crash_is_not_its_root_cause() -> None:
+    # node-b's kubelet stopped at 20 s, its worker running on; worker 0 crashed at 100 s on
+    # its own (exit 139): the silent node did not end the attempt, so nothing is amended.
+    j = job().launched(phase="Running").condition("Running", True, "AllWorkersRunning").obj()
+    crashed = pod(j, 0).on_node("node-a").exited(139, at_seconds=100)
+    silent = pod(j, 1).node_not_ready(at_seconds=20)
+    restart = decide(j, [crashed.obj(), silent.obj()], now=at(101))
+    j["status"] = restart.status.to_json()
+    assert restart.status.history[0].cause == "Error"
+    going = [pod(j, 0).on_node("node-a").exited(139, at_seconds=100).deleting(101).obj()]
+    decision = decide(j, [*going, pod(j, 1).node_not_ready(at_seconds=20).deleting(101).obj()], now=at(102))
+    assert decision.status.history == restart.status.history
+    assert not any(e.reason == "RootCauseFound" for e in decision.events)
+
+
+def test_a_node_reported_lost_just_before_the_peers_exit_is_still_its_root_cause() -> None:
+    j = restarted_by_a_peer()  # worker 0 exited at 3 s, the restart recorded at 5 s
+    decision = decide(j, teardown(j, pod(j, 1).node_not_ready(at_seconds=-5)), now=at(52))
+    assert decision.status.history[0].cause == "NodeLost"
+
+
+def test_survivors_keep_their_grace_when_a_programs_own_error_may_be_a_lost_peer() -> None:
+    # Under OnFailure a program that exits 1 on a broken collective is retried; its peer's
+    # node may be gone unreported, and the grace keeps the next attempt off that node.
+    j = job().launched(phase="Running").run_policy(restartPolicy="OnFailure").obj()
+    pods = [pod(j, 0).on_node("node-a").exited(1).obj(), pod(j, 1).on_node("node-b").running().obj()]
+    deletions = [a for a in decide(j, pods, now=at(11)).actions if isinstance(a, DeletePods)]
+    assert [a.grace_seconds for a in deletions] == [5]
+
+
+def test_survivors_of_a_death_by_signal_are_stopped_at_once() -> None:
+    j = job().launched(phase="Running").obj()
+    pods = [pod(j, 0).on_node("node-a").exited(139).obj(), pod(j, 1).on_node("node-b").running().obj()]
+    deletions = [a for a in decide(j, pods, now=at(11)).actions if isinstance(a, DeletePods)]
+    assert [a.grace_seconds for a in deletions] == [0]

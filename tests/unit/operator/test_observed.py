@@ -212,8 +212,10 @@ def _on_node(raw: Json, node: str = "node-b") -> Json:
     return raw
 
 
-def _disrupted_by(reason: str, ready: bool = False) -> Json:
+def _disrupted_by(reason: str, ready: bool = False, containers_ready: bool = True) -> Json:
+    """Deleted with a DisruptionTarget; not Ready, its containers as the kubelet last said."""
     raw = _on_node(pod(job().obj(), 1).running(ready=ready).deleting().obj())
+    raw["status"]["conditions"].append({"type": "ContainersReady", "status": str(containers_ready)})
     raw["status"]["conditions"].append(
         {
             "type": "DisruptionTarget",
@@ -230,6 +232,8 @@ def test_the_taint_managers_and_pod_gcs_deletions_and_older_signals_are_a_lost_n
     assert _lost(_disrupted_by("DeletionByPodGC")) == (True, at(60))
     # A NoExecute taint on a live node evicts the same way: its pod is still Ready.
     assert _lost(_disrupted_by("DeletionByTaintManager", ready=True)) == (False, None)
+    # ... and once its containers stop there, the live kubelet reports them not ready.
+    assert _lost(_disrupted_by("DeletionByTaintManager", containers_ready=False)) == (False, None)
     assert _lost(_disrupted_by("PreemptionByScheduler")) == (False, None)
     assert _lost(_disrupted_by("EvictionByEvictionAPI")) == (False, None)
     unknown = _on_node(pod(job().obj(), 1).running().obj())
