@@ -5,6 +5,7 @@ fault, expected end, observed end, seconds until the status said so.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import signal
@@ -63,8 +64,17 @@ def kill_component(name: str) -> None:
     time.sleep(0.5)
 
 
-def stop_component(name: str) -> None:
-    os.killpg(component_pid(name), signal.SIGTERM)
+def stop_component(name: str, timeout: float = 10) -> None:
+    """SIGTERM a cluster component, as a stop would, and wait until it is gone (SIGKILL after
+    `timeout`): one still stopping would be taken for running when the cluster is restored."""
+    pid = component_pid(name)
+    os.killpg(pid, signal.SIGTERM)
+    deadline = time.monotonic() + timeout
+    while Path(f"/proc/{pid}").exists() and time.monotonic() < deadline:
+        time.sleep(0.1)
+    with contextlib.suppress(ProcessLookupError):  # gone (its pid may name a thread by now)
+        if Path(f"/proc/{pid}").exists():
+            os.killpg(pid, signal.SIGKILL)
     time.sleep(1)
 
 
