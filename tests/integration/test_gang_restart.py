@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import threading
+import time
 
 from kube import ClusterClient, SimulatedKubelet, wait_for
 from wrappers import env_of, simulated_job
@@ -150,3 +151,30 @@ def test_a_sidecar_killed_by_a_signal_does_not_make_a_program_error_retryable(
     kubelet.exit(namespace, "sig-worker-0", 1, container="tensorflow", log_tail="KeyError: 'x'")
     status = kube.wait_phase(namespace, "sig", "Failed", timeout=15)
     assert status["reason"] == "WorkerFailed" and "exited with code 1" in status["message"]
+
+
+def test_survivors_held_by_a_finalizer_are_waited_for_and_the_restart_counted_once(
+    kube: ClusterClient, kubelet: SimulatedKubelet, namespace: str
+) -> None:
+    # Kueue's finalizer on a survivor stopped with no grace: the API server keeps it,
+    # terminating, so the next attempt waits for it instead of meeting its name (409).
+    kubelet.start_job(namespace, simulated_job("held", workers=2).manifest())
+    finalizer = {"metadata": {"finalizers": ["tfmw.dev/test-hold"]}}
+    kube.core.patch_namespaced_pod("held-worker-0", namespace, finalizer)
+    kubelet.exit(namespace, "held-worker-1", 137, reason="OOMKilled")
+    wait_for(
+        "the survivor terminating, held",
+        lambda: (
+            (pod := kube.core.read_namespaced_pod("held-worker-0", namespace)).metadata.deletion_timestamp
+            and pod
+        ),
+        timeout=30,
+    )
+    time.sleep(2)  # long enough for a launch that took the held pod for gone
+    assert all(p["metadata"]["labels"]["tfmw.dev/attempt"] == "0" for p in kube.pods(namespace, "held"))
+    kube.core.patch_namespaced_pod("held-worker-0", namespace, {"metadata": {"finalizers": None}})
+    kube.wait_pods(namespace, "held", 2, attempt=1, timeout=30)
+    kubelet.run_all(namespace, "held")
+    status = kube.wait_phase(namespace, "held", "Running")
+    assert status["restarts"] == 1 and status["attempt"] == 1, status
+    assert [h["cause"] for h in status.get("history", [])] == ["OOMKilled"], status
