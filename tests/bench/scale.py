@@ -420,6 +420,29 @@ def wait_milestone(
         time.sleep(0.1)
 
 
+def reached_by_all(
+    tracker: Tracker, milestones: Milestones, name: str, total: int, began: float, timeout: float, what: str
+) -> tuple[Json, float]:
+    """Waits until `total` jobs reached `name`: their per-job times summed up with the
+    seconds since `began` for all of them, and those seconds."""
+    wait_milestone(tracker, milestones, name, total, timeout, what)
+    took = time.monotonic() - began
+    return {**summary(list(milestones.reached[name].values())), "all_s": round(took, 1)}, took
+
+
+def launched(tracker: Tracker, milestones: Milestones, began: float, timeout: float, out: Json) -> float:
+    """Step 1's end, for the floor as for a controller: waits until every gang is Running,
+    puts the per-job times and where they went into `out`; the seconds since `began`."""
+    out["create_to_gang_running"], took = reached_by_all(
+        tracker, milestones, "running", JOBS, began, timeout, "gangs Running"
+    )
+    with tracker.lock:
+        tracker.launching = False
+        launches = dict(tracker.launch_marks)
+    out["create_breakdown_median_s"] = medians(launches, LAUNCH_MARKS)
+    return took
+
+
 def start_profiler(contender: Contender) -> subprocess.Popen[bytes] | None:
     """With TFMW_BENCH_PYSPY naming py-spy, tfmw's stacks while its gangs launch (step 1),
     sampled from outside, in bench/results/pyspy-<JOBS>.txt (collapsed stacks)."""
@@ -563,15 +586,7 @@ def run_floor(kube: ClusterClient, shared: Path, timeout: float) -> dict[str, An
             floor.create_gang(kube, name, created=lambda: tracker.mark_launch(name, "job created"))
 
         list(pool.map(create, names))
-        wait_milestone(tracker, milestones, "running", JOBS, timeout, "gangs Running")
-        took = time.monotonic() - began
-        out["create_to_gang_running"] = {
-            **summary(list(milestones.reached["running"].values())),
-            "all_s": round(took, 1),
-        }
-        with tracker.lock:
-            tracker.launching = False
-            out["create_breakdown_median_s"] = medians(dict(tracker.launch_marks), LAUNCH_MARKS)
+        took = launched(tracker, milestones, began, timeout, out)
         say(
             f"floor: all {JOBS} gangs Running in {took:.1f} s; where the time went: {out['create_breakdown_median_s']}"
         )
@@ -601,12 +616,9 @@ def run_floor(kube: ClusterClient, shared: Path, timeout: float) -> dict[str, An
         began = time.monotonic()
         list(pool.map(lose, enumerate(losers)))
         list(pool.map(remake, losers))
-        wait_milestone(tracker, milestones, "running", len(losers), timeout, "gangs Running again")
-        took = time.monotonic() - began
-        out["worker_death_to_gang_running"] = {
-            **summary(list(milestones.reached["running"].values())),
-            "all_s": round(took, 1),
-        }
+        out["worker_death_to_gang_running"], took = reached_by_all(
+            tracker, milestones, "running", len(losers), began, timeout, "gangs Running again"
+        )
         say(f"floor: all {len(losers)} gangs Running again in {took:.1f} s")
 
         # The same jobs as a controller's step 4 (all but step 3's), all ending now.
@@ -622,12 +634,9 @@ def run_floor(kube: ClusterClient, shared: Path, timeout: float) -> dict[str, An
             floor.delete_gang(kube, uids)
 
         list(pool.map(finish, rest))
-        wait_milestone(tracker, milestones, "cleaned", len(rest), timeout, "gangs cleaned")
-        took = time.monotonic() - began
-        out["completion_to_cleaned"] = {
-            **summary(list(milestones.reached["cleaned"].values())),
-            "all_s": round(took, 1),
-        }
+        out["completion_to_cleaned"], took = reached_by_all(
+            tracker, milestones, "cleaned", len(rest), began, timeout, "gangs cleaned"
+        )
         say(f"floor: all {len(rest)} gangs cleaned in {took:.1f} s")
     except DidNotFinish as error:
         out["did_not_finish"] = str(error)
@@ -695,16 +704,7 @@ def run_contender(
             tracker.mark_launch(name, "job created")
 
         list(pool.map(create, names))
-        wait_milestone(tracker, milestones, "running", JOBS, timeout, "gangs Running")
-        took = time.monotonic() - began
-        out["create_to_gang_running"] = {
-            **summary(list(milestones.reached["running"].values())),
-            "all_s": round(took, 1),
-        }
-        with tracker.lock:
-            tracker.launching = False
-            launches = dict(tracker.launch_marks)
-        out["create_breakdown_median_s"] = medians(launches, LAUNCH_MARKS)
+        took = launched(tracker, milestones, began, timeout, out)
         say(
             f"{contender.name}:   where the time went (median s from the create): {out['create_breakdown_median_s']}"
         )
