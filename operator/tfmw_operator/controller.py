@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import functools
 import logging
 import time
@@ -11,11 +12,13 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
+from typing import TypeVar
 
 from tfmw_operator import metrics
 from tfmw_operator.api import JobSpec, Json, Phase, parse_spec
 from tfmw_operator.audit import JobAudit
 from tfmw_operator.builders import build_event, pod_group_name
+from tfmw_operator.claim_checks import Claim, FolderReached, ReachedClaims
 from tfmw_operator.creation import Created, Creator
 from tfmw_operator.decision import (
     CreatePods,
@@ -30,7 +33,7 @@ from tfmw_operator.decision import (
     RemoveMarker,
 )
 from tfmw_operator.events import EventPoster
-from tfmw_operator.informer import Informer, LatestJobs
+from tfmw_operator.informer import Informer, LatestJobs, ignore_changes, own_name
 from tfmw_operator.job_files import JobFileWatcher, Signature
 from tfmw_operator.kube import ApiError, Kube
 from tfmw_operator.observed import (
@@ -61,6 +64,7 @@ from tfmw_operator.worker_deletion import WorkerDeleter
 from tfmw_operator.workqueue import Key, WorkQueue
 
 logger = logging.getLogger(__name__)
+T = TypeVar("T")
 
 QUEUE_RECHECK_SECONDS = 2.0
 # A reconcile that raises is tried again after 2, 4, 8 ... seconds, at most this often;
@@ -103,6 +107,13 @@ class JobController:
 
         self.pods = views("pods", Owned.pod_of)
         self.services = views("services", Owned.service_of)
+        # Not ours, so watched whole; reconciles only read it and never wait for it: a
+        # claim not seen (yet) is simply checked again.
+        self.claims = {
+            n: Informer(kube, f"{scope}/persistentvolumeclaims", Claim.of, ignore_changes, "", own_name)
+            for n, scope in by_scope
+        }
+        self.reached_claims = ReachedClaims()
         self.storage = SharedStorage(settings.shared_root)
         self.files = JobFileWatcher(self.storage, self.queue.trigger, self.queue.trigger_later)
         self.events = EventPoster(kube)
@@ -116,8 +127,23 @@ class JobController:
     def watches(self) -> list[Informer[Owned]]:
         return [*self.pods.values(), *self.services.values()]
 
-    def _view(self, informers: dict[str, Informer[Owned]], namespace: str) -> Informer[Owned]:
+    def _view(self, informers: dict[str, Informer[T]], namespace: str) -> Informer[T]:
         return informers[namespace] if namespace in informers else informers[""]
+
+    def _claim(self, namespace: str, name: str) -> Claim | None:
+        return next(iter(self._view(self.claims, namespace).of_job((namespace, name))), None)
+
+    def _claim_reached(self, job: JobSpec, pods: Sequence[ObservedPod]) -> FolderReached | None:
+        """Record a folder check this job's running worker passed, and say whether any job's
+        did for the claim as it is now. A running pod keeps its claim from being deleted
+        (the claim's protection finalizer), so the claim seen now is the one it checked."""
+        if not job.folder_check_image:
+            return None
+        claim = self._claim(job.namespace, job.claim_name)
+        passed = next((p for p in pods if p.folder_checked and not p.terminated), None)
+        if passed is not None:
+            self.reached_claims.record(job.namespace, claim, FolderReached(job.name, passed.index))
+        return self.reached_claims.reached(job.namespace, claim)
 
     def _pods_of(self, namespace: str) -> Informer[Owned]:
         return self._view(self.pods, namespace)
@@ -201,6 +227,8 @@ class JobController:
             workload=workload,
             status_written_at=state.status_written_at,
         )
+        if isinstance(spec, JobSpec):
+            observed = dataclasses.replace(observed, claim_reached=self._claim_reached(spec, observed.pods))
         decision = reconcile(observed)
         completed = await self._apply(key, job, observed.pods, decision)
         if completed:

@@ -115,6 +115,7 @@ class Operator:
             "the marker watcher": controller.files.run(),
             "the job audit": controller.audit.run(),
             **{f"the watch of {w.path}": w.run() for w in controller.watches()},
+            **{f"the watch of {w.path}": w.run() for w in controller.claims.values()},
             **{f"Event poster {i}": controller.events.run() for i in range(EVENT_POSTERS)},
         }
         retention = self.settings.folder_retention_seconds

@@ -48,10 +48,27 @@ def resource_version(obj: Json) -> int:
         return 0
 
 
+def job_label(obj: Json) -> str | None:
+    """The job an object of ours belongs to: its job-name label."""
+    job = ((obj.get("metadata") or {}).get("labels") or {}).get(LABEL_JOB_NAME)
+    return job if isinstance(job, str) else None
+
+
+def own_name(obj: Json) -> str | None:
+    """Each object by itself: for objects not ours (claims), keyed by their own name."""
+    name = (obj.get("metadata") or {}).get("name")
+    return name if isinstance(name, str) else None
+
+
+def ignore_changes(key: Key) -> None:
+    """For a view reconciles only read: its changes start none."""
+
+
 class Informer(Generic[R]):
     """One kind of object (`path`, e.g. /api/v1/pods) with our job-name label, by job.
 
-    `on_change(job_key)` is called for every change of one of a job's objects.
+    `on_change(job_key)` is called for every change of one of a job's objects. With another
+    `selector` and `group_by` (`own_name`), a view of objects that are not ours, by name.
     """
 
     def __init__(
@@ -61,12 +78,14 @@ class Informer(Generic[R]):
         reduce: Callable[[Json], R],
         on_change: Callable[[Key], None],
         selector: str = LABEL_JOB_NAME,
+        group_by: Callable[[Json], str | None] = job_label,
     ) -> None:
         self.kube = kube
         self.path = path
         self.reduce = reduce
         self.on_change = on_change
         self.selector = selector
+        self.group_by = group_by
         self.synced = asyncio.Event()
         self._by_job: dict[Key, dict[str, R]] = {}
         self._versions: dict[ObjectKey, tuple[int, Key]] = {}
@@ -164,8 +183,8 @@ class Informer(Generic[R]):
     def _apply(self, kind: str, obj: Json, notify: bool = True) -> None:
         meta = obj.get("metadata") or {}
         namespace, name = meta.get("namespace") or "", meta.get("name") or ""
-        job = (meta.get("labels") or {}).get(LABEL_JOB_NAME)
-        if not name or not isinstance(job, str):
+        job = self.group_by(obj)
+        if not name or job is None:
             return
         at = resource_version(obj)
         okey = (namespace, name)

@@ -22,6 +22,7 @@ from tfmw_operator.api import (
     parse_spec,
     parse_time,
 )
+from tfmw_operator.claim_checks import FolderReached
 from tfmw_operator.progress import DEFAULT_PROGRESS_INTERVAL_SECONDS, ProgressReading
 from tfmw_operator.status import JobStatus
 
@@ -393,6 +394,8 @@ class Observed:
     # When this operator last wrote the job's status (None: not since it started): a change of
     # the worker counts alone waits a moment, so a gang coming up is one write, not one a pod.
     status_written_at: datetime | None = None
+    # Another job's worker found the job's claim reaching the operator's folders (claim_checks).
+    claim_reached: FolderReached | None = None
 
     @classmethod
     def of(
@@ -426,6 +429,7 @@ class Observed:
         progress_interval: float = DEFAULT_PROGRESS_INTERVAL_SECONDS,
         workload: WorkloadState | None = None,
         status_written_at: datetime | None = None,
+        claim_reached: FolderReached | None = None,
     ) -> Observed:
         """The job as found; only pods it owns count (a namesake's pods are not its workers).
 
@@ -451,6 +455,7 @@ class Observed:
             progress_interval=progress_interval,
             workload=workload,
             status_written_at=status_written_at,
+            claim_reached=claim_reached,
         )
 
     @property

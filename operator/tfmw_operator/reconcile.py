@@ -404,6 +404,11 @@ def _launch(step: _Step, job: JobSpec, current: Sequence[ObservedPod], leftover_
     if missing:
         # The claim reaches the folder (sharedVolume is immutable): no init container to start again.
         checked = step.status.condition_is_true(ConditionType.SHARED_VOLUME_CHECKED)
+        reached = step.obs.claim_reached if job.folder_check_image else None
+        if not checked and reached is not None:
+            message = reached.message(job.claim_name)
+            step.condition(ConditionType.SHARED_VOLUME_CHECKED, True, "ClaimReached", message)
+            checked = True
         built = dataclasses.replace(job, folder_check_image="") if checked else job
         step.actions.append(CreatePods(built, attempt, missing, proven=not first))
     if first:

@@ -71,6 +71,7 @@ from kubernetes.watch.watch import iter_resp_lines
 from tfmw_operator.api import LABEL_ATTEMPT, LABEL_JOB_NAME, parse_job
 from tfmw_operator.builders import build_pod, build_service
 from tfmw_operator.folder_check import OWNER_FILE
+from tfmw_operator.observed import observe_pod
 from watching import follow_in_thread
 
 Json = dict[str, Any]
@@ -719,6 +720,9 @@ class FloorSide(Side):
     def __init__(self, kube: ClusterClient, namespace: str, folder_check_image: str) -> None:
         super().__init__(kube, namespace)
         self.folder_check_image = folder_check_image
+        # As tfmw's operator: once a worker's folder check passed through the namespace's
+        # claim, the pods that follow, of this job or the next, are built without it.
+        self.claim_checked = False
         self.jobs: dict[str, FloorJob] = {}
         self.lock = threading.Lock()
         self.pool = ThreadPoolExecutor(8)
@@ -741,9 +745,8 @@ class FloorSide(Side):
         return Started(job, owner["uid"], at)
 
     def _launch(self, state: FloorJob) -> None:
-        service, pods = floor_objects(
-            state.manifest, self.namespace, state.owner, state.attempt, self.folder_check_image
-        )
+        check = "" if self.claim_checked else self.folder_check_image
+        service, pods = floor_objects(state.manifest, self.namespace, state.owner, state.attempt, check)
         if state.attempt == 0:
             self.kube.core.create_namespaced_service(self.namespace, service)
         list(self.pool.map(lambda pod: self.kube.core.create_namespaced_pod(self.namespace, pod), pods))
@@ -751,6 +754,8 @@ class FloorSide(Side):
     def _pod_changed(self, record: PodRecord, pod: Json) -> None:
         job = record.labels.get(LABEL_JOB_NAME, "")
         with self.lock:
+            observed = observe_pod(pod)
+            self.claim_checked = self.claim_checked or (observed is not None and observed.folder_checked)
             state = self.jobs.get(job)
             if (
                 state is None

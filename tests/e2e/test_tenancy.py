@@ -44,6 +44,7 @@ os.symlink("/var/lib/tfmw/shared/default", "/data/escape-abs")
 os.symlink("..", "/data/up")
 print(json.dumps(seen))
 """
+TEST_NAMESPACE_LABEL = "tfmw.dev/e2e-namespace"  # on the volumes a test makes: removed with its namespace
 WRITE_MARKER = "import sys; open('/data/%s/multiworker-complete.txt' % sys.argv[1], 'w').write('pwned')"
 
 
@@ -70,6 +71,32 @@ def pod(
             "volumes": [{"name": "shared", "persistentVolumeClaim": {"claimName": "tfmw-shared"}}],
         },
     }
+
+
+def another_claim(namespace: str, name: str, node_path: str) -> None:
+    """Claim `name` in `namespace`, bound to a hostPath volume of its own at `node_path`."""
+    volume = f"tfmw-{name}-{namespace}"
+    claim_spec = {"accessModes": ["ReadWriteMany"], "storageClassName": "tfmw-hostpath"}
+    items = [
+        {
+            "apiVersion": "v1",
+            "kind": "PersistentVolume",
+            "metadata": {"name": volume, "labels": {TEST_NAMESPACE_LABEL: namespace}},
+            "spec": {
+                **claim_spec,
+                "capacity": {"storage": "1Gi"},
+                "hostPath": {"path": node_path},
+                "claimRef": {"namespace": namespace, "name": name},
+            },
+        },
+        {
+            "apiVersion": "v1",
+            "kind": "PersistentVolumeClaim",
+            "metadata": {"name": name, "namespace": namespace},
+            "spec": {**claim_spec, "volumeName": volume, "resources": {"requests": {"storage": "1Gi"}}},
+        },
+    ]
+    kubectl("apply", "-f", "-", input=json.dumps({"apiVersion": "v1", "kind": "List", "items": items}))
 
 
 def create(manifest: Json) -> subprocess.CompletedProcess[str]:
@@ -106,14 +133,8 @@ def hostile_namespace(kube: ClusterClient, shared_dir: Path) -> Iterator[str]:
     wait_for("default service account", lambda: kube._has_default_sa(namespace), timeout=30)
     yield namespace
     kubectl("delete", "namespace", namespace, "--wait=true", "--timeout=120s", check=False)
-    kubectl(
-        "delete",
-        "pv",
-        f"tfmw-shared-{namespace}",
-        f"tfmw-wrong-{namespace}",
-        "--ignore-not-found",
-        check=False,
-    )
+    kubectl("delete", "pv", f"tfmw-shared-{namespace}", "--ignore-not-found", check=False)
+    kubectl("delete", "pv", "-l", f"{TEST_NAMESPACE_LABEL}={namespace}", "--ignore-not-found", check=False)
     shutil.rmtree(shared_dir / namespace, ignore_errors=True)
 
 
@@ -198,42 +219,7 @@ def test_a_claim_that_misses_the_jobs_folder_fails_before_training(
     ns = hostile_namespace
     (shared_dir / ns / "elsewhere").mkdir(mode=0o777)
     os.chmod(shared_dir / ns / "elsewhere", 0o777)
-    kubectl(
-        "apply",
-        "-f",
-        "-",
-        input=json.dumps(
-            {
-                "apiVersion": "v1",
-                "kind": "List",
-                "items": [
-                    {
-                        "apiVersion": "v1",
-                        "kind": "PersistentVolume",
-                        "metadata": {"name": f"tfmw-wrong-{ns}"},
-                        "spec": {
-                            "capacity": {"storage": "1Gi"},
-                            "accessModes": ["ReadWriteMany"],
-                            "storageClassName": "tfmw-hostpath",
-                            "hostPath": {"path": f"/var/lib/tfmw/shared/{ns}/elsewhere"},
-                            "claimRef": {"namespace": ns, "name": "wrong"},
-                        },
-                    },
-                    {
-                        "apiVersion": "v1",
-                        "kind": "PersistentVolumeClaim",
-                        "metadata": {"name": "wrong", "namespace": ns},
-                        "spec": {
-                            "accessModes": ["ReadWriteMany"],
-                            "storageClassName": "tfmw-hostpath",
-                            "volumeName": f"tfmw-wrong-{ns}",
-                            "resources": {"requests": {"storage": "1Gi"}},
-                        },
-                    },
-                ],
-            }
-        ),
-    )
+    another_claim(ns, "wrong", f"/var/lib/tfmw/shared/{ns}/elsewhere")
     manifest = {
         "apiVersion": "tfmw.dev/v1alpha1",
         "kind": "TFMultiWorkerJob",
@@ -254,3 +240,58 @@ def test_a_claim_that_misses_the_jobs_folder_fails_before_training(
     assert status.get("restarts", 0) == 0
     # Nothing trained: no checkpoint, no marker in the folder the claim gave.
     assert not any((shared_dir / ns / "elsewhere" / "misplaced").iterdir())
+
+
+def sleeping_job(name: str, claim: str) -> Json:
+    sleep = {
+        "name": "tensorflow",
+        "image": IMAGE,
+        "command": ["python3", "-c", "import time; time.sleep(600)"],
+    }
+    return {
+        "apiVersion": "tfmw.dev/v1alpha1",
+        "kind": "TFMultiWorkerJob",
+        "metadata": {"name": name},
+        "spec": {
+            "workers": 1,
+            "sharedVolume": {"claimName": claim},
+            "template": {"spec": {"terminationGracePeriodSeconds": 1, "containers": [sleep]}},
+        },
+    }
+
+
+def init_containers(kube: ClusterClient, namespace: str, job: str) -> list[str]:
+    pods = kube.wait_pods(namespace, job, 1)
+    return [c["name"] for c in pods[0]["spec"].get("initContainers") or []]
+
+
+def volume_checked(kube: ClusterClient, namespace: str, job: str) -> Json:
+    def probe() -> Json | None:
+        conditions = kube.status(namespace, job).get("conditions") or []
+        found = next((c for c in conditions if c["type"] == "SharedVolumeChecked"), None)
+        return found if found and found["status"] == "True" else None
+
+    return wait_for(f"{job}'s SharedVolumeChecked", probe, timeout=120)
+
+
+def test_a_claim_the_folder_check_passed_is_not_checked_again_but_another_claim_is(
+    kube: ClusterClient, shared_dir: Path, hostile_namespace: str
+) -> None:
+    ns = hostile_namespace
+    kube.create_job(ns, sleeping_job("first", "tfmw-shared"))
+    assert init_containers(kube, ns, "first") == ["tfmw-folder-check"]
+    assert volume_checked(kube, ns, "first")["reason"] == "FolderReached"
+    # The same claim: the second job's worker starts at once, and its status says why.
+    kube.create_job(ns, sleeping_job("second", "tfmw-shared"))
+    assert init_containers(kube, ns, "second") == []
+    reached = volume_checked(kube, ns, "second")
+    print("second's SharedVolumeChecked:", reached["message"])
+    assert reached["reason"] == "ClaimReached" and "job first's folder" in reached["message"]
+    kube.wait_phase(ns, "second", "Running", timeout=120)
+    # Another claim on the very same folder is checked on its own first use.
+    another_claim(ns, "again", f"/var/lib/tfmw/shared/{ns}")
+    kube.create_job(ns, sleeping_job("third", "again"))
+    assert init_containers(kube, ns, "third") == ["tfmw-folder-check"]
+    assert volume_checked(kube, ns, "third")["reason"] == "FolderReached"
+    for job in ("first", "second", "third"):
+        kube.delete_job(ns, job)

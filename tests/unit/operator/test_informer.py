@@ -2,7 +2,8 @@
 
 from typing import Any
 
-from tfmw_operator.informer import Informer, LatestJobs
+from tfmw_operator.claim_checks import Claim
+from tfmw_operator.informer import Informer, LatestJobs, ignore_changes, own_name
 from tfmw_operator.observed import Owned
 
 Json = dict[str, Any]
@@ -102,3 +103,18 @@ def test_a_write_answered_without_a_version_never_brings_a_deleted_pod_back() ->
     del answer["metadata"]["resourceVersion"]
     informer.put(answer)
     assert names(informer) == {}
+
+
+def test_objects_not_ours_are_kept_by_their_own_name_without_any_label() -> None:
+    claims: Informer[Claim] = Informer(
+        None, "/api/v1/persistentvolumeclaims", Claim.of, ignore_changes, "", own_name
+    )  # type: ignore[arg-type]
+    raw = {
+        "metadata": {"name": "tfmw-shared", "namespace": "ns", "uid": "c1", "resourceVersion": "3"},
+        "spec": {"volumeName": "pv"},
+        "status": {"phase": "Bound"},
+    }
+    claims._apply("ADDED", raw)
+    assert claims.of_job(("ns", "tfmw-shared")) == [Claim("c1", "pv", True)]
+    claims._apply("DELETED", {**raw, "metadata": {**raw["metadata"], "resourceVersion": "4"}})
+    assert claims.of_job(("ns", "tfmw-shared")) == []

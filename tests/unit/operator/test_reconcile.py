@@ -7,6 +7,7 @@ from typing import Any
 import pytest
 from tfmw_operator.api import parse_job
 from tfmw_operator.builders import build_service
+from tfmw_operator.claim_checks import FolderReached
 from tfmw_operator.cleanup_policy import WORKER_EXIT_SECONDS
 from tfmw_operator.decision import (
     CreatePods,
@@ -846,3 +847,21 @@ def test_once_a_folder_check_passed_later_attempts_start_without_it() -> None:
     assert [c["name"] for c in init] == []
     first = reconcile(Observed.of(job().obj(), [], NO_MARKER, NOW, spec=parse_job(job().obj(), check)))
     assert [c["name"] for c in first.pods_to_create[0]["spec"]["initContainers"]] == ["tfmw-folder-check"]
+
+
+def test_a_job_on_a_claim_another_job_found_reaching_its_folder_starts_without_the_check() -> None:
+    check = "tfmw-operator:dev"
+    j = job().obj()
+    reached = FolderReached("earlier", 1)
+    decision = reconcile(Observed.of(j, [], NO_MARKER, NOW, spec=parse_job(j, check), claim_reached=reached))
+    assert all(not p["spec"].get("initContainers") for p in decision.pods_to_create)
+    checked = condition(decision, "SharedVolumeChecked")
+    assert checked.true and checked.reason == "ClaimReached"
+    assert (
+        "job earlier" in checked.message
+        and "worker 1" in checked.message
+        and "tfmw-shared" in checked.message
+    )
+    # With the check off, nothing is claimed about the folder.
+    unchecked = reconcile(Observed.of(j, [], NO_MARKER, NOW, spec=parse_job(j), claim_reached=reached))
+    assert not any(c.type == "SharedVolumeChecked" for c in unchecked.status.conditions)

@@ -1,0 +1,55 @@
+from __future__ import annotations
+
+from typing import Any
+
+from tfmw_operator.claim_checks import Claim, FolderReached, ReachedClaims
+
+
+def claim(uid: str = "uid-1", volume: str = "pv-1", phase: str = "Bound") -> dict[str, Any]:
+    return {
+        "metadata": {"name": "tfmw-shared", "uid": uid},
+        "spec": {"volumeName": volume},
+        "status": {"phase": phase},
+    }
+
+
+def test_a_claim_is_known_by_its_uid_and_volume_once_bound() -> None:
+    assert Claim.of(claim()).identity == ("uid-1", "pv-1")
+    assert Claim.of(claim(phase="Pending")).identity is None
+    assert Claim.of(claim(volume="")).identity is None
+    assert Claim.of({"metadata": {"uid": 7}, "spec": "junk", "status": None}).identity is None
+
+
+def test_a_reached_claim_is_vouched_for_in_its_namespace_only() -> None:
+    reached = ReachedClaims()
+    reached.record("team-a", Claim.of(claim()), FolderReached("first", 0))
+    assert reached.reached("team-a", Claim.of(claim())) == FolderReached("first", 0)
+    assert reached.reached("team-b", Claim.of(claim())) is None
+    assert reached.reached("team-a", None) is None
+
+
+def test_a_claim_made_again_or_bound_elsewhere_is_another_claim() -> None:
+    reached = ReachedClaims()
+    reached.record("team-a", Claim.of(claim()), FolderReached("first", 0))
+    assert reached.reached("team-a", Claim.of(claim(uid="uid-2"))) is None
+    assert reached.reached("team-a", Claim.of(claim(volume="pv-2"))) is None
+    assert reached.reached("team-a", Claim.of(claim(phase="Lost"))) is None
+
+
+def test_an_unbound_or_unseen_claim_is_never_recorded() -> None:
+    reached = ReachedClaims()
+    reached.record("team-a", None, FolderReached("first", 0))
+    reached.record("team-a", Claim.of(claim(phase="Pending")), FolderReached("first", 0))
+    assert len(reached) == 0
+
+
+def test_the_first_record_of_a_claim_stays_and_the_oldest_is_forgotten_first() -> None:
+    reached = ReachedClaims(limit=2)
+    reached.record("a", Claim.of(claim("u1")), FolderReached("first", 0))
+    reached.record("a", Claim.of(claim("u1")), FolderReached("second", 1))
+    assert reached.reached("a", Claim.of(claim("u1"))) == FolderReached("first", 0)
+    reached.record("a", Claim.of(claim("u2")), FolderReached("j2", 0))
+    reached.record("a", Claim.of(claim("u3")), FolderReached("j3", 0))
+    assert len(reached) == 2
+    assert reached.reached("a", Claim.of(claim("u1"))) is None
+    assert reached.reached("a", Claim.of(claim("u3"))) == FolderReached("j3", 0)
