@@ -106,9 +106,8 @@ def test_a_write_answered_without_a_version_never_brings_a_deleted_pod_back() ->
 
 
 def test_objects_not_ours_are_kept_by_their_own_name_without_any_label() -> None:
-    claims: Informer[Claim] = Informer(
-        None, "/api/v1/persistentvolumeclaims", Claim.of, ignore_changes, "", own_name
-    )  # type: ignore[arg-type]
+    path = "/api/v1/persistentvolumeclaims"
+    claims: Informer[Claim] = Informer(None, path, Claim.of, ignore_changes, "", own_name)  # type: ignore[arg-type]
     raw = {
         "metadata": {"name": "tfmw-shared", "namespace": "ns", "uid": "c1", "resourceVersion": "3"},
         "spec": {"volumeName": "pv"},
