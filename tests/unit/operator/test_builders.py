@@ -226,3 +226,9 @@ def test_folder_check_runs_first_in_the_operator_image_when_configured() -> None
     plain = build_pod(parse_job(obj), 1, 0)
     assert [c["name"] for c in plain["spec"]["initContainers"]] == ["fetch"]
     assert "initContainers" not in build_pod(parse_job(job().obj()), 0, 0)["spec"]
+
+
+def test_workers_get_no_api_token_unless_their_template_asks_for_one() -> None:
+    assert build_pod(parse_job(job().obj()), 0, 0)["spec"]["automountServiceAccountToken"] is False
+    asked = parse_job(job().pod_spec(automountServiceAccountToken=True).obj())
+    assert build_pod(asked, 1, 0)["spec"]["automountServiceAccountToken"] is True
