@@ -218,8 +218,10 @@ def build_pod(job: JobSpec, index: int, attempt: int) -> Json:
     spec["subdomain"] = job.name
     # Training needs no Kubernetes API: no token to steal, and no token volume to wait for
     # (the kubelet's first read of a namespace's CA ConfigMap can be refused for a second,
-    # until the API server's node authorizer has seen the pod bound). The template may ask.
-    spec.setdefault("automountServiceAccountToken", False)
+    # until the API server's node authorizer has seen the pod bound). A template that names
+    # a service account wants what it grants: that account's own setting decides.
+    if not spec.get("serviceAccountName") and not spec.get("serviceAccount"):
+        spec.setdefault("automountServiceAccountToken", False)
     # The operator restarts the whole gang; a kubelet restart of one worker would
     # rejoin a collective that has already moved on.
     spec["restartPolicy"] = "Never"

@@ -18,8 +18,9 @@ from __future__ import annotations
 
 from collections import OrderedDict
 from dataclasses import dataclass
+from datetime import datetime
 
-from tfmw_operator.api import Json
+from tfmw_operator.api import Json, parse_time
 
 # One entry per claim a job used: far more than a cluster has, few bytes each.
 MAX_CLAIMS = 4096
@@ -33,6 +34,8 @@ class Claim:
     uid: str
     volume: str  # spec.volumeName: the volume it is bound to, "" before
     bound: bool
+    created: datetime | None = None
+    deleting: bool = False
 
     @classmethod
     def of(cls, raw: Json) -> Claim:
@@ -42,12 +45,22 @@ class Claim:
             uid=uid if isinstance(uid, str) else "",
             volume=volume if isinstance(volume, str) else "",
             bound=status.get("phase") == "Bound",
+            created=parse_time(meta.get("creationTimestamp")),
+            deleting=bool(meta.get("deletionTimestamp")),
         )
 
     @property
     def identity(self) -> tuple[str, str] | None:
-        """What makes two sightings the same claim on the same volume; None: not bound yet."""
-        return (self.uid, self.volume) if self.bound and self.uid and self.volume else None
+        """What makes two sightings the same claim on the same volume; None: not bound, or
+        on its way out (a pod created now would mount whatever claim takes its name next)."""
+        usable = self.bound and not self.deleting and self.uid and self.volume
+        return (self.uid, self.volume) if usable else None
+
+    def checked_by(self, check_started: datetime | None) -> bool:
+        """Whether a folder check that started then can have read this claim: only one that
+        existed before it (the views of pods and claims come by separate watches, so the
+        claim seen now may have replaced, under the same name, the one the check read)."""
+        return self.created is not None and check_started is not None and self.created < check_started
 
 
 @dataclass(frozen=True)
@@ -72,9 +85,11 @@ class ReachedClaims:
         self.limit = limit
         self._reached: OrderedDict[tuple[str, str, str], FolderReached] = OrderedDict()
 
-    def record(self, namespace: str, claim: Claim | None, reached: FolderReached) -> None:
+    def record(
+        self, namespace: str, claim: Claim | None, reached: FolderReached, check_started: datetime | None
+    ) -> None:
         identity = None if claim is None else claim.identity
-        if identity is None:
+        if identity is None or claim is None or not claim.checked_by(check_started):
             return
         key = (namespace, *identity)
         if key in self._reached:

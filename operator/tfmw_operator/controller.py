@@ -131,18 +131,23 @@ class JobController:
         return informers[namespace] if namespace in informers else informers[""]
 
     def _claim(self, namespace: str, name: str) -> Claim | None:
-        return next(iter(self._view(self.claims, namespace).of_job((namespace, name))), None)
+        """The claim as its watch saw it last; None when that watch is not listing fresh (a
+        claim made again since would go unseen)."""
+        view = self._view(self.claims, namespace)
+        return next(iter(view.of_job((namespace, name))), None) if view.fresh else None
 
     def _claim_reached(self, job: JobSpec, pods: Sequence[ObservedPod]) -> FolderReached | None:
-        """Record a folder check this job's running worker passed, and say whether any job's
-        did for the claim as it is now. A running pod keeps its claim from being deleted
-        (the claim's protection finalizer), so the claim seen now is the one it checked."""
+        """Record a folder check this job's worker passed, and say whether any job's did for
+        the claim as it is now. The worker must still be up (not deleted: the claim's
+        protection finalizer keeps its claim while it runs), and the claim older than the
+        check, so the claim seen is the one the check read."""
         if not job.folder_check_image:
             return None
         claim = self._claim(job.namespace, job.claim_name)
-        passed = next((p for p in pods if p.folder_checked and not p.terminated), None)
+        passed = next((p for p in pods if p.folder_checked and p.active), None)
         if passed is not None:
-            self.reached_claims.record(job.namespace, claim, FolderReached(job.name, passed.index))
+            reached = FolderReached(job.name, passed.index)
+            self.reached_claims.record(job.namespace, claim, reached, passed.folder_checked_at)
         return self.reached_claims.reached(job.namespace, claim)
 
     def _pods_of(self, namespace: str) -> Informer[Owned]:

@@ -1,8 +1,12 @@
-"""What the watches last saw: an in-memory view of our pods and Services, by job.
+"""What the watches last saw: an in-memory view of our pods and Services, by job, and of
+the cluster's PersistentVolumeClaims, by name.
 
 Reconciles read this view instead of asking the API server, so deciding costs no
-round-trip. The watch has a server-side label selector: pods of other workloads never
-reach the operator. Each object is kept reduced (`reduce`), never as its full JSON.
+round-trip. The pod and Service watches have a server-side label selector: pods of other
+workloads never reach the operator. Claims carry no label of ours, so all of them are
+watched (claim_checks: a claim the folder check passed through). Each object is kept
+reduced (`reduce`), never as its full JSON; a LIST's pages are held whole only while
+listing.
 
 A watch that ends is resumed from the last resourceVersion it saw; one the server
 refuses (410 Gone: compacted; 504: its watch cache is behind) or that fails any other
@@ -87,6 +91,9 @@ class Informer(Generic[R]):
         self.selector = selector
         self.group_by = group_by
         self.synced = asyncio.Event()
+        # Listed, and watching since: False from a failure until the next list succeeds, while
+        # the view holds what it saw last.
+        self.fresh = False
         self._by_job: dict[Key, dict[str, R]] = {}
         self._versions: dict[ObjectKey, tuple[int, Key]] = {}
         self._tombstones: dict[ObjectKey, tuple[int, float]] = {}
@@ -133,7 +140,9 @@ class Informer(Generic[R]):
             except Gone as gone:
                 logger.info("watch of %s: %s; listing again", self.path, gone)
                 version = None
+                self.fresh = False
             except (ApiError, aiohttp.ClientError, TimeoutError, ValueError) as error:
+                self.fresh = False
                 delay = RETRY_SECONDS[min(failures, len(RETRY_SECONDS) - 1)]
                 failures += 1
                 logger.warning("watch of %s failed (%s); listing again in %.1fs", self.path, error, delay)
@@ -153,6 +162,7 @@ class Informer(Generic[R]):
             params["continue"] = meta["continue"]
         listed_at = int(meta.get("resourceVersion") or 0)
         self._replace(items, listed_at)
+        self.fresh = True
         self.relists += 1
         self.synced.set()
         return str(meta.get("resourceVersion") or "")

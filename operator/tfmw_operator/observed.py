@@ -71,6 +71,7 @@ class ObservedPod:
     # The operator's folder check failed: the claim does not reach the job's folder.
     folder_mismatch: bool = False
     folder_checked: bool = False  # the operator's folder check found the job's folder
+    folder_checked_at: datetime | None = None  # when that check started
     # The control plane reported its node not ready or gone (see _node_lost): the kubelet
     # there can neither report on the worker nor confirm the pod's deletion.
     node_lost: bool = False
@@ -194,12 +195,15 @@ def _node_lost(status: Json) -> tuple[bool, datetime | None]:
     return status.get("phase") == "Unknown" or status.get("reason") == NODE_LOST, None
 
 
-def _folder_checked(status: Json) -> bool:
+def _folder_check(status: Json) -> tuple[bool, datetime | None]:
+    """Whether the folder check passed, and when it started (None: not said, or absurd)."""
     for container in status.get("initContainerStatuses") or []:
         if isinstance(container, dict) and container.get("name") == FOLDER_CHECK_CONTAINER:
             terminated = _terminated(container)
-            return terminated is not None and terminated.get("exitCode") == 0
-    return False
+            if terminated is None or terminated.get("exitCode") != 0:
+                return False, None
+            return True, parse_time(terminated.get("startedAt"))
+    return False, None
 
 
 def _preempted(status: Json) -> bool:
@@ -252,6 +256,7 @@ def observe_pod(pod: Json) -> ObservedPod | None:
     if terminated is not None:
         reason = reason or terminated.get("reason") or ""
         message = message or terminated.get("message") or ""
+    folder_checked, folder_checked_at = _folder_check(status)
     return ObservedPod(
         name=meta.get("name", ""),
         index=index,
@@ -281,7 +286,8 @@ def observe_pod(pod: Json) -> ObservedPod | None:
         folder_mismatch=explained is not None
         and explained[0] == FOLDER_CHECK_CONTAINER
         and exit_code == FOLDER_CHECK_MISMATCH_EXIT_CODE,
-        folder_checked=_folder_checked(status),
+        folder_checked=folder_checked,
+        folder_checked_at=folder_checked_at,
         node_lost=node_lost,
         node_lost_at=node_lost_at,
         changed_at=max(

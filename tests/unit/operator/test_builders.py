@@ -232,3 +232,6 @@ def test_workers_get_no_api_token_unless_their_template_asks_for_one() -> None:
     assert build_pod(parse_job(job().obj()), 0, 0)["spec"]["automountServiceAccountToken"] is False
     asked = parse_job(job().pod_spec(automountServiceAccountToken=True).obj())
     assert build_pod(asked, 1, 0)["spec"]["automountServiceAccountToken"] is True
+    # A named service account is there to be used: its own automount setting decides.
+    named = parse_job(job().pod_spec(serviceAccountName="trainer").obj())
+    assert "automountServiceAccountToken" not in build_pod(named, 0, 0)["spec"]

@@ -1,13 +1,19 @@
 from __future__ import annotations
 
+from datetime import UTC, datetime
 from typing import Any
 
 from tfmw_operator.claim_checks import Claim, FolderReached, ReachedClaims
 
+CREATED = "2026-12-03T10:00:00Z"
+CHECKED = datetime(2026, 12, 3, 10, 5, tzinfo=UTC)  # a check that started after the claim was made
 
-def claim(uid: str = "uid-1", volume: str = "pv-1", phase: str = "Bound") -> dict[str, Any]:
+
+def claim(
+    uid: str = "uid-1", volume: str = "pv-1", phase: str = "Bound", created: str = CREATED, **meta: Any
+) -> dict[str, Any]:
     return {
-        "metadata": {"name": "tfmw-shared", "uid": uid},
+        "metadata": {"name": "tfmw-shared", "uid": uid, "creationTimestamp": created, **meta},
         "spec": {"volumeName": volume},
         "status": {"phase": phase},
     }
@@ -22,7 +28,7 @@ def test_a_claim_is_known_by_its_uid_and_volume_once_bound() -> None:
 
 def test_a_reached_claim_is_vouched_for_in_its_namespace_only() -> None:
     reached = ReachedClaims()
-    reached.record("team-a", Claim.of(claim()), FolderReached("first", 0))
+    reached.record("team-a", Claim.of(claim()), FolderReached("first", 0), CHECKED)
     assert reached.reached("team-a", Claim.of(claim())) == FolderReached("first", 0)
     assert reached.reached("team-b", Claim.of(claim())) is None
     assert reached.reached("team-a", None) is None
@@ -30,7 +36,7 @@ def test_a_reached_claim_is_vouched_for_in_its_namespace_only() -> None:
 
 def test_a_claim_made_again_or_bound_elsewhere_is_another_claim() -> None:
     reached = ReachedClaims()
-    reached.record("team-a", Claim.of(claim()), FolderReached("first", 0))
+    reached.record("team-a", Claim.of(claim()), FolderReached("first", 0), CHECKED)
     assert reached.reached("team-a", Claim.of(claim(uid="uid-2"))) is None
     assert reached.reached("team-a", Claim.of(claim(volume="pv-2"))) is None
     assert reached.reached("team-a", Claim.of(claim(phase="Lost"))) is None
@@ -38,18 +44,36 @@ def test_a_claim_made_again_or_bound_elsewhere_is_another_claim() -> None:
 
 def test_an_unbound_or_unseen_claim_is_never_recorded() -> None:
     reached = ReachedClaims()
-    reached.record("team-a", None, FolderReached("first", 0))
-    reached.record("team-a", Claim.of(claim(phase="Pending")), FolderReached("first", 0))
+    reached.record("team-a", None, FolderReached("first", 0), CHECKED)
+    reached.record("team-a", Claim.of(claim(phase="Pending")), FolderReached("first", 0), CHECKED)
     assert len(reached) == 0
 
 
 def test_the_first_record_of_a_claim_stays_and_the_oldest_is_forgotten_first() -> None:
     reached = ReachedClaims(limit=2)
-    reached.record("a", Claim.of(claim("u1")), FolderReached("first", 0))
-    reached.record("a", Claim.of(claim("u1")), FolderReached("second", 1))
+    reached.record("a", Claim.of(claim("u1")), FolderReached("first", 0), CHECKED)
+    reached.record("a", Claim.of(claim("u1")), FolderReached("second", 1), CHECKED)
     assert reached.reached("a", Claim.of(claim("u1"))) == FolderReached("first", 0)
-    reached.record("a", Claim.of(claim("u2")), FolderReached("j2", 0))
-    reached.record("a", Claim.of(claim("u3")), FolderReached("j3", 0))
+    reached.record("a", Claim.of(claim("u2")), FolderReached("j2", 0), CHECKED)
+    reached.record("a", Claim.of(claim("u3")), FolderReached("j3", 0), CHECKED)
     assert len(reached) == 2
     assert reached.reached("a", Claim.of(claim("u1"))) is None
     assert reached.reached("a", Claim.of(claim("u3"))) == FolderReached("j3", 0)
+
+
+def test_a_claim_being_deleted_is_neither_recorded_nor_vouched_for() -> None:
+    reached = ReachedClaims()
+    reached.record("a", Claim.of(claim()), FolderReached("first", 0), CHECKED)
+    going = Claim.of(claim(deletionTimestamp="2026-12-03T11:00:00Z"))
+    assert going.identity is None and reached.reached("a", going) is None
+    reached.record("b", going, FolderReached("first", 0), CHECKED)
+    assert len(reached) == 1
+
+
+def test_only_a_check_that_started_after_the_claim_was_made_can_vouch_for_it() -> None:
+    reached = ReachedClaims()
+    # Made under the same name after the check had read its predecessor (the pod's view lagging).
+    reached.record("a", Claim.of(claim(created="2026-12-03T10:05:00Z")), FolderReached("first", 0), CHECKED)
+    reached.record("a", Claim.of(claim(created="absurd")), FolderReached("first", 0), CHECKED)
+    reached.record("a", Claim.of(claim()), FolderReached("first", 0), None)
+    assert len(reached) == 0
