@@ -85,22 +85,24 @@ class ReachedClaims:
         self.limit = limit
         self._reached: OrderedDict[tuple[str, str, str], FolderReached] = OrderedDict()
 
+    @staticmethod
+    def _key(namespace: str, claim: Claim | None) -> tuple[str, str, str] | None:
+        identity = None if claim is None else claim.identity
+        return None if identity is None else (namespace, *identity)
+
     def record(
         self, namespace: str, claim: Claim | None, reached: FolderReached, check_started: datetime | None
     ) -> None:
-        identity = None if claim is None else claim.identity
-        if identity is None or claim is None or not claim.checked_by(check_started):
-            return
-        key = (namespace, *identity)
-        if key in self._reached:
+        key = self._key(namespace, claim)
+        if key is None or claim is None or not claim.checked_by(check_started) or key in self._reached:
             return
         self._reached[key] = reached
         while len(self._reached) > self.limit:
             self._reached.popitem(last=False)
 
     def reached(self, namespace: str, claim: Claim | None) -> FolderReached | None:
-        identity = None if claim is None else claim.identity
-        return None if identity is None else self._reached.get((namespace, *identity))
+        key = self._key(namespace, claim)
+        return None if key is None else self._reached.get(key)
 
     def __len__(self) -> int:
         return len(self._reached)
