@@ -52,6 +52,20 @@ def cpu_seconds(pid: int) -> float:
     return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
+def machine_ticks() -> tuple[int, int]:
+    """The whole machine's CPU ticks so far: (busy, all), every core counted."""
+    ticks = [int(t) for t in Path("/proc/stat").read_text().split("\n", 1)[0].split()[1:9]]
+    idle = ticks[3] + ticks[4]  # idle and iowait
+    return sum(ticks) - idle, sum(ticks)
+
+
+def machine_busy_percent(since: tuple[int, int]) -> float:
+    """How busy all the machine's cores were since `since` (machine_ticks()), 100 = all of them:
+    near 100, whatever runs then is bound by the machine, not by its own design."""
+    busy, total = machine_ticks()
+    return round(100 * (busy - since[0]) / max(1, total - since[1]), 1)
+
+
 @dataclass
 class Contender:
     """A controller process and the API it is driven through."""

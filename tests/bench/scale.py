@@ -55,6 +55,8 @@ from bench.peer import (
     Tfmw,
     cpu_seconds,
     install_tfjob_crd,
+    machine_busy_percent,
+    machine_ticks,
     peak_rss_mb,
     pod_template,
     remove_tfjob_crd,
@@ -580,13 +582,14 @@ def run_floor(kube: ClusterClient, shared: Path, timeout: float) -> dict[str, An
         # Every job's clock starts now, as when N jobs are applied at once: the floor's own
         # creates are the work measured (each job timed from its own first create call left
         # out the wait behind the others, and its "all" counted only after the last call).
-        began = tracker.trigger_all(names)
+        began, machine = tracker.trigger_all(names), machine_ticks()
 
         def create(name: str) -> None:
             floor.create_gang(kube, name, created=lambda: tracker.mark_launch(name, "job created"))
 
         list(pool.map(create, names))
         took = launched(tracker, milestones, began, timeout, out)
+        out["machine_busy_percent_launch"] = machine_busy_percent(machine)
         say(
             f"floor: all {JOBS} gangs Running in {took:.1f} s; where the time went: {out['create_breakdown_median_s']}"
         )
@@ -613,12 +616,13 @@ def run_floor(kube: ClusterClient, shared: Path, timeout: float) -> dict[str, An
             floor.create_gang(kube, name, attempt=1)
 
         # All the deaths first, as for the controllers; then the floor remakes the gangs.
-        began = time.monotonic()
+        began, machine = time.monotonic(), machine_ticks()
         list(pool.map(lose, enumerate(losers)))
         list(pool.map(remake, losers))
         out["worker_death_to_gang_running"], took = reached_by_all(
             tracker, milestones, "running", len(losers), began, timeout, "gangs Running again"
         )
+        out["machine_busy_percent_restarts"] = machine_busy_percent(machine)
         say(f"floor: all {len(losers)} gangs Running again in {took:.1f} s")
 
         # The same jobs as a controller's step 4 (all but step 3's), all ending now.
@@ -695,7 +699,7 @@ def run_contender(
 
         # Every job's clock starts now, the burst's start, as the floor's does (its own
         # creates are its work); the jobs' create calls follow from the benchmark's threads.
-        began = tracker.trigger_all(names)
+        began, machine = tracker.trigger_all(names), machine_ticks()
 
         def create(name: str) -> None:
             kube.custom.create_namespaced_custom_object(
@@ -705,6 +709,7 @@ def run_contender(
 
         list(pool.map(create, names))
         took = launched(tracker, milestones, began, timeout, out)
+        out["machine_busy_percent_launch"] = machine_busy_percent(machine)
         say(
             f"{contender.name}:   where the time went (median s from the create): {out['create_breakdown_median_s']}"
         )
@@ -757,12 +762,14 @@ def run_contender(
             tracker.trigger(name, before=before)
             kubelet.exit(namespace, pod, DEAD_EXIT_CODE)
 
+        machine = machine_ticks()
         list(pool.map(lose, enumerate(losers)))
         took = wait_milestone(tracker, milestones, "running", len(losers), timeout, "gangs Running again")
         out["worker_death_to_gang_running"] = {
             **summary(list(milestones.reached["running"].values())),
             "all_s": round(took, 1),
         }
+        out["machine_busy_percent_restarts"] = machine_busy_percent(machine)
         with tracker.lock:
             marks = dict(tracker.restart_marks)
             tracker.old_pods.clear()
@@ -867,8 +874,10 @@ ROWS = (
     ("create -> gang Running, median (s)", "create_to_gang_running", "median_s"),
     ("create -> gang Running, p99 (s)", "create_to_gang_running", "p99_s"),
     ("create -> all N gangs Running (s)", "create_to_gang_running", "all_s"),
+    ("machine CPU busy meanwhile (% of all cores)", "machine_busy_percent_launch", None),
     ("worker death -> gang Running again, median (s)", "worker_death_to_gang_running", "median_s"),
     ("worker death -> gang Running again, p99 (s)", "worker_death_to_gang_running", "p99_s"),
+    ("machine CPU busy meanwhile (% of all cores)", "machine_busy_percent_restarts", None),
     ("N running: completion -> Succeeded, median (s)", "steady_completion_to_succeeded", "median_s"),
     ("N running: completion -> Succeeded, p99 (s)", "steady_completion_to_succeeded", "p99_s"),
     ("all at once: completion -> Succeeded, median (s)", "completion_to_succeeded", "median_s"),
@@ -886,6 +895,14 @@ ROWS = (
 )
 
 
+# Context, not a contest: how busy the machine was says whether a step was bound by it.
+NOT_COMPARED = frozenset({"machine_busy_percent_launch", "machine_busy_percent_restarts"})
+
+
+def compared(tfmw: float | None, other: float | None, key: str) -> float | None:
+    return None if key in NOT_COMPARED else ratio(tfmw, other)
+
+
 def figure(result: dict[str, Any], key: str, sub: str | None) -> float | None:
     value = result.get(key)
     if sub is not None:
@@ -897,7 +914,7 @@ def ratios(side: dict[str, dict[str, Any]]) -> dict[str, dict[str, float | None]
     """tfmw's figure over each other contender's, per row."""
     return {
         f"tfmw/{other}": {
-            label: ratio(figure(side["tfmw"], key, sub), figure(side[other], key, sub))
+            label: compared(figure(side["tfmw"], key, sub), figure(side[other], key, sub), key)
             for label, key, sub in ROWS
         }
         for other in side
@@ -918,7 +935,7 @@ def table(side: dict[str, dict[str, Any]]) -> str:
         values = [figure(side[n], key, sub) for n in names]
         cells = "".join(f"{'-' if v is None else format(v, '.4g'):>15}" for v in values)
         rates = "".join(
-            f"{'-' if (r := ratio(values[0], figure(side[n], key, sub))) is None else format(r, '.3f'):>20}"
+            f"{'-' if (r := compared(values[0], figure(side[n], key, sub), key)) is None else format(r, '.3f'):>20}"
             for n in others
         )
         lines.append(f"{label:<50}{cells}{rates}")
@@ -939,7 +956,7 @@ def markdown(side: dict[str, dict[str, Any]]) -> str:
     for label, key, sub in ROWS:
         values = [figure(side[n], key, sub) for n in names]
         cells = ["-" if v is None else format(v, ".4g") for v in values]
-        rates = [ratio(values[0], figure(side[n], key, sub)) for n in others]
+        rates = [compared(values[0], figure(side[n], key, sub), key) for n in others]
         lines.append(
             f"| {label} | "
             + " | ".join(cells)
