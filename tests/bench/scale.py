@@ -99,6 +99,8 @@ RSS_SAMPLE_SECONDS = 0.25
 # Per milestone: tfmw and TFJob tuned get this long; TFJob as shipped its own (shorter) bound.
 TIMEOUT = float(os.environ.get("TFMW_BENCH_TIMEOUT", str(max(300, JOBS * 0.9))))
 SHIPPED_TIMEOUT = float(os.environ.get("TFMW_BENCH_SHIPPED_TIMEOUT", "300"))
+# Bare pods made Running and deleted before any contender, unmeasured (warm_up).
+WARM_UP_PODS = int(os.environ.get("TFMW_BENCH_WARM_UP_PODS", str(JOBS * WORKERS // 2)))
 BASELINE = os.environ.get("TFMW_BENCH_BASELINE", "")
 # Only step 1, the launch: a design's launch measured against another's, quickly.
 LAUNCH_ONLY = bool(os.environ.get("TFMW_BENCH_LAUNCH_ONLY"))
@@ -122,6 +124,35 @@ def kwok_template() -> Json:
     spec["nodeSelector"] = {KWOK_LABEL: "true"}
     spec["tolerations"] = [{"key": KWOK_LABEL, "operator": "Exists", "effect": "NoSchedule"}]
     return template
+
+
+def warm_up(kube: ClusterClient, count: int) -> None:
+    """`count` bare pods on kwok's nodes, Running, then deleted, before any contender and not
+    measured. A cluster just brought up is slower for whoever comes first: the same tfmw
+    launched 1,000 gangs in 361 s as the first contender on a new cluster and in 219 s on one
+    that had seen a burst, and the contender after it had the warm one."""
+    if count <= 0:
+        return
+    namespace = kube.new_namespace("warm-up")
+    template = kwok_template()
+    began = time.monotonic()
+    say(f"warming the cluster up: {count} bare pods on kwok's nodes, Running, then deleted ...")
+
+    def create(i: int) -> None:
+        kube.core.create_namespaced_pod(namespace, {"metadata": {"name": f"warm-{i}"}, **template})
+
+    def running() -> bool:
+        pods = kube.core.list_namespaced_pod(namespace, field_selector="status.phase=Running").items
+        return len(pods) >= count
+
+    try:
+        with ThreadPoolExecutor(THREADS) as pool:
+            list(pool.map(create, range(count)))
+        wait_for("the warm-up pods Running", running, timeout=TIMEOUT, interval=2)
+    finally:
+        kube.core.delete_collection_namespaced_pod(namespace, grace_period_seconds=0)
+        kube.delete_namespace(namespace)
+    say(f"warmed up in {time.monotonic() - began:.0f} s")
 
 
 def with_shared_volume(template: Json) -> Json:
@@ -999,11 +1030,18 @@ def main() -> None:
         for name, (make, timeout) in contenders.items()
     }
     runs["floor"] = lambda: run_floor(kube, shared, TIMEOUT)
-    results: dict[str, Any] = {"jobs": JOBS, "workers": WORKERS, "kwok_nodes": nodes, "side_by_side": {}}
+    results: dict[str, Any] = {
+        "jobs": JOBS,
+        "workers": WORKERS,
+        "kwok_nodes": nodes,
+        "warm_up_pods": WARM_UP_PODS,
+        "side_by_side": {},
+    }
     # TFMW_BENCH_OUT: another name, so a partial run (TFMW_BENCH_CONTENDERS) keeps the full one.
     name = os.environ.get("TFMW_BENCH_OUT") or ("scale.json" if JOBS == 1000 else f"scale-{JOBS}.json")
     RESULTS.mkdir(parents=True, exist_ok=True)
     try:
+        warm_up(kube, WARM_UP_PODS)
         for contender_name, run in runs.items():
             if only and contender_name not in only.split(","):
                 continue
