@@ -23,6 +23,7 @@ import json
 import logging
 import time
 from collections.abc import Callable
+from dataclasses import dataclass
 from typing import Generic, TypeVar
 
 import aiohttp
@@ -37,6 +38,16 @@ PAGE_SIZE = 500
 RETRY_SECONDS = (0.2, 0.5, 1.0, 2.0, 5.0)
 TOMBSTONE_SECONDS = 120.0
 ObjectKey = tuple[str, str]  # (namespace, name)
+
+
+@dataclass(frozen=True)
+class Sighting(Generic[R]):
+    """One listed object, reduced, and where it goes in the view."""
+
+    okey: ObjectKey
+    at: int  # its resourceVersion
+    job: Key
+    reduced: R
 
 
 class Gone(Exception):
@@ -150,18 +161,22 @@ class Informer(Generic[R]):
                 await asyncio.sleep(delay)
 
     async def _list(self) -> str:
-        """Everything there is now, page by page; the view is replaced by it."""
-        items: list[Json] = []
+        """Everything there is now, page by page; the view is replaced by it. Each page is
+        reduced as it comes, so no more than one page of whole objects is ever held: a list of
+        8,000 pods held whole took more than the view of them, and any tenant can make large
+        objects (a claim or pod of up to 1.5 MiB) in numbers."""
+        sightings: list[Sighting[R]] = []
         params = {"labelSelector": self.selector, "limit": str(PAGE_SIZE)}
         while True:
             page = await self.kube.request("GET", self.path, params=params)
-            items += page.get("items") or []
+            sightings += self.sightings(page.get("items") or [])
             meta = page.get("metadata") or {}
+            del page
             if not meta.get("continue"):
                 break
             params["continue"] = meta["continue"]
         listed_at = int(meta.get("resourceVersion") or 0)
-        self._replace(items, listed_at)
+        self._replace(sightings, listed_at)
         self.fresh = True
         self.relists += 1
         self.synced.set()
@@ -190,14 +205,29 @@ class Informer(Generic[R]):
 
     # ---- the view ----
 
-    def _apply(self, kind: str, obj: Json, notify: bool = True) -> None:
+    def sightings(self, items: list[Json]) -> list[Sighting[R]]:
+        """Listed objects, each reduced; those that belong to no job are left out."""
+        found = []
+        for obj in items:
+            place = self._place(obj)
+            if place is not None:
+                found.append(Sighting(*place, self.reduce(obj)))
+        return found
+
+    def _place(self, obj: Json) -> tuple[ObjectKey, int, Key] | None:
+        """Where an object goes in the view: its own key, its version, its job's key."""
         meta = obj.get("metadata") or {}
         namespace, name = meta.get("namespace") or "", meta.get("name") or ""
         job = self.group_by(obj)
         if not name or job is None:
+            return None
+        return (namespace, name), resource_version(obj), (namespace, job)
+
+    def _apply(self, kind: str, obj: Json, notify: bool = True) -> None:
+        place = self._place(obj)
+        if place is None:
             return
-        at = resource_version(obj)
-        okey = (namespace, name)
+        okey, at, key = place
         known = self._versions.get(okey)
         if known is not None and at and (at < known[0] or (at == known[0] and kind != "DELETED")):
             # Older than what is held (a late answer to a write of ours), or what is held
@@ -210,13 +240,15 @@ class Informer(Generic[R]):
         if kind == "DELETED":
             self._drop(okey, at, notify)
             return
-        key = (namespace, job)
         if known is not None and known[1] != key:
             self._drop(okey, 0, notify)  # relabelled to another job
-        self._by_job.setdefault(key, {})[name] = self.reduce(obj)
-        self._versions[okey] = (at, key)
+        self._hold(Sighting(okey, at, key, self.reduce(obj)))
         if notify:
             self.on_change(key)
+
+    def _hold(self, sighting: Sighting[R]) -> None:
+        self._by_job.setdefault(sighting.job, {})[sighting.okey[1]] = sighting.reduced
+        self._versions[sighting.okey] = (sighting.at, sighting.job)
 
     def _drop(self, okey: ObjectKey, at: int, notify: bool = True) -> None:
         known = self._versions.pop(okey, None)
@@ -235,7 +267,7 @@ class Informer(Generic[R]):
         if notify:
             self.on_change(key)
 
-    def _replace(self, items: list[Json], listed_at: int) -> None:
+    def _replace(self, sightings: list[Sighting[R]], listed_at: int) -> None:
         """The view becomes the list, except objects our writes put in after it was taken.
         Every job with objects before or after is told: the gap may have hidden changes."""
         before = set(self._by_job)
@@ -244,10 +276,13 @@ class Informer(Generic[R]):
             known = self._versions.pop(okey)
             self._by_job.get(known[1], {}).pop(okey[1], None)
         self._by_job = {key: objects for key, objects in self._by_job.items() if objects}
-        for item in items:
-            meta = item.get("metadata") or {}
-            if (meta.get("namespace") or "", meta.get("name") or "") not in newer:
-                self._apply("ADDED", item, notify=False)
+        for sighting in sightings:
+            if sighting.okey in newer:
+                continue
+            tombstone = self._tombstones.get(sighting.okey)
+            if tombstone is not None and sighting.at and sighting.at <= tombstone[0]:
+                continue  # the object is gone since
+            self._hold(sighting)
         for key in before | set(self._by_job):
             self.on_change(key)
 

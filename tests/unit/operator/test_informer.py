@@ -75,9 +75,27 @@ def test_a_relist_replaces_the_view_but_keeps_own_writes_newer_than_the_list() -
     informer._apply("ADDED", pod("job-worker-0", 5))
     informer._apply("ADDED", pod("job-worker-9", 6))  # deleted while the watch was down
     informer.put(pod("job-worker-1", 30))  # created by us after the list was taken
-    informer._replace([pod("job-worker-0", 5)], listed_at=20)
+    informer._replace(informer.sightings([pod("job-worker-0", 5)]), listed_at=20)
     assert names(informer) == {"job-worker-0": False, "job-worker-1": False}
     assert JOB in told
+
+
+def test_a_listed_object_is_reduced_as_its_page_comes_and_one_of_no_job_is_left_out() -> None:
+    informer, _ = view()
+    stray = pod("other-worker-0", 5)
+    del stray["metadata"]["labels"]["tfmw.dev/job-name"]
+    found = informer.sightings([pod("job-worker-0", 5), stray, {"metadata": {}}])
+    assert [(s.okey, s.at, s.job) for s in found] == [(("ns", "job-worker-0"), 5, JOB)]
+    assert isinstance(found[0].reduced, Owned)
+
+
+def test_a_relist_taken_before_a_deletion_seen_since_does_not_bring_the_object_back() -> None:
+    informer, _ = view()
+    informer._apply("ADDED", pod("job-worker-0", 5))
+    listed = informer.sightings([pod("job-worker-0", 5)])  # the list, taken at 6
+    informer._apply("DELETED", pod("job-worker-0", 7))  # a deletion our write saw meanwhile
+    informer._replace(listed, listed_at=6)
+    assert names(informer) == {}
 
 
 def test_the_newest_job_is_kept_and_a_deleted_one_never_returns() -> None:
