@@ -37,7 +37,7 @@ WORKERS = 8
 
 def job_spec(namespace: str, name: str) -> JobSpec:
     manifest = JobWrapper(name, namespace, WORKERS).manifest()
-    manifest["metadata"]["uid"] = f"uid-{name}"
+    manifest["metadata"] |= {"namespace": namespace, "uid": f"uid-{name}"}
     manifest["spec"]["template"]["spec"]["schedulerName"] = NO_SCHEDULER
     spec = parse_spec(manifest)
     assert isinstance(spec, JobSpec), spec
