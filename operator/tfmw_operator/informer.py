@@ -234,9 +234,8 @@ class Informer(Generic[R]):
             # already (the echo of one). A deletion answered at once carries the version of
             # its DELETED event, which must still remove it.
             return
-        tombstone = self._tombstones.get(okey)
-        if tombstone is not None and at and at <= tombstone[0]:
-            return  # the object is gone since
+        if self._gone_since(okey, at):
+            return
         if kind == "DELETED":
             self._drop(okey, at, notify)
             return
@@ -245,6 +244,11 @@ class Informer(Generic[R]):
         self._hold(Sighting(okey, at, key, self.reduce(obj)))
         if notify:
             self.on_change(key)
+
+    def _gone_since(self, okey: ObjectKey, at: int) -> bool:
+        """Whether this version of the object was deleted since, as far as the view knows."""
+        tombstone = self._tombstones.get(okey)
+        return tombstone is not None and bool(at) and at <= tombstone[0]
 
     def _hold(self, sighting: Sighting[R]) -> None:
         self._by_job.setdefault(sighting.job, {})[sighting.okey[1]] = sighting.reduced
@@ -279,10 +283,8 @@ class Informer(Generic[R]):
         for sighting in sightings:
             if sighting.okey in newer:
                 continue
-            tombstone = self._tombstones.get(sighting.okey)
-            if tombstone is not None and sighting.at and sighting.at <= tombstone[0]:
-                continue  # the object is gone since
-            self._hold(sighting)
+            if not self._gone_since(sighting.okey, sighting.at):
+                self._hold(sighting)
         for key in before | set(self._by_job):
             self.on_change(key)
 
