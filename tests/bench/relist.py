@@ -13,6 +13,7 @@ deleted at the end.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import os
 import statistics
 import time
@@ -65,8 +66,10 @@ async def list_once(namespace: str) -> tuple[float, float, float, int]:
         await asyncio.wait_for(informer.synced.wait(), 300)
         took = time.perf_counter() - began
         held, peak = tracemalloc.get_traced_memory()
-        watching.cancel()
         tracemalloc.stop()
+        watching.cancel()
+        with contextlib.suppress(asyncio.CancelledError):
+            await watching
         objects = sum(len(informer.of_job(key)) for key in informer.jobs())
         mb = 1024 * 1024
         return took, (peak - before) / mb, (held - before) / mb, objects
