@@ -59,9 +59,11 @@ class TerminationNotice:
         """Wait up to `seconds` for the notice; whether it came."""
         deadline = time.monotonic() + seconds
         while not self.requested():
-            if time.monotonic() >= deadline:
+            left = deadline - time.monotonic()
+            if left <= 0:
                 return False
-            time.sleep(POLL_SECONDS)
+            # Never past the deadline: --step-pause waits 10 ms, not a whole poll.
+            time.sleep(min(POLL_SECONDS, left))
         return True
 
 

@@ -42,6 +42,17 @@ def test_no_notice_until_written_then_for_good() -> None:
     os.close(read_end)
 
 
+def test_a_short_wait_ends_at_its_own_deadline_not_the_next_poll() -> None:
+    read_end, write_end = os.pipe()
+    notice = TerminationNotice(read_end)
+    began = time.monotonic()
+    for _ in range(5):
+        assert not notice.wait(0.01)
+    assert time.monotonic() - began < 5 * termination.POLL_SECONDS, "each wait took a whole poll"
+    os.close(write_end)
+    os.close(read_end)
+
+
 def test_the_writer_gone_is_a_notice() -> None:
     read_end, write_end = os.pipe()
     notice = TerminationNotice(read_end)

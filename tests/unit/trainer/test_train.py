@@ -245,7 +245,9 @@ def test_sigterm_to_one_worker_mid_epoch_saves_the_step_on_both_and_the_gang_res
     """Worker 1 alone is told (its pod deleted) while worker 0 trains on: both save the same
     step, worker 1 exits 143 first, worker 0 waits for its own SIGTERM (the gang restart),
     and the next attempt starts at that step, in the middle of epoch 2."""
-    args = ("--epochs", "2", "--steps-per-epoch", "400", "--batch-size", "4")
+    # A step takes at least 10 ms, so epoch 2 lasts at least 4 s: its first interim report
+    # (2 s in) comes before step 800 however fast the machine is.
+    args = ("--epochs", "2", "--steps-per-epoch", "400", "--batch-size", "4", "--step-pause", "0.01")
     processes = start_gang(tmp_path, 2, *args)
 
     def reported_step() -> int:
