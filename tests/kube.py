@@ -18,7 +18,8 @@ from typing import Any, TypeVar
 import yaml
 from kubernetes import client, config
 from kubernetes.client.exceptions import ApiException
-from tfmw_operator.api import GROUP, LABEL_JOB_NAME, PLURAL, VERSION, format_time
+from tfmw_operator.api.names import GROUP, LABEL_JOB_NAME, PLURAL, VERSION
+from tfmw_operator.api.times import format_time
 from watching import follow
 from wrappers import SIM_NODE
 

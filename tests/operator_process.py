@@ -14,7 +14,7 @@ from pathlib import Path
 
 from kube import wait_for
 from tfmw_operator.handlers import operate
-from tfmw_operator.settings import Settings
+from tfmw_operator.runtime.settings import Settings
 
 
 class OperatorProcess:

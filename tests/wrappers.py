@@ -13,12 +13,15 @@ from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
-from tfmw_operator.api import API_VERSION, KIND, JobSpec, format_time, parse_job, parse_spec
-from tfmw_operator.builders import build_pod, build_service
+from tfmw_operator.api.names import API_VERSION, KIND
+from tfmw_operator.api.spec import JobSpec, parse_job, parse_spec
+from tfmw_operator.api.times import format_time
 from tfmw_operator.contract import DEFAULT_MARKER_FILE, MARKER_ATTEMPT, MARKER_JOB_UID
-from tfmw_operator.decision import Decision
-from tfmw_operator.observed import MarkerState, Observed
-from tfmw_operator.reconcile import reconcile
+from tfmw_operator.core.builders import build_pod, build_service
+from tfmw_operator.core.decision import Decision
+from tfmw_operator.core.observed import MarkerState, Observed
+from tfmw_operator.core.owned import Owned
+from tfmw_operator.core.reconcile import reconcile
 
 Json = dict[str, Any]
 T0 = datetime(2026, 1, 1, 12, 0, 0, tzinfo=UTC)
@@ -276,6 +279,20 @@ def write_marker(
     return path
 
 
+def observe(
+    job: Json,
+    raw_pods: Sequence[Json],
+    marker: MarkerState,
+    now: datetime,
+    service: Json | None = None,
+    **observed: Any,
+) -> Observed:
+    """What the core decides from, for a job whose pods and Service are as the API server returns them."""
+    pods = [Owned.pod_of(p) for p in raw_pods]
+    owned_service = None if service is None else Owned.service_of(service)
+    return Observed.of_owned(job, pods, marker, now, service=owned_service, **observed)
+
+
 def decide(
     job_obj: Json,
     pods: Sequence[Json] = (),
@@ -287,4 +304,4 @@ def decide(
     at 20 s past T0 unless `now=` says otherwise."""
     spec = parse_spec(job_obj)
     observed.setdefault("service", build_service(spec) if isinstance(spec, JobSpec) else None)
-    return reconcile(Observed.of(job_obj, pods, marker or MarkerState(), now, **observed))
+    return reconcile(observe(job_obj, pods, marker or MarkerState(), now, **observed))

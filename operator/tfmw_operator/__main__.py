@@ -21,13 +21,13 @@ import kopf
 import uvloop
 from prometheus_client import start_http_server
 
-from tfmw_operator import server_version
+from tfmw_operator.core.progress import DEFAULT_PROGRESS_INTERVAL_SECONDS
 from tfmw_operator.handlers import operate
-from tfmw_operator.health import Health
-from tfmw_operator.kube import connection_info
-from tfmw_operator.progress import DEFAULT_PROGRESS_INTERVAL_SECONDS
-from tfmw_operator.settings import Settings
-from tfmw_operator.version import describe
+from tfmw_operator.kube.client import connection_info
+from tfmw_operator.runtime import server_version
+from tfmw_operator.runtime.health import Health
+from tfmw_operator.runtime.settings import Settings
+from tfmw_operator.runtime.version import describe
 
 
 def main(argv: list[str] | None = None) -> None:
@@ -94,7 +94,7 @@ def main(argv: list[str] | None = None) -> None:
         logging.getLogger("tfmw_operator").error("tfmw operator refuses to start: %s", refused)
         raise SystemExit(2)
     if args.leader_elect:
-        from tfmw_operator import leader  # the client library, loaded only for the elector
+        from tfmw_operator.runtime import leader  # the client library, loaded only for the elector
 
         logging.basicConfig(level=logging.INFO)
         # The elector tells every 2 s try of leader and standby alike at INFO; only its

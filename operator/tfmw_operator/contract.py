@@ -29,6 +29,14 @@ SHARED_DIR_ENV: Final = "TFMW_SHARED_DIR"  # the job's folder, as the pod mounts
 MARKER_PATH_ENV: Final = "TFMW_MARKER_PATH"
 PROGRESS_PATH_ENV: Final = "TFMW_PROGRESS_PATH"
 
+# ---- what the operator writes in the job's folder, and the workers' check of it ----
+
+# The job's UID, written by the operator into each job folder before any worker starts.
+OWNER_FILE: Final = ".tfmw-job-uid"
+MAX_OWNER_BYTES: Final = 256
+# The folder check's exit code when the claim does not reach the job's folder (folder_check.py).
+FOLDER_CHECK_MISMATCH_EXIT_CODE: Final = 3
+
 # ---- what the chief writes in the job's folder ----
 
 DEFAULT_MARKER_FILE: Final = "multiworker-complete.txt"  # spec.completion.markerFile

@@ -18,11 +18,14 @@ import stat
 import sys
 from pathlib import Path
 
-from tfmw_operator.api import FOLDER_CHECK_MISMATCH_EXIT_CODE
-from tfmw_operator.contract import JOB_UID_ENV, SHARED_DIR_ENV
+from tfmw_operator.contract import (
+    FOLDER_CHECK_MISMATCH_EXIT_CODE,
+    JOB_UID_ENV,
+    MAX_OWNER_BYTES,
+    OWNER_FILE,
+    SHARED_DIR_ENV,
+)
 
-OWNER_FILE = ".tfmw-job-uid"  # written by the operator into each job folder: the job's UID
-MAX_OWNER_BYTES = 256
 TERMINATION_LOG = Path("/dev/termination-log")
 
 

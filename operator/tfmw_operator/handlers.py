@@ -15,14 +15,14 @@ from typing import Any
 
 import kopf
 
-from tfmw_operator.api import GROUP, LABEL_QUEUE_NAME, PLURAL, VERSION
-from tfmw_operator.controller import JobController
-from tfmw_operator.events import EVENT_POSTERS
-from tfmw_operator.folder_retention import FolderRetention
-from tfmw_operator.health import Health
-from tfmw_operator.kube import Kube, connection_info
-from tfmw_operator.settings import Settings
-from tfmw_operator.workqueue import Key
+from tfmw_operator.api.names import GROUP, LABEL_QUEUE_NAME, PLURAL, VERSION
+from tfmw_operator.api.objects import Key
+from tfmw_operator.kube.client import Kube, connection_info
+from tfmw_operator.runtime.health import Health
+from tfmw_operator.runtime.settings import Settings
+from tfmw_operator.shell.controller import JobController
+from tfmw_operator.shell.events import EVENT_POSTERS
+from tfmw_operator.storage.retention import FolderRetention
 
 # At shutdown, the worker logs still being saved get this long (the pod's grace period is 30 s).
 LOG_DRAIN_SECONDS = 10.0

@@ -55,8 +55,8 @@ from kube import (
 )
 from kubernetes import client
 from operator_process import OperatorProcess
-from tfmw_operator.api import JobSpec, parse_spec
-from tfmw_operator.builders import build_service
+from tfmw_operator.api.spec import JobSpec, parse_spec
+from tfmw_operator.core.builders import build_service
 from watching import follow_in_thread
 from wrappers import simulated_job, write_marker
 

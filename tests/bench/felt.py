@@ -68,10 +68,11 @@ from kube import LOCAL_KUBECONFIG, REPO, SHARED_DIR, ClusterClient, kubectl, wai
 from kubernetes import client
 from kubernetes.client.exceptions import ApiException
 from kubernetes.watch.watch import iter_resp_lines
-from tfmw_operator.api import LABEL_ATTEMPT, LABEL_JOB_NAME, parse_job
-from tfmw_operator.builders import build_pod, build_service
-from tfmw_operator.folder_check import OWNER_FILE
-from tfmw_operator.observed import observe_pod
+from tfmw_operator.api.names import LABEL_ATTEMPT, LABEL_JOB_NAME
+from tfmw_operator.api.spec import parse_job
+from tfmw_operator.contract import OWNER_FILE
+from tfmw_operator.core.builders import build_pod, build_service
+from tfmw_operator.core.pods import observe_pod
 from watching import follow_in_thread
 
 Json = dict[str, Any]

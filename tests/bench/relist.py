@@ -24,11 +24,11 @@ from bench.control_plane import THREADS
 from bench.peer import NO_SCHEDULER
 from bench.stats import say
 from kube import LOCAL_KUBECONFIG, ClusterClient
-from tfmw_operator.api import JobSpec, parse_spec
-from tfmw_operator.builders import build_pod
-from tfmw_operator.informer import Informer, ignore_changes
-from tfmw_operator.kube import Kube, connection_info
-from tfmw_operator.observed import Owned
+from tfmw_operator.api.spec import JobSpec, parse_spec
+from tfmw_operator.core.builders import build_pod
+from tfmw_operator.core.owned import Owned
+from tfmw_operator.kube.client import Kube, connection_info
+from tfmw_operator.kube.informer import Informer, ignore_changes
 from wrappers import JobWrapper
 
 PODS = int(os.environ.get("TFMW_BENCH_PODS", "8000"))

@@ -82,8 +82,8 @@ from kube import (
     wait_for,
 )
 from kubernetes.client.exceptions import ApiException
-from tfmw_operator.api import JobSpec, parse_spec
-from tfmw_operator.builders import build_pod, build_service
+from tfmw_operator.api.spec import JobSpec, parse_spec
+from tfmw_operator.core.builders import build_pod, build_service
 from watching import follow_in_thread
 from wrappers import JobWrapper, write_marker
 

@@ -19,7 +19,7 @@ from typing import Any
 import pytest
 from e2e.test_training import NAMESPACE, TRAINING_TIMEOUT, epoch_lines, sample, submit
 from kube import REPO, ClusterClient, kubectl, wait_for
-from tfmw_operator.api import GROUP, PLURAL, VERSION
+from tfmw_operator.api.names import GROUP, PLURAL, VERSION
 from watching import follow_in_thread
 
 Json = dict[str, Any]

@@ -24,7 +24,7 @@ from kube import (
     pause_deployed_operator,
 )
 from operator_process import OperatorProcess, OperatorThread
-from tfmw_operator.settings import Settings
+from tfmw_operator.runtime.settings import Settings
 
 NAMESPACE_PREFIX = "it"
 CRD = REPO / "crds" / "tfmwjobs.tfmw.dev.yaml"

@@ -14,9 +14,9 @@ import pytest
 from kube import ClusterClient, Json, SimulatedKubelet, kubectl, wait_for
 from kubernetes import client
 from kubernetes.client.exceptions import ApiException
-from tfmw_operator.controller import JobController
-from tfmw_operator.kube import Kube, connection_info
-from tfmw_operator.settings import Settings
+from tfmw_operator.kube.client import Kube, connection_info
+from tfmw_operator.runtime.settings import Settings
+from tfmw_operator.shell.controller import JobController
 from wrappers import simulated_job, write_marker
 
 

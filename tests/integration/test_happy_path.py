@@ -6,7 +6,7 @@ import json
 from pathlib import Path
 
 from kube import ClusterClient, SimulatedKubelet, kubectl, wait_for
-from tfmw_operator.controller import LAUNCHES_AT_ONCE
+from tfmw_operator.shell.controller import LAUNCHES_AT_ONCE
 from wrappers import env_of, simulated_job, write_marker
 
 

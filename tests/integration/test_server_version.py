@@ -8,8 +8,8 @@ from pathlib import Path
 
 from kube import REPO, ClusterClient
 from operator_process import OperatorProcess
-from tfmw_operator.kube import connection_info
-from tfmw_operator.server_version import MINIMUM, check
+from tfmw_operator.kube.client import connection_info
+from tfmw_operator.runtime.server_version import MINIMUM, check
 
 
 def pinned_kube_version() -> str:

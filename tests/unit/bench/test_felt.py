@@ -33,8 +33,8 @@ from bench.felt import (
     tfmw_manifest,
     training_after,
 )
-from tfmw_operator.api import parse_job
-from tfmw_operator.builders import build_pod, build_service
+from tfmw_operator.api.spec import parse_job
+from tfmw_operator.core.builders import build_pod, build_service
 
 Json = dict[str, Any]
 NOON = calendar.timegm((2026, 12, 2, 17, 20, 1, 0, 0, 0))

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 import yaml
-from tfmw_operator.progress_deadline import (
+from tfmw_operator.core.policies.progress_deadline import (
     AWAITING_PROGRESS,
     NO_PROGRESS_REPORTED,
     PROGRESS_ADVANCING,

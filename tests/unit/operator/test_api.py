@@ -6,8 +6,9 @@ from typing import Any
 
 import yaml
 from kube import REPO
-from tfmw_operator import api
-from tfmw_operator.api import CleanPodPolicy, ProgressDeadlinePolicy, RestartPolicy, RunPolicy, parse_job
+from tfmw_operator.api import objects
+from tfmw_operator.api import spec as api_spec
+from tfmw_operator.api.spec import CleanPodPolicy, ProgressDeadlinePolicy, RestartPolicy, RunPolicy, parse_job
 from tfmw_operator.contract import DEFAULT_MARKER_FILE
 from wrappers import job
 
@@ -23,13 +24,13 @@ def test_crd_defaults_equal_the_operators() -> None:
     spec = spec_schema()
     run = spec["runPolicy"]["properties"]
     defaults = RunPolicy()
-    assert spec["port"]["default"] == api.DEFAULT_PORT
-    assert spec["sharedVolume"]["properties"]["mountPath"]["default"] == api.DEFAULT_MOUNT_PATH
+    assert spec["port"]["default"] == api_spec.DEFAULT_PORT
+    assert spec["sharedVolume"]["properties"]["mountPath"]["default"] == api_spec.DEFAULT_MOUNT_PATH
     completion = spec["completion"]["properties"]
     assert completion["markerFile"]["default"] == DEFAULT_MARKER_FILE
-    assert completion["chiefExitGraceSeconds"]["default"] == api.DEFAULT_CHIEF_EXIT_GRACE_SECONDS
+    assert completion["chiefExitGraceSeconds"]["default"] == api_spec.DEFAULT_CHIEF_EXIT_GRACE_SECONDS
     assert run["restartPolicy"]["default"] == defaults.restart_policy.value
-    assert run["backoffLimit"]["default"] == defaults.backoff_limit == api.DEFAULT_BACKOFF_LIMIT
+    assert run["backoffLimit"]["default"] == defaults.backoff_limit == api_spec.DEFAULT_BACKOFF_LIMIT
     assert run["cleanPodPolicy"]["default"] == defaults.clean_pod_policy.value
     assert run["suspend"]["default"] is defaults.suspend
     for unset in ("activeDeadlineSeconds", "pendingTimeoutSeconds", "ttlSecondsAfterFinished"):
@@ -70,7 +71,7 @@ def test_copy_json_shares_nothing_mutable_with_the_original() -> None:
         "n": 1,
         "z": None,
     }
-    copied = api.copy_json(original)
+    copied = objects.copy_json(original)
     assert copied == original
     copied["spec"]["containers"][0]["env"].append({"name": "B"})
     copied["spec"]["containers"][0]["args"][0] = "y"

@@ -1,7 +1,7 @@
 import json
 
-from tfmw_operator.api import parse_job
-from tfmw_operator.builders import build_event, build_pod, build_service, build_tf_config
+from tfmw_operator.api.spec import parse_job
+from tfmw_operator.core.builders import build_event, build_pod, build_service, build_tf_config
 from wrappers import at, container_env, job
 
 

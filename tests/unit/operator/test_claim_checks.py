@@ -3,7 +3,7 @@ from __future__ import annotations
 from datetime import UTC, datetime
 from typing import Any
 
-from tfmw_operator.claim_checks import Claim, FolderReached, ReachedClaims
+from tfmw_operator.core.claim_checks import Claim, FolderReached, ReachedClaims
 
 CREATED = "2026-12-03T10:00:00Z"
 CHECKED = datetime(2026, 12, 3, 10, 5, tzinfo=UTC)  # a check that started after the claim was made

@@ -5,11 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
-from tfmw_operator.decision import DeletePods, PatchStatus
-from tfmw_operator.failure_policy import cause_of
-from tfmw_operator.observed import observe_pod
-from tfmw_operator.progress import ProgressReport
-from tfmw_operator.status import (
+from tfmw_operator.api.status import (
     MAX_HISTORY,
     MAX_HISTORY_MESSAGE,
     AttemptRecord,
@@ -17,6 +13,10 @@ from tfmw_operator.status import (
     ConditionType,
     JobStatus,
 )
+from tfmw_operator.core.decision import DeletePods, PatchStatus
+from tfmw_operator.core.pods import observe_pod
+from tfmw_operator.core.policies.failure import cause_of
+from tfmw_operator.core.progress import ProgressReport
 from wrappers import PodWrapper, at, decide, job, pod
 
 Json = dict[str, Any]

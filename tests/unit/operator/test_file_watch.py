@@ -2,8 +2,8 @@ import os
 from pathlib import Path
 
 import pytest
-from tfmw_operator.file_watch import FolderEvents, WatchSync, filesystem_type
-from tfmw_operator.workqueue import Key
+from tfmw_operator.api.objects import Key
+from tfmw_operator.storage.watch import FolderEvents, WatchSync, filesystem_type
 
 MOUNTINFO = """\
 22 27 0:21 / /proc rw,relatime - proc proc rw

@@ -3,9 +3,9 @@ from pathlib import Path
 
 import pytest
 from tfmw_operator import folder_check
-from tfmw_operator.api import FOLDER_CHECK_MISMATCH_EXIT_CODE
-from tfmw_operator.folder_check import OWNER_FILE, check, main
-from tfmw_operator.storage import ensure_job_directory
+from tfmw_operator.contract import FOLDER_CHECK_MISMATCH_EXIT_CODE, OWNER_FILE
+from tfmw_operator.folder_check import check, main
+from tfmw_operator.storage.files import ensure_job_directory
 
 
 def test_the_folder_the_operator_made_passes(tmp_path: Path) -> None:

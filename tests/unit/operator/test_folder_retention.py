@@ -4,14 +4,14 @@ import time
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
-from tfmw_operator.folder_retention import (
+from tfmw_operator.storage.files import SharedStorage, ensure_job_directory
+from tfmw_operator.storage.retention import (
     FolderRetention,
     JobFolder,
     list_job_folders,
     remove_job_folder,
     stale_folders,
 )
-from tfmw_operator.storage import SharedStorage, ensure_job_directory
 
 NOW = datetime(2026, 1, 8, tzinfo=UTC)
 WEEK = timedelta(days=7)

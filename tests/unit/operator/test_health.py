@@ -9,8 +9,8 @@ import urllib.request
 from pathlib import Path
 
 from tfmw_operator.handlers import Operator
-from tfmw_operator.health import Health
-from tfmw_operator.settings import Settings
+from tfmw_operator.runtime.health import Health
+from tfmw_operator.runtime.settings import Settings
 
 
 def free_port() -> int:

@@ -2,9 +2,9 @@
 
 from typing import Any
 
-from tfmw_operator.claim_checks import Claim
-from tfmw_operator.informer import Informer, LatestJobs, ignore_changes, own_name
-from tfmw_operator.observed import Owned
+from tfmw_operator.core.claim_checks import Claim
+from tfmw_operator.core.owned import Owned
+from tfmw_operator.kube.informer import Informer, LatestJobs, ignore_changes, own_name
 
 Json = dict[str, Any]
 JOB = ("ns", "job")

@@ -9,11 +9,12 @@ from collections.abc import Callable
 from pathlib import Path
 
 import pytest
-from tfmw_operator import job_files, storage
-from tfmw_operator.decision import ProgressWatch
-from tfmw_operator.job_files import JobFileWatcher
-from tfmw_operator.storage import SharedStorage
-from tfmw_operator.workqueue import Key
+from tfmw_operator.api.objects import Key
+from tfmw_operator.core.decision import ProgressWatch
+from tfmw_operator.storage import files as storage
+from tfmw_operator.storage import job_files
+from tfmw_operator.storage.files import SharedStorage
+from tfmw_operator.storage.job_files import JobFileWatcher
 
 KEY: Key = ("ns", "job")
 MARKER = "ns/job/multiworker-complete.txt"

@@ -12,8 +12,8 @@ import aiohttp
 import kopf
 import pytest
 from aiohttp import web
-from tfmw_operator import kube as kube_module
-from tfmw_operator.kube import Kube, LineSplitter, LineTooLong
+from tfmw_operator.kube import client as kube_module
+from tfmw_operator.kube.client import Kube, LineSplitter, LineTooLong
 
 Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
 

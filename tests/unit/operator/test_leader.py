@@ -5,7 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
-from tfmw_operator.leader import LEASE_REQUEST_TIMEOUT, SafeLeaseLock
+from tfmw_operator.runtime.leader import LEASE_REQUEST_TIMEOUT, SafeLeaseLock
 from urllib3.exceptions import MaxRetryError
 
 

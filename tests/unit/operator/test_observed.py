@@ -5,7 +5,8 @@ from datetime import UTC, datetime
 from typing import Any
 
 import pytest
-from tfmw_operator.observed import WorkloadState, observe_pod, observe_workload
+from tfmw_operator.core.pods import observe_pod
+from tfmw_operator.core.workloads import WorkloadState, observe_workload
 from wrappers import at, job, pod
 
 Json = dict[str, Any]

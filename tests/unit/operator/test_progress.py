@@ -7,7 +7,8 @@ from datetime import timedelta
 from typing import Any
 
 import pytest
-from tfmw_operator.progress import (
+from tfmw_operator.api.status import Checkpoint, JobStatus, ProgressRate, ProgressStatus
+from tfmw_operator.core.progress import (
     MAX_PROGRESS_BYTES,
     ProgressError,
     ProgressProblem,
@@ -19,7 +20,6 @@ from tfmw_operator.progress import (
     parse_progress,
     progress_status,
 )
-from tfmw_operator.status import Checkpoint, JobStatus, ProgressRate, ProgressStatus
 from wrappers import at
 
 UID = "uid-mnist"

@@ -6,10 +6,10 @@ from datetime import datetime
 from typing import Any
 
 import pytest
-from tfmw_operator.api import parse_job
-from tfmw_operator.decision import Decision, DeletePods
-from tfmw_operator.progress import ProgressReport
-from tfmw_operator.progress_deadline import (
+from tfmw_operator.api.spec import parse_job
+from tfmw_operator.api.status import ConditionType, JobStatus
+from tfmw_operator.core.decision import Decision, DeletePods
+from tfmw_operator.core.policies.progress_deadline import (
     AWAITING_PROGRESS,
     NO_PROGRESS_REPORTED,
     PROGRESS_ADVANCING,
@@ -17,7 +17,7 @@ from tfmw_operator.progress_deadline import (
     judge_progress,
     stalled_by_progress,
 )
-from tfmw_operator.status import ConditionType, JobStatus
+from tfmw_operator.core.progress import ProgressReport
 from wrappers import at, decide, job, pod
 
 Json = dict[str, Any]

@@ -5,11 +5,12 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
-from tfmw_operator.api import parse_job
-from tfmw_operator.builders import build_pod, pod_group_name
-from tfmw_operator.decision import Decision, DeletePods, DeleteWorkloads
-from tfmw_operator.observed import MarkerState, WorkloadState
-from tfmw_operator.status import ConditionType
+from tfmw_operator.api.spec import parse_job
+from tfmw_operator.api.status import ConditionType
+from tfmw_operator.core.builders import build_pod, pod_group_name
+from tfmw_operator.core.decision import Decision, DeletePods, DeleteWorkloads
+from tfmw_operator.core.observed import MarkerState
+from tfmw_operator.core.workloads import WorkloadState
 from wrappers import at, decide, job, pod
 
 Json = dict[str, Any]

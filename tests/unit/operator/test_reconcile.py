@@ -5,11 +5,11 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
-from tfmw_operator.api import parse_job
-from tfmw_operator.builders import build_service
-from tfmw_operator.claim_checks import FolderReached
-from tfmw_operator.cleanup_policy import WORKER_EXIT_SECONDS
-from tfmw_operator.decision import (
+from tfmw_operator.api.spec import parse_job
+from tfmw_operator.api.status import Condition, ConditionType, WorkerCounts
+from tfmw_operator.core.builders import build_service
+from tfmw_operator.core.claim_checks import FolderReached
+from tfmw_operator.core.decision import (
     CreatePods,
     Decision,
     DeleteJob,
@@ -21,11 +21,11 @@ from tfmw_operator.decision import (
     ProgressWatch,
     RemoveMarker,
 )
-from tfmw_operator.observed import CreateError, CreateErrorKind, MarkerState, Observed
-from tfmw_operator.progress import ProgressProblem, ProgressReport
-from tfmw_operator.reconcile import reconcile
-from tfmw_operator.status import Condition, ConditionType, WorkerCounts
-from wrappers import at, decide, env_of, job, pod
+from tfmw_operator.core.observed import CreateError, CreateErrorKind, MarkerState
+from tfmw_operator.core.policies.cleanup import WORKER_EXIT_SECONDS
+from tfmw_operator.core.progress import ProgressProblem, ProgressReport
+from tfmw_operator.core.reconcile import reconcile
+from wrappers import at, decide, env_of, job, observe, pod
 
 Json = dict[str, Any]
 MARKER = MarkerState(True, "uid-mnist", at(50))
@@ -510,7 +510,7 @@ def test_a_namesakes_pods_and_service_do_not_count_as_the_jobs_own() -> None:
     earlier = job().obj()
     earlier["metadata"]["uid"] = "uid-earlier"
     service = build_service(parse_job(earlier))
-    observed = Observed.of(j, [pod(earlier, 0).running().obj()], NO_MARKER, NOW, service=service)
+    observed = observe(j, [pod(earlier, 0).running().obj()], NO_MARKER, NOW, service=service)
     assert observed.pods == () and observed.namesakes == ("pod mnist-worker-0", "Service mnist")
 
 
@@ -827,14 +827,14 @@ def test_once_a_folder_check_passed_later_attempts_start_without_it() -> None:
     ]
     check = "tfmw-operator:dev"
     decision = reconcile(
-        Observed.of(j, passed, NO_MARKER, NOW, service=build_service(parse_job(j)), spec=parse_job(j, check))
+        observe(j, passed, NO_MARKER, NOW, service=build_service(parse_job(j)), spec=parse_job(j, check))
     )
     checked = condition(decision, "SharedVolumeChecked")
     assert checked.true and "worker 1" in checked.message and "tfmw-shared" in checked.message
     restarting = job().launched(phase="Restarting").status(attempt=1).obj()
     restarting["status"]["conditions"] = [c.to_json() for c in decision.status.conditions]
     again = reconcile(
-        Observed.of(
+        observe(
             restarting,
             [],
             NO_MARKER,
@@ -845,7 +845,7 @@ def test_once_a_folder_check_passed_later_attempts_start_without_it() -> None:
     )
     init = again.pods_to_create[0]["spec"].get("initContainers") or []
     assert [c["name"] for c in init] == []
-    first = reconcile(Observed.of(job().obj(), [], NO_MARKER, NOW, spec=parse_job(job().obj(), check)))
+    first = reconcile(observe(job().obj(), [], NO_MARKER, NOW, spec=parse_job(job().obj(), check)))
     assert [c["name"] for c in first.pods_to_create[0]["spec"]["initContainers"]] == ["tfmw-folder-check"]
 
 
@@ -853,7 +853,7 @@ def test_a_job_on_a_claim_another_job_found_reaching_its_folder_starts_without_t
     check = "tfmw-operator:dev"
     j = job().obj()
     reached = FolderReached("earlier", 1)
-    decision = reconcile(Observed.of(j, [], NO_MARKER, NOW, spec=parse_job(j, check), claim_reached=reached))
+    decision = reconcile(observe(j, [], NO_MARKER, NOW, spec=parse_job(j, check), claim_reached=reached))
     assert all(not p["spec"].get("initContainers") for p in decision.pods_to_create)
     checked = condition(decision, "SharedVolumeChecked")
     assert checked.true and checked.reason == "ClaimReached"
@@ -863,5 +863,5 @@ def test_a_job_on_a_claim_another_job_found_reaching_its_folder_starts_without_t
         and "tfmw-shared" in checked.message
     )
     # With the check off, nothing is claimed about the folder.
-    unchecked = reconcile(Observed.of(j, [], NO_MARKER, NOW, spec=parse_job(j), claim_reached=reached))
+    unchecked = reconcile(observe(j, [], NO_MARKER, NOW, spec=parse_job(j), claim_reached=reached))
     assert not any(c.type == "SharedVolumeChecked" for c in unchecked.status.conditions)

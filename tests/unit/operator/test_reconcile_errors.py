@@ -6,13 +6,12 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
-from tfmw_operator.api import Phase
-from tfmw_operator.decision import CreatePods, DeletePods, EnsureService
-from tfmw_operator.kube import ApiError, CreateRefused
-from tfmw_operator.observed import CreatedObject, CreateError, CreateErrorKind, Observed
-from tfmw_operator.reconcile import reconcile_failed
-from tfmw_operator.status import ConditionType
-from wrappers import at, decide, job, pod
+from tfmw_operator.api.status import ConditionType, Phase
+from tfmw_operator.core.decision import CreatePods, DeletePods, EnsureService
+from tfmw_operator.core.observed import CreatedObject, CreateError, CreateErrorKind, Observed
+from tfmw_operator.core.reconcile import reconcile_failed
+from tfmw_operator.kube.client import ApiError, CreateRefused
+from wrappers import at, decide, job, observe, pod
 
 Json = dict[str, Any]
 
@@ -91,9 +90,9 @@ def test_the_active_deadline_runs_while_creation_is_refused() -> None:
 
 
 def observed(j: Json, pods: list[Json], now: float) -> Observed:
-    from tfmw_operator.observed import MarkerState
+    from tfmw_operator.core.observed import MarkerState
 
-    return Observed.of(j, pods, MarkerState(), at(now))
+    return observe(j, pods, MarkerState(), at(now))
 
 
 def test_a_failing_reconcile_is_told_once_in_a_condition_and_a_warning() -> None:
@@ -104,7 +103,7 @@ def test_a_failing_reconcile_is_told_once_in_a_condition_and_a_warning() -> None
     assert condition is not None and condition.true and "OverflowError" in condition.message
     assert [(e.type, e.reason) for e in first.events] == [("Warning", "ReconcileError")]
     assert first.status.phase is Phase.RUNNING and not first.pods_to_delete
-    again = reconcile_failed(Observed.of(job().launched(phase="Running").status(
+    again = reconcile_failed(observe(job().launched(phase="Running").status(
         conditions=[first.status.to_json()["conditions"][-1]]).obj(), pods, observed(j, pods, 30).marker, at(30)),
         "OverflowError: date value out of range")  # fmt: skip
     assert again.events == ()

@@ -13,13 +13,14 @@ from typing import Any
 
 from hypothesis import given, settings
 from hypothesis import strategies as st
-from tfmw_operator.api import format_precise_time, format_time, later, parse_job
-from tfmw_operator.builders import build_service
-from tfmw_operator.observed import MarkerState, Observed
-from tfmw_operator.progress import ProgressReport
-from tfmw_operator.reconcile import reconcile
-from tfmw_operator.status import ConditionType
-from wrappers import at, decide, job, pod
+from tfmw_operator.api.spec import parse_job
+from tfmw_operator.api.status import ConditionType
+from tfmw_operator.api.times import format_precise_time, format_time, later
+from tfmw_operator.core.builders import build_service
+from tfmw_operator.core.observed import MarkerState, Observed
+from tfmw_operator.core.progress import ProgressReport
+from tfmw_operator.core.reconcile import reconcile
+from wrappers import at, decide, job, observe, pod
 
 EXAMPLES = int(os.environ.get("TFMW_HYPOTHESIS_EXAMPLES", "500"))
 INT64_MAX = 2**63 - 1
@@ -89,7 +90,7 @@ def extreme_states(draw: st.DrawFn) -> Observed:
     report = ProgressReport(updated_at=draw(DATES), epoch=1, total_epochs=draw(st.sampled_from([2, 10**12])),
                             job_uid="uid-mnist", attempt=0)  # fmt: skip
     service = build_service(parse_job(j))
-    return Observed.of(j, pods, marker, at(20), service=service, progress=report)
+    return observe(j, pods, marker, at(20), service=service, progress=report)
 
 
 @settings(max_examples=EXAMPLES, deadline=None)

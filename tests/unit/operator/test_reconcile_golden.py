@@ -16,25 +16,14 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from tfmw_operator.decision import (
-    CreatePods,
-    Decision,
-    EnsureService,
-    PatchStatus,
-)
-from tfmw_operator.observed import (
-    CreatedObject,
-    CreateError,
-    CreateErrorKind,
-    MarkerState,
-    Observed,
-    WorkloadState,
-    observe_pod,
-)
-from tfmw_operator.progress import ProgressProblem, ProgressReport
-from tfmw_operator.reconcile import reconcile_failed
-from tfmw_operator.status import Checkpoint
-from wrappers import JobWrapper, PodWrapper, at, decide, job, pod
+from tfmw_operator.api.status import Checkpoint
+from tfmw_operator.core.decision import CreatePods, Decision, EnsureService, PatchStatus
+from tfmw_operator.core.observed import CreatedObject, CreateError, CreateErrorKind, MarkerState
+from tfmw_operator.core.pods import observe_pod
+from tfmw_operator.core.progress import ProgressProblem, ProgressReport
+from tfmw_operator.core.reconcile import reconcile_failed
+from tfmw_operator.core.workloads import WorkloadState
+from wrappers import JobWrapper, PodWrapper, at, decide, job, observe, pod
 
 Json = dict[str, Any]
 GOLDEN = Path(__file__).parent / "golden" / "decisions.json"
@@ -251,7 +240,7 @@ SCENARIOS: dict[str, Callable[[], Decision]] = {
         ),
     ),
     "reconcile failing": lambda: reconcile_failed(
-        Observed.of(
+        observe(
             job().run_policy(activeDeadlineSeconds=100).launched(phase="Running").obj(),
             running(job().obj()),
             MarkerState(),
@@ -260,7 +249,7 @@ SCENARIOS: dict[str, Callable[[], Decision]] = {
         "OverflowError: date value out of range",
     ),
     "reconcile failing past the deadline": lambda: reconcile_failed(
-        Observed.of(
+        observe(
             job().run_policy(activeDeadlineSeconds=10).launched(phase="Running").obj(),
             running(job().obj()),
             MarkerState(),

@@ -9,13 +9,13 @@ from typing import Any
 
 from hypothesis import given, settings
 from hypothesis import strategies as st
-from tfmw_operator.api import Phase, parse_job
-from tfmw_operator.builders import build_service
-from tfmw_operator.decision import DeletePods
-from tfmw_operator.observed import MarkerState, Observed
-from tfmw_operator.reconcile import reconcile
-from tfmw_operator.status import AttemptRecord
-from wrappers import at, job, pod
+from tfmw_operator.api.spec import parse_job
+from tfmw_operator.api.status import AttemptRecord, Phase
+from tfmw_operator.core.builders import build_service
+from tfmw_operator.core.decision import DeletePods
+from tfmw_operator.core.observed import MarkerState, Observed
+from tfmw_operator.core.reconcile import reconcile
+from wrappers import at, job, observe, pod
 
 # Mutation testing runs these once per mutant; it sets a smaller number.
 EXAMPLES = int(os.environ.get("TFMW_HYPOTHESIS_EXAMPLES", "1000"))
@@ -70,7 +70,7 @@ def observed_states(draw: st.DrawFn) -> Observed:
     marker = draw(
         st.sampled_from([MarkerState(), MarkerState(True, "uid-mnist", at(1)), MarkerState(True, None)])
     )
-    return Observed.of(j, pods, marker, at(draw(st.integers(0, 200))), service=build_service(parse_job(j)))
+    return observe(j, pods, marker, at(draw(st.integers(0, 200))), service=build_service(parse_job(j)))
 
 
 @settings(max_examples=3 * EXAMPLES, deadline=None)
@@ -138,9 +138,7 @@ def restarts_in_progress(draw: st.DrawFn) -> Observed:
     old = {int(p["metadata"]["labels"]["tfmw.dev/replica-index"]) for p in pods}
     for index in draw(st.sets(st.integers(0, workers - 1), max_size=workers)) - old:
         pods.append(pod(j, index, attempt).obj())  # names are unique: only where no old pod is
-    return Observed.of(
-        j, pods, MarkerState(), at(draw(st.integers(0, 200))), service=build_service(parse_job(j))
-    )
+    return observe(j, pods, MarkerState(), at(draw(st.integers(0, 200))), service=build_service(parse_job(j)))
 
 
 @settings(max_examples=EXAMPLES // 2, deadline=None)
@@ -205,7 +203,7 @@ def launched_with_a_failure(draw: st.DrawFn) -> Observed:
         else:
             wrapper.running()
         pods.append(wrapper.obj())
-    return Observed.of(j, pods, MarkerState(), at(20), service=build_service(parse_job(j)))
+    return observe(j, pods, MarkerState(), at(20), service=build_service(parse_job(j)))
 
 
 @settings(max_examples=EXAMPLES // 2, deadline=None)

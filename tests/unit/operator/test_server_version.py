@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import pytest
-from tfmw_operator.server_version import MINIMUM, parse, refusal
+from tfmw_operator.runtime.server_version import MINIMUM, parse, refusal
 
 
 @pytest.mark.parametrize(

@@ -6,8 +6,8 @@ from dataclasses import dataclass
 from typing import Any
 
 import pytest
-from tfmw_operator.api import Phase
-from tfmw_operator.status import ConditionType, JobStatus, WorkerCounts, evolve, merge_patch
+from tfmw_operator.api.records import evolve
+from tfmw_operator.api.status import ConditionType, JobStatus, Phase, WorkerCounts, merge_patch
 from wrappers import at
 
 RUNNING: dict[str, Any] = {

@@ -8,11 +8,11 @@ import threading
 from pathlib import Path
 
 import pytest
-from tfmw_operator.api import DAWN, NEVER
-from tfmw_operator.progress import ProgressProblem, ProgressReport
-from tfmw_operator.storage import (
+from tfmw_operator.api.times import DAWN, NEVER
+from tfmw_operator.contract import OWNER_FILE
+from tfmw_operator.core.progress import ProgressProblem, ProgressReport
+from tfmw_operator.storage.files import (
     MAX_MARKER_BYTES,
-    OWNER_FILE,
     StorageError,
     archive_log,
     ensure_job_directory,

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 from prometheus_client import REGISTRY, generate_latest
-from tfmw_operator.version import describe, revision, version
+from tfmw_operator.runtime.version import describe, revision, version
 
 REPO = Path(__file__).resolve().parents[3]
 
@@ -56,7 +56,7 @@ def test_dash_dash_version_prints_it_and_exits() -> None:
 
 
 def test_the_build_info_metric_carries_the_version() -> None:
-    import tfmw_operator.metrics  # noqa: F401 - registers the gauge
+    import tfmw_operator.runtime.metrics  # noqa: F401 - registers the gauge
 
     text = generate_latest(REGISTRY).decode()
     line = f'tfmw_build_info{{revision="{revision()}",version="{version()}"}} 1.0'

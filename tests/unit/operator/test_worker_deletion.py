@@ -2,7 +2,12 @@
 
 from __future__ import annotations
 
-from tfmw_operator.worker_deletion import LOG_ARCHIVE_BYTES, LOG_MEMORY_BYTES, LOG_MIN_BYTES, log_tail_bytes
+from tfmw_operator.shell.worker_deletion import (
+    LOG_ARCHIVE_BYTES,
+    LOG_MEMORY_BYTES,
+    LOG_MIN_BYTES,
+    log_tail_bytes,
+)
 
 
 def test_a_few_workers_keep_the_whole_tail() -> None:

@@ -1,6 +1,7 @@
 import asyncio
 
-from tfmw_operator.workqueue import Key, WorkQueue
+from tfmw_operator.api.objects import Key
+from tfmw_operator.shell.workqueue import WorkQueue
 
 
 def test_one_reconcile_per_key_at_a_time_and_bursts_coalesce() -> None:

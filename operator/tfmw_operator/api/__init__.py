@@ -1,0 +1,1 @@
+"""The TFMultiWorkerJob API: names, the typed spec and status, time, JSON."""

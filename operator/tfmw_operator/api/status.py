@@ -1,0 +1,270 @@
+"""The job's status, typed: read from the API object in one place, rendered in one place.
+
+Each record declares its JSON once, field by field (records.py): a status written by an
+older operator or edited by hand reads as far as it makes sense, never failing.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from datetime import datetime
+from enum import StrEnum
+
+from tfmw_operator.api.objects import Json
+from tfmw_operator.api.records import (
+    FLOAT,
+    INT,
+    METRICS,
+    PRECISE_TIME,
+    STR,
+    TIME,
+    TRUE_FALSE,
+    Record,
+    enum,
+    evolve,
+    record,
+    records,
+    wire,
+)
+from tfmw_operator.api.times import format_time
+
+__all__ = ["evolve"]  # status records are changed with it
+
+
+class Phase(StrEnum):
+    PENDING = "Pending"
+    RUNNING = "Running"
+    RESTARTING = "Restarting"
+    SUSPENDED = "Suspended"
+    SUCCEEDED = "Succeeded"
+    FAILED = "Failed"
+
+    @property
+    def finished(self) -> bool:
+        return self in (Phase.SUCCEEDED, Phase.FAILED)
+
+
+class ConditionType(StrEnum):
+    CREATED = "Created"
+    RUNNING = "Running"
+    RESTARTING = "Restarting"
+    SUSPENDED = "Suspended"
+    SUCCEEDED = "Succeeded"
+    FAILED = "Failed"
+    STALLED = "Stalled"
+    STORAGE_ERROR = "StorageError"
+    QUEUED = "Queued"
+    RECONCILE_ERROR = "ReconcileError"
+    SHARED_VOLUME_CHECKED = "SharedVolumeChecked"
+
+
+@dataclass(frozen=True)
+class Condition(Record):
+    type: str = field(metadata=wire("type", STR, required=True))
+    true: bool = field(metadata=wire("status", TRUE_FALSE))
+    reason: str = field(default="", metadata=wire("reason", STR))
+    message: str = field(default="", metadata=wire("message", STR))
+    last_transition_time: str = field(default="", metadata=wire("lastTransitionTime", STR))
+
+
+@dataclass(frozen=True)
+class WorkerCounts(Record):
+    pending: int = field(default=0, metadata=wire("pending", INT))
+    running: int = field(default=0, metadata=wire("running", INT))
+    succeeded: int = field(default=0, metadata=wire("succeeded", INT))
+    failed: int = field(default=0, metadata=wire("failed", INT))
+
+
+@dataclass(frozen=True)
+class MarkerRecord(Record):
+    path: str = field(metadata=wire("path", STR, required=True))
+    observed_time: datetime = field(metadata=wire("observedTime", TIME, required=True))
+
+
+@dataclass(frozen=True)
+class ProgressRate(Record):
+    """Where the rate behind the ETA is measured from: the attempt's first progress report."""
+
+    percent: float = field(metadata=wire("percent", FLOAT, required=True))
+    time: datetime = field(metadata=wire("time", PRECISE_TIME, required=True))
+
+
+@dataclass(frozen=True)
+class Checkpoint(Record):
+    """The last checkpoint the chief reported complete: its epoch or step, and where it is."""
+
+    EMPTY_IS_NONE = True
+
+    epoch: int | None = field(default=None, metadata=wire("epoch", INT))
+    step: int | None = field(default=None, metadata=wire("step", INT))
+    path: str | None = field(default=None, metadata=wire("path", STR))
+
+    def describe(self) -> str:
+        where = " ".join(
+            part
+            for part in (
+                f"epoch {self.epoch}" if self.epoch is not None else "",
+                f"step {self.step}" if self.step is not None else "",
+                f"at {self.path}" if self.path else "",
+            )
+            if part
+        )
+        return f"the checkpoint of {where}"
+
+
+@dataclass(frozen=True)
+class ProgressStatus(Record):
+    """`status.progress`: the chief's latest figures, and what the operator made of them."""
+
+    attempt: int = field(default=0, metadata=wire("attempt", INT))
+    epoch: int | None = field(default=None, metadata=wire("epoch", INT))
+    total_epochs: int | None = field(default=None, metadata=wire("totalEpochs", INT))
+    step: int | None = field(default=None, metadata=wire("step", INT))
+    total_steps: int | None = field(default=None, metadata=wire("totalSteps", INT))
+    metrics: tuple[tuple[str, float], ...] = field(
+        default=(), metadata=wire("metrics", METRICS, omit_empty=True)
+    )
+    examples_per_second: float | None = field(default=None, metadata=wire("examplesPerSecond", FLOAT))
+    # When the chief wrote them.
+    updated_at: datetime | None = field(default=None, metadata=wire("updatedAt", PRECISE_TIME))
+    percent: float | None = field(default=None, metadata=wire("percent", FLOAT))
+    eta: str | None = field(default=None, metadata=wire("eta", STR))  # time left, as of updated_at
+    eta_time: datetime | None = field(default=None, metadata=wire("etaTime", TIME))
+    # When the operator recorded them: the throttle's clock.
+    last_update: datetime | None = field(default=None, metadata=wire("lastUpdate", PRECISE_TIME))
+    epochs: str | None = field(default=None, metadata=wire("epochs", STR))  # "3/10": the PROGRESS column
+    # "loss=0.12 accuracy=0.97", for the METRICS column.
+    summary: str | None = field(default=None, metadata=wire("summary", STR))
+    since: ProgressRate | None = field(default=None, metadata=wire("since", record(ProgressRate)))
+    # Why the latest document was refused.
+    error: str | None = field(default=None, metadata=wire("error", STR))
+    # When the operator first recorded the current epoch/step: the progress deadline's clock.
+    advanced_at: datetime | None = field(default=None, metadata=wire("advancedAt", PRECISE_TIME))
+    # The last completed checkpoint, kept across attempts.
+    checkpoint: Checkpoint | None = field(default=None, metadata=wire("checkpoint", record(Checkpoint)))
+
+    def describe(self) -> str:
+        """The figures for a person: "epoch 3/10, step 600/2000 (loss=0.12), written at ..."."""
+        parts = []
+        if self.epoch is not None:
+            parts.append(f"epoch {self.epoch}" + (f"/{self.total_epochs}" if self.total_epochs else ""))
+        if self.step is not None:
+            parts.append(f"step {self.step}" + (f"/{self.total_steps}" if self.total_steps else ""))
+        what = ", ".join(parts) or "a progress document"
+        if self.summary:
+            what += f" ({self.summary})"
+        if self.updated_at is not None:
+            what += f", written at {format_time(self.updated_at)}"
+        return f"{what} in attempt {self.attempt}"
+
+
+MAX_HISTORY = 10  # attempts kept in status.history, the newest first
+MAX_HISTORY_MESSAGE = 1024  # characters of the end of the failing worker's log
+
+
+@dataclass(frozen=True)
+class AttemptRecord(Record):
+    """How one attempt ended: an entry of `status.history`."""
+
+    attempt: int = field(metadata=wire("attempt", INT, required=True))
+    outcome: str = field(metadata=wire("outcome", STR))  # Restarted | Failed | Suspended
+    # In Kubernetes' words: OOMKilled, Evicted, Preempted, NodeLost, Stalled ...
+    cause: str = field(metadata=wire("cause", STR))
+    end_time: datetime = field(metadata=wire("endTime", TIME, required=True))
+    start_time: datetime | None = field(default=None, metadata=wire("startTime", TIME))
+    worker: int | None = field(default=None, metadata=wire("worker", INT))  # the worker that failed first
+    pod: str | None = field(default=None, metadata=wire("pod", STR))
+    node: str | None = field(default=None, metadata=wire("node", STR))
+    container: str | None = field(default=None, metadata=wire("container", STR))
+    exit_code: int | None = field(default=None, metadata=wire("exitCode", INT))
+    # The last lines of its log (or termination message).
+    message: str | None = field(default=None, metadata=wire("message", STR))
+    # Its full logs, relative to the shared root.
+    logs: str | None = field(default=None, metadata=wire("logs", STR))
+    # The last epoch the attempt reported.
+    epoch: int | None = field(default=None, metadata=wire("epoch", INT))
+    # The checkpoint the next attempt resumes from.
+    checkpoint: Checkpoint | None = field(default=None, metadata=wire("checkpoint", record(Checkpoint)))
+    # Epochs reported done since that checkpoint: redone.
+    epochs_lost: int | None = field(default=None, metadata=wire("epochsLost", INT))
+
+
+@dataclass(frozen=True)
+class JobStatus(Record):
+    phase: Phase | None = field(default=None, metadata=wire("phase", enum(Phase)))
+    attempt: int = field(default=0, metadata=wire("attempt", INT))
+    # The attempt whose pods were all created.
+    launched_attempt: int | None = field(default=None, metadata=wire("launchedAttempt", INT))
+    restarts: int = field(default=0, metadata=wire("restarts", INT))
+    # Gang restarts because Kueue took the quota back: not against backoffLimit.
+    evictions: int = field(default=0, metadata=wire("evictions", INT, omit_empty=True))
+    workers: WorkerCounts | None = field(default=None, metadata=wire("workers", record(WorkerCounts)))
+    ready_workers: str | None = field(default=None, metadata=wire("readyWorkers", STR))
+    start_time: datetime | None = field(default=None, metadata=wire("startTime", TIME))
+    completion_time: datetime | None = field(default=None, metadata=wire("completionTime", TIME))
+    marker: MarkerRecord | None = field(default=None, metadata=wire("marker", record(MarkerRecord)))
+    observed_generation: int | None = field(default=None, metadata=wire("observedGeneration", INT))
+    reason: str | None = field(default=None, metadata=wire("reason", STR))
+    message: str | None = field(default=None, metadata=wire("message", STR))
+    conditions: tuple[Condition, ...] = field(default=(), metadata=wire("conditions", records(Condition)))
+    progress: ProgressStatus | None = field(default=None, metadata=wire("progress", record(ProgressStatus)))
+    # How the last attempts ended, the newest first.
+    history: tuple[AttemptRecord, ...] = field(
+        default=(), metadata=wire("history", records(AttemptRecord, MAX_HISTORY), omit_empty=True)
+    )
+
+    @property
+    def finished(self) -> bool:
+        return self.phase is not None and self.phase.finished
+
+    @property
+    def launched(self) -> bool:
+        """The current attempt's pods were all created."""
+        return self.launched_attempt == self.attempt
+
+    def condition(self, kind: ConditionType) -> Condition | None:
+        return next((c for c in self.conditions if c.type == kind), None)
+
+    def condition_is_true(self, kind: ConditionType) -> bool:
+        found = self.condition(kind)
+        return found is not None and found.true
+
+    def with_condition(
+        self, kind: ConditionType, true: bool, reason: str, message: str, now: datetime, listed: bool = False
+    ) -> JobStatus:
+        """`kind` set; lastTransitionTime moves only when the status flips.
+
+        A condition that was never true is left out rather than listed as False, unless
+        `listed`: its False says something the user should see.
+        """
+        existing = self.condition(kind)
+        if existing is None and not true and not listed:
+            return self
+        if existing is not None and existing.true == true:
+            transition = existing.last_transition_time
+        else:
+            transition = format_time(now)
+        updated = Condition(kind.value, true, reason, message, transition)
+        others = tuple(c for c in self.conditions if c.type != kind)
+        return evolve(self, conditions=(*others, updated))
+
+    @classmethod
+    def from_json(cls, raw: object) -> JobStatus:
+        """The status as recorded; an absent or unreadable one is an empty status."""
+        return super().from_json(raw) or cls()
+
+
+def merge_patch(old: Json, new: Json) -> Json:
+    """A JSON merge patch from `old` to `new`: keys that disappeared are set to null, at
+    every depth (a merge patch merges objects, so a key left out would be kept)."""
+    patch: Json = {}
+    for key, value in new.items():
+        before = old.get(key)
+        if before == value:
+            continue
+        if isinstance(value, dict) and isinstance(before, dict):
+            patch[key] = merge_patch(before, value)
+        else:
+            patch[key] = value
+    patch.update({key: None for key in old if key not in new})
+    return patch

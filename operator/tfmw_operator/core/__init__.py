@@ -1,0 +1,1 @@
+"""The pure core: from what is observed, what to do; no I/O."""

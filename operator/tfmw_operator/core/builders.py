@@ -1,0 +1,269 @@
+"""Pure builders for everything the operator creates: plain dicts, no I/O."""
+
+from __future__ import annotations
+
+import json
+from datetime import datetime
+
+from tfmw_operator import contract
+from tfmw_operator.api.names import (
+    ANNOTATION_POD_GROUP_COUNT,
+    API_VERSION,
+    FOLDER_CHECK_CONTAINER,
+    KIND,
+    LABEL_ATTEMPT,
+    LABEL_JOB_NAME,
+    LABEL_POD_GROUP,
+    LABEL_QUEUE_NAME,
+    LABEL_REPLICA_INDEX,
+    LABEL_ROLE,
+    PORT_NAME,
+    SHARED_VOLUME_NAME,
+)
+from tfmw_operator.api.objects import Json, copy_json
+from tfmw_operator.api.spec import JobSpec
+from tfmw_operator.api.times import format_time
+
+EVENT_SOURCE = "tfmw-operator"
+EVENT_MESSAGE_LIMIT = 1024
+
+
+def pod_name(job_name: str, index: int) -> str:
+    return f"{job_name}-worker-{index}"
+
+
+def pod_group_name(job: JobSpec, attempt: int) -> str:
+    """The Kueue pod group (and so the Workload) of one attempt: a new group per attempt, so
+    a gang restart is admitted afresh as a whole. The UID keeps a later job of the same name
+    clear of a Workload still being removed; at most 63 characters, as a label value must."""
+    return f"{pod_group_name_prefix(job.name, job.uid)}{attempt}"
+
+
+def pod_group_name_prefix(job_name: str, job_uid: str) -> str:
+    return f"tfmw-{job_name[:40]}-{job_uid[:8]}-"
+
+
+# Linux refuses to start a program with an environment string ("NAME=value") longer than
+# this (MAX_ARG_STRLEN): the container would fail with exit 128, again at every restart.
+MAX_ENV_STRING_BYTES = 32 * 4096
+
+
+def worker_address(job: JobSpec, index: int, qualified: bool = True) -> str:
+    """`<pod>.<service>.<namespace>.svc:<port>`; unqualified, `<pod>.<service>:<port>`, which
+    the pod's DNS search path completes with its own namespace."""
+    where = f".{job.namespace}.svc" if qualified else ""
+    return f"{pod_name(job.name, index)}.{job.name}{where}:{job.port}"
+
+
+def build_tf_config(job: JobSpec, index: int) -> str:
+    """TF_CONFIG for worker `index`: the cluster list is the same for every worker. Names
+    are qualified with the namespace unless that makes TF_CONFIG too long to start a
+    program with; the shorter form fits every job the CRD accepts (1,024 workers, 51
+    characters of name, port 65535: 127 KB)."""
+    for qualified in (True, False):
+        config = {
+            "cluster": {"worker": [worker_address(job, i, qualified) for i in range(job.workers)]},
+            "task": {"type": "worker", "index": index},
+        }
+        encoded = json.dumps(config, separators=(",", ":"))
+        if len(contract.TF_CONFIG) + 1 + len(encoded) + 1 <= MAX_ENV_STRING_BYTES:
+            break
+    return encoded
+
+
+def owner_reference(job: JobSpec) -> Json:
+    return {
+        "apiVersion": API_VERSION,
+        "kind": KIND,
+        "name": job.name,
+        "uid": job.uid,
+        "controller": True,
+        "blockOwnerDeletion": True,
+    }
+
+
+def job_selector(job_name: str) -> Json:
+    return {LABEL_JOB_NAME: job_name}
+
+
+def build_service(job: JobSpec) -> Json:
+    """The headless Service that gives every worker a stable DNS name."""
+    return {
+        "apiVersion": "v1",
+        "kind": "Service",
+        "metadata": {
+            "name": job.name,
+            "namespace": job.namespace,
+            "labels": job_selector(job.name),
+            "ownerReferences": [owner_reference(job)],
+        },
+        "spec": {
+            "clusterIP": "None",
+            # Peers must resolve each other while still starting, before any is Ready.
+            "publishNotReadyAddresses": True,
+            "selector": job_selector(job.name),
+            "ports": [{"name": PORT_NAME, "port": job.port, "targetPort": job.port}],
+        },
+    }
+
+
+def pod_labels(job: JobSpec, index: int, attempt: int) -> dict[str, str]:
+    return {
+        LABEL_JOB_NAME: job.name,
+        LABEL_REPLICA_INDEX: str(index),
+        LABEL_ATTEMPT: str(attempt),
+        LABEL_ROLE: "chief" if index == 0 else "worker",
+    }
+
+
+def build_env(job: JobSpec, index: int, attempt: int) -> list[Json]:
+    shared_dir = job.mount_path.rstrip("/")
+    values = {
+        contract.TF_CONFIG: build_tf_config(job, index),
+        contract.JOB_NAME_ENV: job.name,
+        contract.JOB_UID_ENV: job.uid,
+        contract.NAMESPACE_ENV: job.namespace,
+        contract.WORKER_INDEX_ENV: str(index),
+        contract.NUM_WORKERS_ENV: str(job.workers),
+        contract.ATTEMPT_ENV: str(attempt),
+        contract.SHARED_DIR_ENV: job.mount_path,
+        contract.MARKER_PATH_ENV: f"{shared_dir}/{job.marker_file}",
+        contract.PROGRESS_PATH_ENV: f"{shared_dir}/{contract.PROGRESS_FILE}",
+    }
+    return [{"name": name, "value": value} for name, value in values.items()]
+
+
+def _main_container_index(containers: list[Json]) -> int:
+    for position, container in enumerate(containers):
+        if container.get("name") == "tensorflow":
+            return position
+    return 0
+
+
+def _with_injections(container: Json, env: list[Json], mount: Json) -> Json:
+    injected = {item["name"] for item in env}
+    container["env"] = [e for e in container.get("env") or [] if e.get("name") not in injected] + env
+    mounts = [m for m in container.get("volumeMounts") or [] if m.get("name") != SHARED_VOLUME_NAME]
+    container["volumeMounts"] = [*mounts, mount]
+    # Without a termination-log file of its own, a failed container's message is the tail of
+    # its log: the traceback that status.message then shows.
+    container.setdefault("terminationMessagePolicy", "FallbackToLogsOnError")
+    return container
+
+
+# What the folder check may use: it reads one small file and exits.
+FOLDER_CHECK_USER = 1000  # the operator image's own user
+FOLDER_CHECK_RESOURCES: Json = {"requests": {"cpu": "10m", "memory": "32Mi"}, "limits": {"memory": "64Mi"}}
+
+
+def build_folder_check(job: JobSpec, mount: Json) -> Json:
+    """The first init container of every worker: it fails at once, with a termination message
+    naming the claim, when the folder the claim gives is not the one the operator made for
+    this job (no `.tfmw-job-uid` with the job's UID), so nothing trains into the wrong place.
+    It runs the operator's image, whatever image the workers use; restricted as the
+    "restricted" Pod Security profile asks, and read-only."""
+    return {
+        "name": FOLDER_CHECK_CONTAINER,
+        "image": job.folder_check_image,
+        "imagePullPolicy": "IfNotPresent",
+        "command": ["python3", "-m", "tfmw_operator.folder_check", f"--claim={job.claim_name}"],
+        "env": [
+            {"name": contract.JOB_UID_ENV, "value": job.uid},
+            {"name": contract.SHARED_DIR_ENV, "value": job.mount_path},
+        ],
+        "volumeMounts": [{**mount, "readOnly": True}],
+        "resources": copy_json(FOLDER_CHECK_RESOURCES),
+        "terminationMessagePolicy": "File",
+        # Its own user, whatever the template's pod runs as (root included), so that it meets
+        # the "restricted" profile wherever the workers do.
+        "securityContext": {
+            "runAsNonRoot": True,
+            "runAsUser": FOLDER_CHECK_USER,
+            "allowPrivilegeEscalation": False,
+            "readOnlyRootFilesystem": True,
+            "capabilities": {"drop": ["ALL"]},
+            "seccompProfile": {"type": "RuntimeDefault"},
+        },
+    }
+
+
+def build_pod(job: JobSpec, index: int, attempt: int) -> Json:
+    """Worker `index` of `attempt`, from the job's pod template."""
+    template = copy_json(job.template)
+    metadata = template.get("metadata") or {}
+    spec = template.get("spec") or {}
+    name = pod_name(job.name, index)
+    env = build_env(job, index, attempt)
+    # The namespace's claim exposes only its own folder; the job's is `<job>` inside it.
+    mount = {"name": SHARED_VOLUME_NAME, "mountPath": job.mount_path, "subPath": job.sub_path}
+
+    containers = [_with_injections(c, env, mount) for c in spec.get("containers") or []]
+    main = containers[_main_container_index(containers)]
+    ports = [p for p in main.get("ports") or [] if p.get("name") != PORT_NAME]
+    main["ports"] = [*ports, {"name": PORT_NAME, "containerPort": job.port, "protocol": "TCP"}]
+    spec["containers"] = containers
+    init_containers = [_with_injections(c, env, mount) for c in spec.get("initContainers") or []]
+    if job.folder_check_image:
+        init_containers.insert(0, build_folder_check(job, mount))
+    if init_containers:
+        spec["initContainers"] = init_containers
+
+    volumes = [v for v in spec.get("volumes") or [] if v.get("name") != SHARED_VOLUME_NAME]
+    spec["volumes"] = [
+        *volumes,
+        {"name": SHARED_VOLUME_NAME, "persistentVolumeClaim": {"claimName": job.claim_name}},
+    ]
+    spec["hostname"] = name
+    spec["subdomain"] = job.name
+    # Training needs no Kubernetes API: no token to steal, and no token volume to wait for
+    # (the kubelet's first read of a namespace's CA ConfigMap can be refused for a second,
+    # until the API server's node authorizer has seen the pod bound). A template that names
+    # a service account wants what it grants: that account's own setting decides.
+    if not spec.get("serviceAccountName") and not spec.get("serviceAccount"):
+        spec.setdefault("automountServiceAccountToken", False)
+    # The operator restarts the whole gang; a kubelet restart of one worker would
+    # rejoin a collective that has already moved on.
+    spec["restartPolicy"] = "Never"
+
+    labels = {**(metadata.get("labels") or {}), **pod_labels(job, index, attempt)}
+    annotations = dict(metadata.get("annotations") or {})
+    if job.queue_name:
+        # Kueue admits the whole group or none of it: no partial gang holds the nodes.
+        labels.update({LABEL_QUEUE_NAME: job.queue_name, LABEL_POD_GROUP: pod_group_name(job, attempt)})
+        annotations[ANNOTATION_POD_GROUP_COUNT] = str(job.workers)
+    return {
+        "apiVersion": "v1",
+        "kind": "Pod",
+        "metadata": {
+            "name": name,
+            "namespace": job.namespace,
+            "labels": labels,
+            "annotations": annotations,
+            "ownerReferences": [owner_reference(job)],
+        },
+        "spec": spec,
+    }
+
+
+def build_event(job: Json, type: str, reason: str, message: str, now: datetime, suffix: str) -> Json:
+    """A core/v1 Event about `job`; `suffix` makes its name unique."""
+    meta = job["metadata"]
+    stamp = format_time(now)
+    return {
+        "metadata": {"name": f"{meta['name']}.{suffix}", "namespace": meta["namespace"]},
+        "involvedObject": {
+            "apiVersion": job.get("apiVersion", API_VERSION),
+            "kind": job.get("kind", KIND),
+            "name": meta["name"],
+            "namespace": meta["namespace"],
+            "uid": meta.get("uid"),
+        },
+        "type": type,
+        "reason": reason,
+        "message": message[:EVENT_MESSAGE_LIMIT],
+        "firstTimestamp": stamp,
+        "lastTimestamp": stamp,
+        "count": 1,
+        "source": {"component": EVENT_SOURCE},
+        "reportingComponent": EVENT_SOURCE,
+    }

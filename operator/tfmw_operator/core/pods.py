@@ -1,0 +1,290 @@
+"""A worker pod as the core needs it: read from the pod's JSON in one place. Pure."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from datetime import datetime
+
+from tfmw_operator.api.names import (
+    FOLDER_CHECK_CONTAINER,
+    KUEUE_ADMISSION_GATE,
+    LABEL_ATTEMPT,
+    LABEL_POD_GROUP,
+    LABEL_REPLICA_INDEX,
+    MAIN_CONTAINER,
+)
+from tfmw_operator.api.objects import Json
+from tfmw_operator.api.times import parse_time
+from tfmw_operator.contract import FOLDER_CHECK_MISMATCH_EXIT_CODE
+
+# Waiting reasons that mean a worker cannot start until someone fixes something.
+STALL_REASONS = frozenset(
+    {
+        "ErrImagePull",
+        "ImagePullBackOff",
+        "InvalidImageName",
+        "ErrImageNeverPull",
+        "CreateContainerConfigError",
+        "CreateContainerError",
+        "RunContainerError",
+    }
+)
+# Of those, the ones no amount of waiting fixes.
+PERMANENT_STALL_REASONS = frozenset({"InvalidImageName", "ErrImageNeverPull"})
+
+
+@dataclass(frozen=True)
+class ObservedPod:
+    name: str
+    index: int
+    attempt: int
+    phase: str  # as the job sees it: Failed once the main container failed, sidecars or not
+    uid: str = ""
+    deleting: bool = False
+    created: datetime | None = None
+    exit_code: int | None = None
+    reason: str = ""
+    message: str = ""
+    finished_at: datetime | None = None
+    stall_reason: str = ""
+    stall_message: str = ""
+    disrupted: bool = False  # evicted, preempted, or its node went away: not the program's fault
+    ready: bool = False  # the Ready condition: all containers up and passing their probes
+    deleting_since: datetime | None = None
+    grace_seconds: int = 30  # how long a deletion may take before the kubelet confirms it
+    changed_at: datetime | None = None  # the pod's latest condition transition
+    containers: tuple[str, ...] = ()  # names, the main container first
+    gated: bool = False  # waits behind Kueue's admission gate
+    preempted: bool = False  # Kueue evicted its Workload (preemption): not the job's fault, not counted
+    pod_group: str | None = None  # the Kueue pod group (and Workload) it was created in, if any
+    node: str = ""  # the node it was bound to
+    disruption: str = ""  # the reason of its DisruptionTarget condition: PreemptionByScheduler ...
+    # The operator's folder check failed: the claim does not reach the job's folder.
+    folder_mismatch: bool = False
+    folder_checked: bool = False  # the operator's folder check found the job's folder
+    folder_checked_at: datetime | None = None  # when that check started
+    # The control plane reported its node not ready or gone (see _node_lost): the kubelet
+    # there can neither report on the worker nor confirm the pod's deletion.
+    node_lost: bool = False
+    node_lost_at: datetime | None = None  # when it said so, as written: may be absurd
+
+    @property
+    def terminated(self) -> bool:
+        return self.phase in ("Succeeded", "Failed")
+
+    @property
+    def active(self) -> bool:
+        return self.phase in ("Pending", "Running", "Unknown") and not self.deleting
+
+
+NODE_LOST = "NodeLost"
+# Pod reasons and conditions that say the pod was taken away, whatever its containers did.
+DISRUPTION_REASONS = frozenset({"Evicted", "Preempting", "Terminated", NODE_LOST, "Shutdown"})
+# What a DisruptionTarget condition's reason means, in the words status.history uses.
+DISRUPTION_CAUSES = {
+    "PreemptionByScheduler": "Preempted",
+    "DeletionByTaintManager": NODE_LOST,
+    "EvictionByEvictionAPI": "Evicted",
+    "TerminationByKubelet": "Evicted",
+    "DeletionByPodGC": NODE_LOST,
+}
+# The kubelet's reason for a Ready condition that is False only for the pod's readiness gates.
+READINESS_GATES_NOT_READY = "ReadinessGatesNotReady"
+
+
+def main_container_name(pod_spec: Json) -> str:
+    """The trainer: the container named `tensorflow`, else the first one."""
+    names = [c.get("name", "") for c in pod_spec.get("containers") or [] if isinstance(c, dict)]
+    return MAIN_CONTAINER if MAIN_CONTAINER in names else (names[0] if names else "")
+
+
+def _terminated(status: Json) -> Json | None:
+    terminated = (status.get("state") or {}).get("terminated")
+    return terminated if isinstance(terminated, dict) else None
+
+
+def _explaining_termination(pod: Json) -> tuple[str, Json] | None:
+    """The termination that explains the pod, with its container's name: the main
+    container's, else a failed init container's (the main one never ran), else none: a
+    sidecar's exit explains nothing."""
+    status = pod.get("status") or {}
+    main = main_container_name(pod.get("spec") or {})
+    for container in status.get("containerStatuses") or []:
+        if container.get("name") == main and (terminated := _terminated(container)):
+            return main, terminated
+    for container in status.get("initContainerStatuses") or []:
+        terminated = _terminated(container)
+        if terminated and terminated.get("exitCode", 0) != 0:
+            return str(container.get("name") or ""), terminated
+    return None
+
+
+def _disrupted(status: Json) -> bool:
+    if status.get("reason") in DISRUPTION_REASONS:
+        return True
+    return any(
+        c.get("type") == "DisruptionTarget" and c.get("status") == "True"
+        for c in status.get("conditions") or []
+    )
+
+
+def _disruption(status: Json) -> str:
+    for condition in status.get("conditions") or []:
+        if condition.get("type") == "DisruptionTarget" and condition.get("status") == "True":
+            return str(condition.get("reason") or "")
+    return ""
+
+
+def _node_lost(status: Json) -> tuple[bool, datetime | None]:
+    """Whether the control plane reported the pod's node not ready or gone, and when, if it said.
+
+    The node lifecycle controller marks the pods of a node that stopped reporting with Ready
+    False and nothing else (MarkPodsNotReady): ContainersReady and the containers' own ready
+    flags stay True, as the silent kubelet last wrote them. A kubelet never writes Ready False
+    beside those but for readiness gates, so that combination is the node's, not the pod's.
+    Later the taint manager (or the pod garbage collector) deletes the pod with a
+    DisruptionTarget: a node's loss only on a pod left as the silent kubelet wrote it (not
+    Ready, its containers still ready), as a NoExecute taint an admin puts on a live node
+    evicts the same way. Phase Unknown and reason NodeLost are what older clusters wrote."""
+    conditions = {
+        c["type"]: c
+        for c in status.get("conditions") or []
+        if isinstance(c, dict) and isinstance(c.get("type"), str)
+    }
+    ready, containers_ready = conditions.get("Ready") or {}, conditions.get("ContainersReady") or {}
+    containers = [c for c in status.get("containerStatuses") or [] if isinstance(c, dict)]
+    if (
+        ready.get("status") == "False"
+        and ready.get("reason") != READINESS_GATES_NOT_READY
+        and containers_ready.get("status") == "True"
+        and containers
+        and all(c.get("ready") is True for c in containers)
+    ):
+        return True, parse_time(ready.get("lastTransitionTime"))
+    disruption = conditions.get("DisruptionTarget") or {}
+    disrupted_by = str(disruption.get("reason") or "")
+    if (
+        disruption.get("status") == "True"
+        and DISRUPTION_CAUSES.get(disrupted_by) == NODE_LOST
+        and ready.get("status") != "True"
+        # As the silent kubelet left them: on a live node the kubelet reports the stopping
+        # containers itself (a NoExecute taint an admin put there evicts the same way).
+        and containers_ready.get("status") == "True"
+    ):
+        return True, parse_time(disruption.get("lastTransitionTime"))
+    return status.get("phase") == "Unknown" or status.get("reason") == NODE_LOST, None
+
+
+def _folder_check(status: Json) -> tuple[bool, datetime | None]:
+    """Whether the folder check passed, and when it started (None: not said, or absurd)."""
+    for container in status.get("initContainerStatuses") or []:
+        if isinstance(container, dict) and container.get("name") == FOLDER_CHECK_CONTAINER:
+            terminated = _terminated(container)
+            if terminated is None or terminated.get("exitCode") != 0:
+                return False, None
+            return True, parse_time(terminated.get("startedAt"))
+    return False, None
+
+
+def _preempted(status: Json) -> bool:
+    """Kueue marks the pods of a Workload it evicts (preemption, a stopped queue)."""
+    return any(
+        c.get("type") == "TerminationTarget" and c.get("status") == "True"
+        for c in status.get("conditions") or []
+    )
+
+
+def _stall(pod_status: Json, statuses: list[Json]) -> tuple[str, str]:
+    for condition in pod_status.get("conditions") or []:
+        if condition.get("type") == "PodScheduled" and condition.get("status") == "False":
+            return condition.get("reason") or "Unschedulable", condition.get("message") or ""
+    for status in statuses:
+        waiting = (status.get("state") or {}).get("waiting") or {}
+        if waiting.get("reason") in STALL_REASONS:
+            return waiting["reason"], waiting.get("message") or ""
+    return "", ""
+
+
+def observe_pod(pod: Json) -> ObservedPod | None:
+    """Reduce a worker pod to what the core needs; None for pods without our labels."""
+    meta = pod.get("metadata") or {}
+    labels = meta.get("labels") or {}
+    try:
+        index = int(labels[LABEL_REPLICA_INDEX])
+        attempt = int(labels[LABEL_ATTEMPT])
+    except (KeyError, ValueError, TypeError):
+        return None
+    status = pod.get("status") or {}
+    statuses = [*(status.get("initContainerStatuses") or []), *(status.get("containerStatuses") or [])]
+    explained = _explaining_termination(pod)
+    terminated = explained[1] if explained else None
+    phase = status.get("phase") or "Pending"
+    exit_code = terminated.get("exitCode") if terminated else None
+    if phase == "Running" and isinstance(exit_code, int):
+        # The trainer ended while a sidecar runs on: the pod is done as far as the job goes.
+        phase = "Succeeded" if exit_code == 0 else "Failed"
+    gated = any(
+        g.get("name") == KUEUE_ADMISSION_GATE for g in (pod.get("spec") or {}).get("schedulingGates") or []
+    )
+    # A gated pod is queued, not stuck: the scheduler reports it SchedulingGated on purpose.
+    stall_reason, stall_message = _stall(status, statuses) if phase == "Pending" and not gated else ("", "")
+    reason = status.get("reason") or ""
+    message = status.get("message") or ""
+    node = str((pod.get("spec") or {}).get("nodeName") or "")
+    # Only a pod bound to a node can lose it (the pod GC also deletes unscheduled ones).
+    node_lost, node_lost_at = _node_lost(status) if node else (False, None)
+    if terminated is not None:
+        reason = reason or terminated.get("reason") or ""
+        message = message or terminated.get("message") or ""
+    folder_checked, folder_checked_at = _folder_check(status)
+    return ObservedPod(
+        name=meta.get("name", ""),
+        index=index,
+        attempt=attempt,
+        pod_group=str(labels[LABEL_POD_GROUP]) if labels.get(LABEL_POD_GROUP) else None,
+        phase=phase,
+        uid=meta.get("uid", ""),
+        deleting=bool(meta.get("deletionTimestamp")),
+        created=parse_time(meta.get("creationTimestamp")),
+        exit_code=exit_code if isinstance(exit_code, int) else None,
+        reason=reason,
+        message=message,
+        finished_at=parse_time(terminated.get("finishedAt")) if terminated else None,
+        stall_reason=stall_reason,
+        stall_message=stall_message,
+        disrupted=_disrupted(status) or _preempted(status),
+        ready=any(
+            c.get("type") == "Ready" and c.get("status") == "True" for c in status.get("conditions") or []
+        ),
+        deleting_since=parse_time(meta.get("deletionTimestamp")),
+        grace_seconds=_grace(meta, pod.get("spec") or {}),
+        containers=_container_names(pod.get("spec") or {}),
+        gated=gated,
+        preempted=_preempted(status),
+        node=node,
+        disruption=_disruption(status),
+        folder_mismatch=explained is not None
+        and explained[0] == FOLDER_CHECK_CONTAINER
+        and exit_code == FOLDER_CHECK_MISMATCH_EXIT_CODE,
+        folder_checked=folder_checked,
+        folder_checked_at=folder_checked_at,
+        node_lost=node_lost,
+        node_lost_at=node_lost_at,
+        changed_at=max(
+            (t for c in status.get("conditions") or [] if (t := parse_time(c.get("lastTransitionTime")))),
+            default=None,
+        ),
+    )
+
+
+def _container_names(spec: Json) -> tuple[str, ...]:
+    main = main_container_name(spec)
+    others = [c.get("name", "") for c in spec.get("containers") or [] if isinstance(c, dict)]
+    return (main, *(n for n in others if n and n != main)) if main else ()
+
+
+def _grace(meta: Json, spec: Json) -> int:
+    for value in (meta.get("deletionGracePeriodSeconds"), spec.get("terminationGracePeriodSeconds")):
+        if isinstance(value, int) and value >= 0:
+            return value
+    return 30

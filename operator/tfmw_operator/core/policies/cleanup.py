@@ -1,0 +1,89 @@
+"""A finished job: which pods `cleanPodPolicy` removes, and when `ttlSecondsAfterFinished`
+removes the job itself."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from datetime import datetime
+
+from tfmw_operator.api.spec import CleanPodPolicy, JobSpec
+from tfmw_operator.api.times import later
+from tfmw_operator.core.pods import ObservedPod
+from tfmw_operator.core.policies.verdicts import Cleanup
+
+# Beyond a pod's grace period: how long a kubelet may take to confirm a deletion.
+STUCK_TERMINATING_SECONDS = 60
+# A Succeeded job's workers still running get this long to exit on their own. The chief
+# writes the marker last, so nothing of the job is left to do: a worker still running is
+# tearing down, or hung.
+WORKER_EXIT_SECONDS = 5
+
+
+def overdue_deletions(
+    pods: Sequence[ObservedPod], now: datetime
+) -> tuple[list[str], list[str], datetime | None]:
+    """Pods being deleted that no kubelet will confirm gone: those on a node reported lost,
+    at once, and those past their grace with no confirmation (their node is gone unreported);
+    and when to look again at the others. They would block the next attempt for ever, so
+    they are deleted with no grace."""
+    on_lost_nodes, overdue, next_check = [], [], None
+    for pod in pods:
+        if not pod.deleting:
+            continue
+        if pod.node_lost:
+            on_lost_nodes.append(pod.name)
+            continue
+        if pod.deleting_since is None:
+            continue
+        limit = later(pod.deleting_since, pod.grace_seconds + STUCK_TERMINATING_SECONDS)
+        if now >= limit:
+            overdue.append(pod.name)
+        else:
+            next_check = limit if next_check is None else min(next_check, limit)
+    return on_lost_nodes, overdue, next_check
+
+
+def doomed_by_policy(job: JobSpec, pods: Sequence[ObservedPod]) -> list[ObservedPod]:
+    """Pods that `cleanPodPolicy` removes once the job has finished."""
+    policy = job.run_policy.clean_pod_policy
+    if policy is CleanPodPolicy.ALL:
+        return list(pods)
+    if policy is CleanPodPolicy.RUNNING:
+        return [p for p in pods if not p.terminated]
+    return []
+
+
+def after_finish(
+    job: JobSpec,
+    succeeded: bool,
+    completed: datetime,
+    current: Sequence[ObservedPod],
+    stale: Sequence[ObservedPod],
+    now: datetime,
+) -> Cleanup:
+    """Pods of earlier attempts always go; the last attempt's go per `cleanPodPolicy`."""
+    doomed = [*stale, *doomed_by_policy(job, current)]
+    wakes: list[datetime] = []
+    if succeeded and job.run_policy.clean_pod_policy is CleanPodPolicy.RUNNING:
+        # Workers exit on their own right after the marker, and a pod that exited keeps its
+        # log for `kubectl logs`: running pods get a few seconds (chiefExitGraceSeconds if
+        # shorter) before they are deleted, their logs saved on the shared storage.
+        grace_end = later(completed, min(job.chief_exit_grace_seconds, WORKER_EXIT_SECONDS))
+        if now < grace_end:
+            doomed = list(stale)
+            if any(p.active for p in current):
+                wakes.append(grace_end)
+    expiry = ttl_expiry(job, completed)
+    expired = expiry is not None and now >= expiry
+    if expiry is not None and not expired:
+        wakes.append(expiry)
+    if expired:
+        # The operator deletes the pods itself (saving their logs) before the job, whose
+        # garbage collection would take them without.
+        doomed = [*stale, *current]
+    return Cleanup(doomed, expired, min(wakes, default=None))
+
+
+def ttl_expiry(job: JobSpec, completed: datetime) -> datetime | None:
+    ttl = job.run_policy.ttl_seconds_after_finished
+    return None if ttl is None else later(completed, ttl)

@@ -1,0 +1,789 @@
+"""The reconcile core: from what is observed now, what to do next. Pure and level-based.
+
+The same job, pods, marker and clock always give the same decision, so the operator
+may be killed between any two steps and pick up where the cluster actually is.
+Everything that must survive a restart lives in the job's status: the current
+`attempt`, whether its pods were all launched (`launchedAttempt`), and `restarts`.
+
+This module is the job's lifecycle (phases, conditions, events); each run-policy rule
+lives in a module of its own and only returns a verdict, which is applied here.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from datetime import datetime, timedelta
+
+from tfmw_operator.api.names import FOLDER_CHECK_CONTAINER
+from tfmw_operator.api.records import evolve
+from tfmw_operator.api.spec import JobSpec, ProgressDeadlinePolicy, SpecError
+from tfmw_operator.api.status import (
+    MAX_HISTORY,
+    MAX_HISTORY_MESSAGE,
+    AttemptRecord,
+    ConditionType,
+    JobStatus,
+    MarkerRecord,
+    Phase,
+    WorkerCounts,
+)
+from tfmw_operator.api.times import NEVER, later, parse_time
+from tfmw_operator.core.builders import build_service, pod_group_name
+from tfmw_operator.core.decision import (
+    Action,
+    CreatePods,
+    Decision,
+    DeleteJob,
+    DeletePods,
+    DeleteWorkloads,
+    EnsureJobDirectory,
+    EnsureService,
+    Event,
+    Milestone,
+    ProgressWatch,
+    RemoveMarker,
+)
+from tfmw_operator.core.observed import CreatedObject, CreateErrorKind, Observed
+from tfmw_operator.core.pods import ObservedPod
+from tfmw_operator.core.policies.cleanup import after_finish, doomed_by_policy, overdue_deletions
+from tfmw_operator.core.policies.completion import chief_exit, judge_marker
+from tfmw_operator.core.policies.failure import (
+    MESSAGE_TAIL_LINES,
+    judge_failures,
+    lost_node_behind,
+    restart_message,
+    restart_or_give_up,
+)
+from tfmw_operator.core.policies.progress_deadline import PROGRESS_STALLED, judge_progress
+from tfmw_operator.core.policies.queue import judge_queue, workloads_of, workloads_over
+from tfmw_operator.core.policies.time_limits import active_deadline, judge_pending
+from tfmw_operator.core.policies.verdicts import Cause, Fail, MarkerVerdict, Pending, Queued, Restart, WakeAt
+from tfmw_operator.core.progress import MAX_CLOCK_AHEAD_SECONDS, ProgressReport, is_current, next_progress
+
+NAMESAKE_RECHECK_SECONDS = 2.0
+MAX_CREATE_BACKOFF_SECONDS = 300.0
+RESTART_BACKOFF_SECONDS = 10.0
+COUNTS_WRITE_SECONDS = 1.0
+MAX_RESTART_BACKOFF = 300.0
+
+
+@dataclass
+class _Step:
+    """The decision under construction, starting from the job's current status."""
+
+    obs: Observed
+    status: JobStatus
+    actions: list[Action] = field(default_factory=list)
+    events: list[Event] = field(default_factory=list)
+    due: list[datetime] = field(default_factory=list)
+    milestones: set[Milestone] = field(default_factory=set)
+
+    @property
+    def now(self) -> datetime:
+        return self.obs.now
+
+    def update(self, **fields: object) -> None:
+        self.status = evolve(self.status, **fields)
+
+    def condition(
+        self, kind: ConditionType, true: bool, reason: str, message: str, listed: bool = False
+    ) -> None:
+        self.status = self.status.with_condition(kind, true, reason, message, self.now, listed)
+
+    def event(self, type: str, reason: str, message: str) -> None:
+        self.events.append(Event(type, reason, message))
+
+    def wake_at(self, when: datetime | None) -> None:
+        if when is not None and when < NEVER:
+            self.due.append(when)
+
+    def delete(self, pods: Sequence[ObservedPod], grace_seconds: int | None = None) -> None:
+        names = tuple(p.name for p in pods if not p.deleting)
+        if names:
+            self.actions.append(DeletePods(names, grace_seconds))
+        on_lost_nodes, stuck, next_check = overdue_deletions(pods, self.now)
+        self.wake_at(next_check)
+        if on_lost_nodes or stuck:
+            self.actions.append(DeletePods((*on_lost_nodes, *stuck), 0, force=True))
+        if on_lost_nodes:
+            lost = ", ".join(on_lost_nodes)
+            self.event("Warning", "ForcedDeletion", f"pods whose node was reported lost, forced: {lost}")
+        if stuck:
+            self.event(
+                "Warning", "ForcedDeletion", f"pods stuck terminating (node gone?): {', '.join(stuck)}"
+            )
+
+
+def reconcile(obs: Observed) -> Decision:
+    step = _Step(obs, evolve(obs.status, observed_generation=obs.generation))
+    spec = obs.spec
+    if isinstance(spec, SpecError):
+        if step.status.finished:
+            step.delete(obs.pods)
+        else:
+            _fail(step, None, Fail("InvalidSpec", str(spec), stop_all=True))
+        _reconciled(step)
+        return _finish(step, None)
+    _decide(step, spec)
+    _progress(step, spec)
+    _progress_deadline(step, spec)
+    _reconciled(step)
+    return _finish(step, spec)
+
+
+def reconcile_failed(obs: Observed, error: str) -> Decision:
+    """The job's reconcile keeps failing with `error`: say so in a condition and a Warning,
+    and keep its clock running, so activeDeadlineSeconds and pendingTimeoutSeconds still
+    end it. Nothing else is decided; the shell keeps trying with backoff."""
+    step = _Step(obs, obs.status)
+    message = f"the operator cannot reconcile this job: {error}; it keeps trying, less and less often"
+    if not step.status.condition_is_true(ConditionType.RECONCILE_ERROR):
+        step.event("Warning", "ReconcileError", message)
+    step.condition(ConditionType.RECONCILE_ERROR, True, "ReconcileError", message)
+    spec = obs.spec
+    if not isinstance(spec, JobSpec) or step.status.finished:
+        return _finish(step, None)
+    deadline = active_deadline(spec, step.status.start_time, step.now)
+    if isinstance(deadline, Fail):
+        _fail(step, spec, deadline)
+        return _finish(step, None)
+    if isinstance(deadline, WakeAt):
+        step.wake_at(deadline.at)
+    if step.status.launched:
+        current, _ = _by_attempt(obs.pods, step.status.attempt)
+        pending = _judge_pending(step, spec, current)
+        if pending.fail is not None:
+            _fail(step, spec, pending.fail)
+        else:
+            step.wake_at(pending.wake_at)
+    return _finish(step, None)
+
+
+def _reconciled(step: _Step) -> None:
+    """A ReconcileError condition, once there, turns False when a reconcile goes through."""
+    if step.status.condition_is_true(ConditionType.RECONCILE_ERROR):
+        step.condition(ConditionType.RECONCILE_ERROR, False, "Reconciled", "the job was reconciled")
+
+
+def _by_attempt(pods: Sequence[ObservedPod], attempt: int) -> tuple[list[ObservedPod], list[ObservedPod]]:
+    """The pods of `attempt`, and those left over from other attempts."""
+    return [p for p in pods if p.attempt == attempt], [p for p in pods if p.attempt != attempt]
+
+
+def _decide(step: _Step, job: JobSpec) -> None:
+    _storage(step)
+    if step.status.finished:
+        _clean_up(step, job)
+        return
+    current, stale = _by_attempt(step.obs.pods, step.status.attempt)
+    _count_workers(step, job, current)
+    marker = judge_marker(step.obs.marker, job.uid)
+    if marker is MarkerVerdict.FOREIGN:
+        step.actions.append(RemoveMarker(job.marker_relpath))
+    if marker is MarkerVerdict.OURS and step.status.launched_attempt is not None:
+        _succeed(step, job)
+        return
+
+    if job.run_policy.suspend:
+        _suspend(step, job)
+        return
+    if step.status.phase is Phase.SUSPENDED:
+        _resume(step)
+        current, stale = [], list(step.obs.pods)
+
+    deadline = active_deadline(job, step.status.start_time, step.now)
+    if isinstance(deadline, Fail):
+        _fail(step, job, deadline)
+        return
+    if isinstance(deadline, WakeAt):
+        step.wake_at(deadline.at)
+
+    if stale:
+        _find_root_cause(step, job, stale)
+        # A new pod beside a terminating one registers the same task twice and TF
+        # refuses it; the next attempt starts only once the old pods are gone.
+        step.delete(stale, grace_seconds=_restart_grace(job))
+        _end_workloads(step, workloads_over(stale, step.status.attempt))
+        step.update(phase=step.status.phase or Phase.PENDING)
+        return
+
+    if not step.status.launched:
+        if _blocked_by_namesakes(step) or _waiting_to_retry(step, job):
+            return
+        _launch(step, job, current, leftover_marker=marker is MarkerVerdict.OURS)
+        return
+
+    if step.obs.service_missing:
+        # Deleted by someone, or by the garbage collector along with a namesake's: without
+        # it no worker can resolve its peers.
+        step.actions.append(EnsureService(build_service(job), launch=False))
+
+    verdict = judge_failures(job, current, step.status.restarts, step.now)
+    if isinstance(verdict, Fail):
+        _fail(step, job, verdict)
+        return
+    if isinstance(verdict, Restart):
+        _restart(step, job, verdict, current)
+        return
+
+    chief = chief_exit(job, current, step.now)
+    if isinstance(chief, Fail):
+        _fail(step, job, chief)
+        return
+    if isinstance(chief, WakeAt):
+        step.wake_at(chief.at)
+
+    if _queued(step, job, current):
+        return
+    if _stalled(step, job, current):
+        return
+    _set_progress_phase(step, job, current)
+
+
+def _progress(step: _Step, job: JobSpec) -> None:
+    """status.progress follows the chief's document while the job runs, and once more with
+    the final figures in the decision that finishes it; never after."""
+    if step.obs.status.finished:
+        return
+    attempt = step.status.attempt
+    started = min((p.created for p in step.obs.pods if p.attempt == attempt and p.created), default=None)
+    update = next_progress(
+        step.status.progress,
+        step.obs.progress,
+        job.uid,
+        attempt,
+        started,
+        step.now,
+        step.obs.progress_interval,
+        final=step.status.finished,
+    )
+    step.update(progress=update.status)
+    step.wake_at(update.due)
+    if update.warning:
+        step.event("Warning", "ProgressRefused", update.warning)
+
+
+def _count_workers(step: _Step, job: JobSpec, current: Sequence[ObservedPod]) -> None:
+    phases = [p.phase for p in current]
+    counts = WorkerCounts(
+        pending=phases.count("Pending"),
+        running=phases.count("Running"),
+        succeeded=phases.count("Succeeded"),
+        failed=phases.count("Failed"),
+    )
+    ready = sum(1 for p in current if p.ready and p.phase == "Running")
+    step.update(workers=counts, ready_workers=f"{ready}/{job.workers}")
+    checked = next((p for p in current if p.folder_checked), None)
+    if (
+        job.folder_check_image
+        and checked
+        and not step.status.condition_is_true(ConditionType.SHARED_VOLUME_CHECKED)
+    ):
+        message = (
+            f"worker {checked.index}'s {FOLDER_CHECK_CONTAINER} found the job's folder through claim "
+            f"{job.claim_name}; later attempts are not checked again"
+        )
+        step.condition(ConditionType.SHARED_VOLUME_CHECKED, True, "FolderReached", message)
+
+
+def _storage(step: _Step) -> None:
+    """The StorageError condition follows what the last read of the shared storage met."""
+    error = step.obs.storage_error
+    if error is None:
+        step.condition(
+            ConditionType.STORAGE_ERROR, False, "StorageReadable", "the shared storage is readable"
+        )
+        return
+    message = f"cannot read the job's folder on the shared storage: {error}"
+    if not step.status.condition_is_true(ConditionType.STORAGE_ERROR):
+        step.event("Warning", "StorageError", message)
+    step.condition(ConditionType.STORAGE_ERROR, True, "StorageError", message)
+
+
+def _blocked_by_namesakes(step: _Step) -> bool:
+    """Objects with this job's names still belong to another: launching now would record
+    pods that are not ours, and the garbage collector would take the Service away."""
+    if not step.obs.namesakes:
+        return False
+    shown = ", ".join(step.obs.namesakes[:4]) + (" ..." if len(step.obs.namesakes) > 4 else "")
+    message = (
+        f"waiting for {shown} to go: they have this job's names but belong to another object "
+        "(an earlier job of the same name is still being deleted, or they are someone else's)"
+    )
+    if not step.status.condition_is_true(ConditionType.STALLED):
+        step.event("Warning", "NameInUse", message)
+    step.condition(ConditionType.STALLED, True, "NameInUse", message)
+    step.update(phase=step.status.phase or Phase.PENDING)
+    step.wake_at(step.now + timedelta(seconds=NAMESAKE_RECHECK_SECONDS))
+    return True
+
+
+def _waiting_to_retry(step: _Step, job: JobSpec) -> bool:
+    """Creating the Service or pods was refused: fail on what the API server will never
+    take, back off on what it may take once quota, policy or the server itself change.
+    The job's clock runs meanwhile: activeDeadlineSeconds, and pendingTimeoutSeconds as
+    for workers that never start."""
+    error = step.obs.create_error
+    if error is None:
+        return _restart_backoff(step)
+    pods = error.refused is CreatedObject.PODS
+    what = "worker pods" if pods else f"Service {job.name}"
+    if error.kind is CreateErrorKind.INVALID:
+        fix = "fix spec.template" if pods else "fix spec.port"
+        message = f"the API server refused the {what}: {error.message}; {fix}"
+        _fail(step, job, Fail("InvalidTemplate" if pods else "InvalidService", message, stop_all=True))
+        return True
+    message = f"creating {what} was refused ({error.failures} times): {error.message}"
+    if not job.queue_name:
+        step.update(start_time=step.status.start_time or step.now)
+    timeout = job.run_policy.pending_timeout_seconds
+    if timeout is not None:
+        give_up = later(error.since or error.at, timeout)
+        if step.now >= give_up:
+            _fail(
+                step,
+                job,
+                Fail("PendingTimeout", f"{message}; for longer than pendingTimeoutSeconds={timeout}"),
+            )
+            return True
+        step.wake_at(give_up)
+    reason = "PodCreationRefused" if pods else "ServiceCreationRefused"
+    if not step.status.condition_is_true(ConditionType.STALLED):
+        step.event("Warning", reason, message)
+    step.condition(ConditionType.STALLED, True, reason, message)
+    step.update(phase=step.status.phase or Phase.PENDING)
+    retry_at = later(error.at, min(2.0 ** min(error.failures, 16), MAX_CREATE_BACKOFF_SECONDS))
+    if step.now < retry_at:
+        step.wake_at(retry_at)
+        return True
+    return False
+
+
+def _restart_backoff(step: _Step) -> bool:
+    """The first gang restart starts at once; later ones wait longer and longer, so a
+    job that keeps crashing, or that Kueue keeps evicting, does not churn the cluster."""
+    restarts = step.status.restarts + step.status.evictions
+    restarting = step.status.condition(ConditionType.RESTARTING)
+    if restarts < 2 or restarting is None or not restarting.true:
+        return False
+    since = parse_time(restarting.last_transition_time)
+    if since is None:
+        return False
+    # The exponent is held too: restarts comes from the job's status, which may say anything.
+    ready_at = later(since, min(RESTART_BACKOFF_SECONDS * 2 ** min(restarts - 2, 16), MAX_RESTART_BACKOFF))
+    if step.now >= ready_at:
+        return False
+    step.wake_at(ready_at)
+    return True
+
+
+def _restart_grace(job: JobSpec) -> int:
+    own = job.template.get("spec", {}).get("terminationGracePeriodSeconds")
+    setting = job.run_policy.restart_grace_seconds
+    return min(setting, own) if isinstance(own, int) and own >= 0 else setting
+
+
+def _launch(step: _Step, job: JobSpec, current: Sequence[ObservedPod], leftover_marker: bool) -> None:
+    attempt = step.status.attempt
+    first = step.status.launched_attempt is None
+    if leftover_marker and not current and first:
+        # Nothing of this job ever ran, so the marker is an earlier namesake's.
+        step.actions.append(RemoveMarker(job.marker_relpath))
+    present = {p.index for p in current}
+    missing = tuple(i for i in range(job.workers) if i not in present)
+    step.actions.append(EnsureJobDirectory(job.directory, job.uid))
+    if step.obs.service_missing:  # a restart's is there already: asking again costs two calls
+        step.actions.append(EnsureService(build_service(job)))
+    if missing:
+        # The claim reaches the folder (sharedVolume is immutable): no init container to start again.
+        checked = step.status.condition_is_true(ConditionType.SHARED_VOLUME_CHECKED)
+        reached = step.obs.claim_reached if job.folder_check_image else None
+        if not checked and reached is not None:
+            message = reached.message(job.claim_name)
+            step.condition(ConditionType.SHARED_VOLUME_CHECKED, True, "ClaimReached", message)
+            checked = True
+        built = dataclasses.replace(job, folder_check_image="") if checked else job
+        step.actions.append(CreatePods(built, attempt, missing, proven=not first))
+    if first:
+        step.milestones.add(Milestone.LAUNCHED)
+    phase = step.status.phase
+    # The status is written once the pods exist, and a new pod is Pending: counted now,
+    # the launch needs no second status write when their watch events come back.
+    workers = step.status.workers or WorkerCounts()
+    step.update(
+        workers=evolve(workers, pending=workers.pending + len(missing)),
+        launched_attempt=attempt,
+        # A queued job's clock starts when Kueue admits it (see _queued).
+        start_time=step.status.start_time or (None if job.queue_name else step.now),
+        phase=Phase.PENDING if phase in (None, Phase.SUSPENDED) else phase,
+    )
+    message = f"created {job.workers} worker pods for attempt {attempt}"
+    step.condition(ConditionType.CREATED, True, "PodsCreated", message)
+    if step.status.phase is Phase.PENDING:
+        step.condition(ConditionType.SUSPENDED, False, "Resumed", "the job is not suspended")
+    step.event("Normal", "PodsCreated", f"created {len(missing)} worker pods for attempt {attempt}")
+
+
+def _progress_deadline(step: _Step, job: JobSpec) -> None:
+    """runPolicy.progressDeadlineSeconds on a Running gang: what the Stalled condition says,
+    and, once progress stopped for that long, what progressDeadlinePolicy does."""
+    verdict = judge_progress(job, step.status, step.now)
+    if verdict is None:
+        return
+    if not verdict.stalled:
+        step.condition(ConditionType.STALLED, False, verdict.reason, verdict.message, listed=True)
+        step.wake_at(verdict.wake_at)
+        return
+    was = step.status.condition(ConditionType.STALLED)
+    if was is None or not was.true or was.reason != PROGRESS_STALLED:
+        step.event("Warning", "ProgressStalled", verdict.message)
+    step.condition(ConditionType.STALLED, True, PROGRESS_STALLED, verdict.message)
+    policy = job.run_policy.progress_deadline_policy
+    if policy is ProgressDeadlinePolicy.REPORT:
+        return
+    cause = Cause("Stalled", message=verdict.message)
+    if policy is ProgressDeadlinePolicy.FAIL:
+        _fail(step, job, Fail(PROGRESS_STALLED, verdict.message, cause=cause))
+        return
+    # A hung gang cannot save: its collectives never return.
+    outcome = restart_or_give_up(
+        job, step.status.restarts, verdict.message, cause, PROGRESS_STALLED, survivors_can_save=False
+    )
+    if isinstance(outcome, Fail):
+        _fail(step, job, outcome)
+    else:
+        _restart(step, job, outcome, _by_attempt(step.obs.pods, step.status.attempt)[0])
+
+
+def _record_attempt(step: _Step, job: JobSpec, outcome: str, cause: Cause) -> AttemptRecord | None:
+    """The current attempt ended: how, in status.history (the newest first, MAX_HISTORY kept)."""
+    status = step.status
+    attempt = status.attempt
+    if not status.launched or (status.history and status.history[0].attempt == attempt):
+        return None
+    started = min((p.created for p in step.obs.pods if p.attempt == attempt and p.created), default=None)
+    progress = status.progress
+    epoch = progress.epoch if progress is not None and progress.attempt == attempt else None
+    checkpoint = progress.checkpoint if progress is not None else None
+    # The document read now may be newer than the status, which records it at most once per
+    # interval: the attempt's end is told by the newest.
+    reading = step.obs.progress
+    if (
+        isinstance(reading, ProgressReport)
+        and is_current(reading, job.uid, attempt, started)
+        and reading.updated_at <= later(step.now, MAX_CLOCK_AHEAD_SECONDS)
+        and (progress is None or progress.updated_at is None or reading.updated_at > progress.updated_at)
+    ):
+        epoch, checkpoint = reading.epoch, reading.checkpoint or checkpoint
+    lost = None
+    if epoch is not None and checkpoint is not None and checkpoint.epoch is not None:
+        lost = max(0, epoch - checkpoint.epoch)
+    tail = "\n".join(cause.message.strip().splitlines()[-MESSAGE_TAIL_LINES:])[-MAX_HISTORY_MESSAGE:]
+    record = AttemptRecord(
+        attempt=attempt,
+        outcome=outcome,
+        cause=cause.reason,
+        end_time=step.now,
+        start_time=started,
+        worker=cause.worker,
+        pod=cause.pod,
+        node=cause.node,
+        container=cause.container,
+        exit_code=cause.exit_code,
+        message=tail or None,
+        logs=_logs(job, attempt, cause.worker),
+        epoch=epoch,
+        checkpoint=checkpoint,
+        epochs_lost=lost,
+    )
+    step.update(history=(record, *status.history)[:MAX_HISTORY])
+    return record
+
+
+def _logs(job: JobSpec, attempt: int, worker: int | None) -> str:
+    """Where the operator saves the attempt's logs: the worker's, or the attempt's folder."""
+    folder = f"{job.directory}/logs/attempt-{attempt}"
+    return f"{folder}/worker-{worker}.log" if worker is not None else f"{folder}/"
+
+
+def _find_root_cause(step: _Step, job: JobSpec, going: Sequence[ObservedPod]) -> None:
+    """A second look at the attempt history[0] records, while its pods are being deleted.
+    A peer notices a lost node at once (its all-reduce breaks) and the gang restarts on its
+    exit; the control plane reports the node not ready only some 50 s later. Then the record
+    names the lost node's worker as the cause, and the worker that noticed in its message."""
+    history = step.status.history
+    cause = lost_node_behind(history[0], going, step.now) if history else None
+    if cause is None:
+        return
+    record = history[0]
+    found = evolve(
+        record,
+        cause=cause.reason,
+        worker=cause.worker,
+        pod=cause.pod,
+        node=cause.node,
+        container=cause.container,
+        exit_code=None,
+        message=cause.message,
+        # The lost worker's log could not be read from its node; its peers' are in the folder.
+        logs=_logs(job, record.attempt, None),
+    )
+    step.update(history=(found, *history[1:]))
+    _retell_restart(step, job, found)
+    step.event(
+        "Warning",
+        "RootCauseFound",
+        f"attempt {record.attempt} ended because {cause.message}; status.history records it as "
+        f"{cause.reason}, no longer {record.cause}",
+    )
+
+
+def _retell_restart(step: _Step, job: JobSpec, found: AttemptRecord) -> None:
+    """While the gang restart is under way, its Restarting condition and the job's message
+    tell the root cause found too: `kubectl describe` shows them beside the history."""
+    restarting = step.status.condition(ConditionType.RESTARTING)
+    if step.status.phase is not Phase.RESTARTING or restarting is None or not restarting.true:
+        return
+    told = restarting.message
+    limit = job.run_policy.backoff_limit
+    message = restart_message(step.status.restarts, limit, found.message or "") + _resumes_from(found)
+    if step.status.message == told:
+        step.update(message=message)
+    step.condition(ConditionType.RESTARTING, True, restarting.reason, message)
+    running = step.status.condition(ConditionType.RUNNING)
+    if running is not None and not running.true and running.message == told:
+        step.condition(ConditionType.RUNNING, False, running.reason, message)
+
+
+def _resumes_from(record: AttemptRecord | None) -> str:
+    """ "; attempt 3 resumes from the checkpoint of epoch 4 at ...: 1 epoch redone", when known."""
+    if record is None or record.checkpoint is None:
+        return ""
+    said = f"; attempt {record.attempt + 1} resumes from {record.checkpoint.describe()}"
+    if record.epochs_lost:
+        said += f": {record.epochs_lost} epoch{'s' if record.epochs_lost > 1 else ''} to redo"
+    return said
+
+
+def _restart(step: _Step, job: JobSpec, verdict: Restart, current: Sequence[ObservedPod]) -> None:
+    over = step.status.attempt
+    record = _record_attempt(step, job, "Restarted", verdict.cause or Cause(verdict.reason))
+    message = verdict.message + _resumes_from(record)
+    step.update(
+        attempt=over + 1,
+        restarts=step.status.restarts + (1 if verdict.counted else 0),
+        evictions=step.status.evictions + (0 if verdict.counted else 1),
+        phase=Phase.RESTARTING,
+        message=message,
+    )
+    reason = verdict.reason
+    step.condition(ConditionType.RESTARTING, True, reason, message)
+    step.condition(ConditionType.RUNNING, False, reason, message)
+    # Named by the pods (the queue label may be gone from the job) and by the attempt
+    # (Kueue may have deleted the pods already).
+    _end_workloads(step, _attempt_workloads(job, over, current))
+    step.event("Warning", "GangRestart", message)
+    step.delete(current, grace_seconds=_restart_grace(job) if verdict.survivors_can_save else 0)
+
+
+def _queued(step: _Step, job: JobSpec, current: Sequence[ObservedPod]) -> bool:
+    """True while Kueue holds the gang; the job's clock (activeDeadlineSeconds and
+    pendingTimeoutSeconds) starts once it is admitted."""
+    if not job.queue_name:
+        return False
+    queued = judge_queue(job, current, step.obs.workload)
+    if queued is None:
+        if step.status.condition_is_true(ConditionType.QUEUED) or step.status.start_time is None:
+            step.condition(ConditionType.QUEUED, False, "Admitted", f"admitted by queue {job.queue_name}")
+            step.update(start_time=step.status.start_time or step.now)
+        return False
+    _record_queued(step, queued)
+    return True
+
+
+def _record_queued(step: _Step, queued: Queued) -> None:
+    if not step.status.condition_is_true(ConditionType.QUEUED):
+        step.event("Normal", "Queued", queued.message)
+    step.condition(ConditionType.QUEUED, True, queued.reason, queued.message)
+    step.condition(ConditionType.STALLED, False, "Queued", "the workers wait for Kueue, not for a node")
+    if step.status.phase is not Phase.RESTARTING:
+        step.update(phase=Phase.PENDING)
+
+
+def _end_workloads(step: _Step, names: Sequence[str]) -> None:
+    if names:
+        step.actions.append(DeleteWorkloads(tuple(names)))
+
+
+def _judge_pending(step: _Step, job: JobSpec, current: Sequence[ObservedPod]) -> Pending:
+    # A queued gang's workers count as Pending only from its admission.
+    return judge_pending(job, current, step.now, since=step.status.start_time if job.queue_name else None)
+
+
+def _stalled(step: _Step, job: JobSpec, current: Sequence[ObservedPod]) -> bool:
+    """Record the Stalled condition; True if a stuck worker ended the job."""
+    pending = _judge_pending(step, job, current)
+    if pending.stalled is None:
+        if job.run_policy.progress_deadline_seconds is None or not _all_started(job, current):
+            step.condition(ConditionType.STALLED, False, "WorkersStarted", "no worker is stuck")
+        # else the progress deadline (_progress_deadline) says what Stalled is, in this decision
+    else:
+        message = pending.stall_message
+        if not step.status.condition_is_true(ConditionType.STALLED):
+            step.event("Warning", "Stalled", message)
+        step.condition(ConditionType.STALLED, True, pending.stalled.stall_reason, message)
+    if pending.fail is not None:
+        _fail(step, job, pending.fail)
+        return True
+    step.wake_at(pending.wake_at)
+    return False
+
+
+def _all_started(job: JobSpec, current: Sequence[ObservedPod]) -> bool:
+    # Unknown: the kubelet has not reported lately; the worker may well run on.
+    return sum(1 for p in current if p.phase in ("Running", "Succeeded", "Unknown")) == job.workers
+
+
+def _set_progress_phase(step: _Step, job: JobSpec, current: Sequence[ObservedPod]) -> None:
+    if _all_started(job, current):
+        step.update(phase=Phase.RUNNING, message=None)
+        step.condition(ConditionType.RUNNING, True, "AllWorkersRunning", f"{job.workers} workers running")
+        step.condition(ConditionType.RESTARTING, False, "AllWorkersRunning", "the gang is running again")
+    elif step.status.phase is not Phase.RESTARTING:
+        step.update(phase=Phase.PENDING)
+
+
+def _attempt_workloads(job: JobSpec, attempt: int, pods: Sequence[ObservedPod]) -> list[str]:
+    named = {pod_group_name(job, attempt)} if job.queue_name else set()
+    return sorted(named | set(workloads_of(pods)))
+
+
+def _suspend(step: _Step, job: JobSpec) -> None:
+    step.delete(step.obs.pods)
+    # A suspended job gives its quota back: others may be admitted while it waits.
+    _end_workloads(step, _attempt_workloads(job, step.status.attempt, step.obs.pods))
+    if step.status.phase is not Phase.SUSPENDED:
+        record = _record_attempt(step, job, "Suspended", Cause("Suspended"))
+        said = _resumes_from(record).replace("resumes", "will resume")
+        step.event("Normal", "Suspended", f"runPolicy.suspend is true: worker pods deleted{said}")
+    step.update(phase=Phase.SUSPENDED)
+    step.condition(ConditionType.SUSPENDED, True, "Suspended", "runPolicy.suspend is true")
+    step.condition(ConditionType.RUNNING, False, "Suspended", "runPolicy.suspend is true")
+
+
+def _resume(step: _Step) -> None:
+    attempt = step.status.attempt + 1 if step.status.launched else step.status.attempt
+    step.update(attempt=attempt, start_time=None, phase=Phase.PENDING)
+    step.condition(ConditionType.SUSPENDED, False, "Resumed", "runPolicy.suspend is false: a fresh attempt")
+    step.event("Normal", "Resumed", f"starting attempt {attempt}")
+
+
+def _succeed(step: _Step, job: JobSpec) -> None:
+    message = f"worker 0 wrote {job.marker_file}"
+    written_by = step.obs.marker.attempt
+    status = step.status
+    if written_by is not None and written_by < status.attempt and not status.launched:
+        # The chief of an attempt already given up finished training before its gang was
+        # stopped: the run is complete, and the restart that never ran is not counted.
+        unrun = status.attempt - written_by
+        step.update(attempt=written_by, launched_attempt=written_by, restarts=max(0, status.restarts - unrun))
+        message += f" in attempt {written_by}, before that gang was stopped; the restart did not run"
+    step.update(
+        phase=Phase.SUCCEEDED,
+        completion_time=step.now,
+        marker=MarkerRecord(job.marker_relpath, step.now),
+        message=None,
+    )
+    step.condition(ConditionType.SUCCEEDED, True, "MarkerWritten", message)
+    for kind in (ConditionType.RUNNING, ConditionType.RESTARTING, ConditionType.STALLED):
+        step.condition(kind, False, "Succeeded", message)
+    step.event("Normal", "Succeeded", message)
+    step.milestones.add(Milestone.SUCCEEDED)
+    _clean_up(step, job)
+
+
+def _fail(step: _Step, job: JobSpec | None, verdict: Fail) -> None:
+    """The one place a job fails. Its pods go as the verdict says: all of them, or those of
+    the current attempt that cleanPodPolicy removes (_clean_up takes the rest per policy)."""
+    if verdict.stop_all or job is None:
+        delete: Sequence[ObservedPod] = step.obs.pods
+    else:
+        delete = doomed_by_policy(job, _by_attempt(step.obs.pods, step.status.attempt)[0])
+    if job is not None:
+        _record_attempt(step, job, "Failed", verdict.cause or Cause(verdict.reason, message=verdict.message))
+    step.update(phase=Phase.FAILED, reason=verdict.reason, message=verdict.message, completion_time=step.now)
+    step.condition(ConditionType.FAILED, True, verdict.reason, verdict.message)
+    for kind in (ConditionType.RUNNING, ConditionType.RESTARTING):
+        step.condition(kind, False, verdict.reason, verdict.message)
+    step.event("Warning", verdict.reason, verdict.message)
+    step.milestones.add(Milestone.FAILED)
+    step.delete(delete)
+    if job is not None:
+        _clean_up(step, job, deleted=delete)
+
+
+def _clean_up(step: _Step, job: JobSpec, deleted: Sequence[ObservedPod] = ()) -> None:
+    """A finished job: clean its pods per policy and delete it when its TTL ends."""
+    completed = step.status.completion_time or step.now
+    current, stale = _by_attempt(step.obs.pods, step.status.attempt)
+    # Its quota goes back to the queue now: Kueue would hold a group whose pods were
+    # deleted unfinished (cleanPodPolicy) waiting for replacements that never come.
+    _end_workloads(step, workloads_of(step.obs.pods))
+    cleanup = after_finish(job, step.status.phase is Phase.SUCCEEDED, completed, current, stale, step.now)
+    already = {p.name for p in deleted}
+    step.delete([p for p in cleanup.delete if p.name not in already])
+    if cleanup.delete_job:
+        step.actions.append(DeleteJob())
+    step.wake_at(cleanup.wake_at)
+
+
+def _hold_counts(step: _Step) -> None:
+    """A change of the worker counts alone is written at most once per COUNTS_WRITE_SECONDS:
+    a gang's pods come up one by one, and each would cost a status write of its own, while
+    the phase that follows (Running) is written at once."""
+    old, new = step.obs.status, step.status
+    written = step.obs.status_written_at
+    if written is None or new == old:
+        return
+    unchanged = evolve(new, workers=old.workers, ready_workers=old.ready_workers)
+    due = later(written, COUNTS_WRITE_SECONDS)
+    if unchanged == old and step.now < due:
+        step.status = unchanged
+        step.wake_at(due)
+
+
+def _finish(step: _Step, job: JobSpec | None) -> Decision:
+    """The decision, with the phase-transition event."""
+    _hold_counts(step)
+    old, new = step.obs.status, step.status
+    if _restart_settled(old, new):
+        step.milestones.add(Milestone.RESTARTED)
+    events = list(step.events)
+    if new.phase != old.phase and new.phase in (Phase.RUNNING, Phase.PENDING):
+        old_name = old.phase.value if old.phase else "-"
+        events.append(Event("Normal", new.phase.value, f"phase {old_name} -> {new.phase.value}"))
+    requeue = None
+    if step.due:
+        requeue = max(0.0, (min(step.due) - step.obs.now).total_seconds())
+    watch = progress = None
+    if job is not None and not new.finished and new.launched_attempt is not None:
+        watch = job.marker_relpath
+        last = new.progress.last_update if new.progress else None
+        not_before = later(last, step.obs.progress_interval) if last else None
+        progress = ProgressWatch(job.progress_relpath, not_before)
+    return Decision.of(old, new, step.actions, events, requeue, watch, step.milestones, progress)
+
+
+def _restart_settled(old: JobStatus, new: JobStatus) -> bool:
+    """The gang restart history[0] records is over in this decision: the next attempt was
+    launched, or the job finished first. It is counted then, not when decided: its record is
+    final only once the old pods are gone (_find_root_cause may amend its cause till then)."""
+    if not old.history or old.launched or old.finished:
+        return False
+    record = old.history[0]
+    if record.outcome != "Restarted" or record.attempt != old.launched_attempt:
+        return False
+    # A marker of the ended attempt makes the restart one that did not run (_succeed).
+    return (new.launched or new.finished) and record.attempt < new.attempt

@@ -1,0 +1,1 @@
+"""The API server: requests, and the views the watches keep."""

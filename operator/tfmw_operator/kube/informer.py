@@ -1,0 +1,334 @@
+"""What the watches last saw: an in-memory view of our pods and Services, by job, and of
+the cluster's PersistentVolumeClaims, by name.
+
+Reconciles read this view instead of asking the API server, so deciding costs no
+round-trip. The pod and Service watches have a server-side label selector: pods of other
+workloads never reach the operator. Claims carry no label of ours, so all of them are
+watched (claim_checks: a claim the folder check passed through). Each object is kept
+reduced (`reduce`), never as its full JSON; a LIST's pages are held whole only while
+listing.
+
+A watch that ends is resumed from the last resourceVersion it saw; one the server
+refuses (410 Gone: compacted; 504: its watch cache is behind) or that fails any other
+way is replaced by a fresh LIST and a watch from there.
+The operator's own writes go in at once (`put`, `remove`), so the next reconcile sees
+the pods it just created; a resourceVersion older than what the view holds, or than a
+deletion it saw, never overwrites it.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import logging
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Generic, TypeVar
+
+import aiohttp
+
+from tfmw_operator.api.names import LABEL_JOB_NAME
+from tfmw_operator.api.objects import Json, Key
+from tfmw_operator.kube.client import WATCH_SECONDS, ApiError, Kube
+
+logger = logging.getLogger(__name__)
+R = TypeVar("R")
+PAGE_SIZE = 500
+RETRY_SECONDS = (0.2, 0.5, 1.0, 2.0, 5.0)
+TOMBSTONE_SECONDS = 120.0
+ObjectKey = tuple[str, str]  # (namespace, name)
+
+
+@dataclass(frozen=True)
+class Sighting(Generic[R]):
+    """One listed object, reduced, and where it goes in the view."""
+
+    okey: ObjectKey
+    at: int  # its resourceVersion
+    job: Key
+    reduced: R
+
+
+class Gone(Exception):
+    """The watch cannot resume from where it was: list again."""
+
+
+def resource_version(obj: Json) -> int:
+    """An object's resourceVersion as a number (etcd's revision); 0 when it is not one."""
+    value = (obj.get("metadata") or {}).get("resourceVersion")
+    try:
+        return int(str(value))
+    except (TypeError, ValueError):
+        return 0
+
+
+def job_label(obj: Json) -> str | None:
+    """The job an object of ours belongs to: its job-name label."""
+    job = ((obj.get("metadata") or {}).get("labels") or {}).get(LABEL_JOB_NAME)
+    return job if isinstance(job, str) else None
+
+
+def own_name(obj: Json) -> str | None:
+    """Each object by itself: for objects not ours (claims), keyed by their own name."""
+    name = (obj.get("metadata") or {}).get("name")
+    return name if isinstance(name, str) else None
+
+
+def ignore_changes(key: Key) -> None:
+    """For a view reconciles only read: its changes start none."""
+
+
+class Informer(Generic[R]):
+    """One kind of object (`path`, e.g. /api/v1/pods) with our job-name label, by job.
+
+    `on_change(job_key)` is called for every change of one of a job's objects. With another
+    `selector` and `group_by` (`own_name`), a view of objects that are not ours, by name.
+    """
+
+    def __init__(
+        self,
+        kube: Kube,
+        path: str,
+        reduce: Callable[[Json], R],
+        on_change: Callable[[Key], None],
+        selector: str = LABEL_JOB_NAME,
+        group_by: Callable[[Json], str | None] = job_label,
+    ) -> None:
+        self.kube = kube
+        self.path = path
+        self.reduce = reduce
+        self.on_change = on_change
+        self.selector = selector
+        self.group_by = group_by
+        self.synced = asyncio.Event()
+        # Listed, and watching since: False from a failure until the next list succeeds, while
+        # the view holds what it saw last.
+        self.fresh = False
+        self._by_job: dict[Key, dict[str, R]] = {}
+        self._versions: dict[ObjectKey, tuple[int, Key]] = {}
+        self._tombstones: dict[ObjectKey, tuple[int, float]] = {}
+        self.relists = 0
+
+    def of_job(self, key: Key) -> list[R]:
+        return list(self._by_job.get(key, {}).values())
+
+    def jobs(self) -> list[Key]:
+        """The jobs (by their objects' label) that have objects here."""
+        return list(self._by_job)
+
+    # ---- the operator's own writes ----
+
+    def put(self, obj: Json) -> None:
+        """An object as a write of ours returned it: the reconcile that wrote it knows. One
+        without a resourceVersion (a pod the API server deleted at once comes back so) cannot
+        be ordered against the watch's events: the watch brings what became of it."""
+        if resource_version(obj):
+            self._apply("MODIFIED", obj, notify=False)
+
+    def remove(self, namespace: str, name: str, held: Callable[[R], bool]) -> None:
+        """An object a write of ours found gone, if the view still holds it as `held` says."""
+        known = self._versions.get((namespace, name))
+        if known is None:
+            return
+        record = self._by_job.get(known[1], {}).get(name)
+        if record is not None and held(record):
+            self._drop((namespace, name), known[0], notify=False)
+
+    # ---- the watch ----
+
+    async def run(self) -> None:
+        failures = 0
+        version: str | None = None
+        while True:
+            try:
+                if version is None:
+                    version = await self._list()
+                    failures = 0
+                version = await self._watch(version)
+            except asyncio.CancelledError:
+                raise
+            except Gone as gone:
+                logger.info("watch of %s: %s; listing again", self.path, gone)
+                version = None
+                self.fresh = False
+            except (ApiError, aiohttp.ClientError, TimeoutError, ValueError) as error:
+                self.fresh = False
+                delay = RETRY_SECONDS[min(failures, len(RETRY_SECONDS) - 1)]
+                failures += 1
+                logger.warning("watch of %s failed (%s); listing again in %.1fs", self.path, error, delay)
+                version = None
+                await asyncio.sleep(delay)
+
+    async def _list(self) -> str:
+        """Everything there is now, page by page; the view is replaced by it. Each page is
+        reduced as it comes, so no more than one page of whole objects is ever held: a list of
+        8,000 pods held whole took more than the view of them, and any tenant can make large
+        objects (a claim or pod of up to 1.5 MiB) in numbers."""
+        sightings: list[Sighting[R]] = []
+        params = {"labelSelector": self.selector, "limit": str(PAGE_SIZE)}
+        while True:
+            page = await self.kube.request("GET", self.path, params=params)
+            sightings += self.sightings(page.get("items") or [])
+            meta = page.get("metadata") or {}
+            del page
+            if not meta.get("continue"):
+                break
+            params["continue"] = meta["continue"]
+        listed_at = int(meta.get("resourceVersion") or 0)
+        self._replace(sightings, listed_at)
+        self.fresh = True
+        self.relists += 1
+        self.synced.set()
+        return str(meta.get("resourceVersion") or "")
+
+    async def _watch(self, version: str) -> str:
+        params = {
+            "labelSelector": self.selector,
+            "watch": "true",
+            "allowWatchBookmarks": "true",
+            "resourceVersion": version,
+            "timeoutSeconds": str(WATCH_SECONDS),
+        }
+        async for line in self.kube.stream_lines(self.path, params):
+            event = json.loads(line)
+            kind, obj = event.get("type"), event.get("object") or {}
+            if kind == "ERROR":
+                code = obj.get("code")
+                raise Gone(f"{code} {obj.get('message', '')}") if code in (410, 504) else ValueError(obj)
+            rv = (obj.get("metadata") or {}).get("resourceVersion")
+            if rv:
+                version = rv
+            if kind in ("ADDED", "MODIFIED", "DELETED"):
+                self._apply(kind, obj)
+        return version
+
+    # ---- the view ----
+
+    def sightings(self, items: list[Json]) -> list[Sighting[R]]:
+        """Listed objects, each reduced; those that belong to no job are left out."""
+        found = []
+        for obj in items:
+            place = self._place(obj)
+            if place is not None:
+                found.append(Sighting(*place, self.reduce(obj)))
+        return found
+
+    def _place(self, obj: Json) -> tuple[ObjectKey, int, Key] | None:
+        """Where an object goes in the view: its own key, its version, its job's key."""
+        meta = obj.get("metadata") or {}
+        namespace, name = meta.get("namespace") or "", meta.get("name") or ""
+        job = self.group_by(obj)
+        if not name or job is None:
+            return None
+        return (namespace, name), resource_version(obj), (namespace, job)
+
+    def _apply(self, kind: str, obj: Json, notify: bool = True) -> None:
+        place = self._place(obj)
+        if place is None:
+            return
+        okey, at, key = place
+        known = self._versions.get(okey)
+        if known is not None and at and (at < known[0] or (at == known[0] and kind != "DELETED")):
+            # Older than what is held (a late answer to a write of ours), or what is held
+            # already (the echo of one). A deletion answered at once carries the version of
+            # its DELETED event, which must still remove it.
+            return
+        if self._gone_since(okey, at):
+            return
+        if kind == "DELETED":
+            self._drop(okey, at, notify)
+            return
+        if known is not None and known[1] != key:
+            self._drop(okey, 0, notify)  # relabelled to another job
+        self._hold(Sighting(okey, at, key, self.reduce(obj)))
+        if notify:
+            self.on_change(key)
+
+    def _gone_since(self, okey: ObjectKey, at: int) -> bool:
+        """Whether this version of the object was deleted since, as far as the view knows."""
+        tombstone = self._tombstones.get(okey)
+        return tombstone is not None and bool(at) and at <= tombstone[0]
+
+    def _hold(self, sighting: Sighting[R]) -> None:
+        self._by_job.setdefault(sighting.job, {})[sighting.okey[1]] = sighting.reduced
+        self._versions[sighting.okey] = (sighting.at, sighting.job)
+
+    def _drop(self, okey: ObjectKey, at: int, notify: bool = True) -> None:
+        known = self._versions.pop(okey, None)
+        now = time.monotonic()
+        if at:
+            self._tombstones[okey] = (at, now)
+        if len(self._tombstones) > 1000:
+            self._tombstones = {k: v for k, v in self._tombstones.items() if now - v[1] < TOMBSTONE_SECONDS}
+        if known is None:
+            return
+        key = known[1]
+        objects = self._by_job.get(key, {})
+        objects.pop(okey[1], None)
+        if not objects:
+            self._by_job.pop(key, None)
+        if notify:
+            self.on_change(key)
+
+    def _replace(self, sightings: list[Sighting[R]], listed_at: int) -> None:
+        """The view becomes the list, except objects our writes put in after it was taken.
+        Every job with objects before or after is told: the gap may have hidden changes."""
+        before = set(self._by_job)
+        newer = {okey for okey, (at, _) in self._versions.items() if at > listed_at}
+        for okey in [k for k in self._versions if k not in newer]:
+            known = self._versions.pop(okey)
+            self._by_job.get(known[1], {}).pop(okey[1], None)
+        self._by_job = {key: objects for key, objects in self._by_job.items() if objects}
+        for sighting in sightings:
+            if sighting.okey in newer:
+                continue
+            if not self._gone_since(sighting.okey, sighting.at):
+                self._hold(sighting)
+        for key in before | set(self._by_job):
+            self.on_change(key)
+
+
+class LatestJobs:
+    """The newest version seen of each job: kopf's watch events and our own status writes.
+
+    A job once seen deleted stays deleted: a late answer to a write must not bring it back.
+    """
+
+    def __init__(self) -> None:
+        self._jobs: dict[Key, Json] = {}
+        self._deleted: dict[str, float] = {}  # uid -> when
+
+    def get(self, key: Key) -> Json | None:
+        return self._jobs.get(key)
+
+    def put(self, job: Json) -> bool:
+        """Keep the job if it is newer than the one held; False when it is not (an echo)."""
+        meta = job.get("metadata") or {}
+        key = (meta.get("namespace") or "", meta.get("name") or "")
+        if meta.get("uid") in self._deleted:
+            return False
+        held = self._jobs.get(key)
+        at = resource_version(job)
+        if held is not None and at and at <= resource_version(held):
+            return False
+        self._jobs[key] = job
+        return True
+
+    def uids(self) -> dict[Key, str]:
+        """The UID of each job held."""
+        return {key: str((job.get("metadata") or {}).get("uid") or "") for key, job in self._jobs.items()}
+
+    def remove(self, job: Json) -> None:
+        meta = job.get("metadata") or {}
+        key = (meta.get("namespace") or "", meta.get("name") or "")
+        held = self._jobs.get(key)
+        if held is not None and (held.get("metadata") or {}).get("uid") == meta.get("uid"):
+            del self._jobs[key]
+        now = time.monotonic()
+        self._deleted[str(meta.get("uid"))] = now
+        if len(self._deleted) > 1000:
+            self._deleted = {u: t for u, t in self._deleted.items() if now - t < TOMBSTONE_SECONDS}
+
+
+__all__ = ["Informer", "LatestJobs", "resource_version"]

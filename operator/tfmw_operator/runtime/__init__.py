@@ -1,0 +1,1 @@
+"""The process: settings, health, leadership, metrics, versions."""

@@ -1,0 +1,30 @@
+"""The operator's settings: built once from the command line, handed to what needs them."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+
+from tfmw_operator.core.progress import DEFAULT_PROGRESS_INTERVAL_SECONDS
+
+
+@dataclass(frozen=True)
+class Settings:
+    shared_root: Path  # where the jobs' shared storage is mounted
+    # Watched namespaces: exact names, or kopf's patterns (then pods and Services are
+    # watched cluster-wide and only the jobs are filtered). Empty: every namespace.
+    namespaces: tuple[str, ...] = ()
+    progress_interval: float = (
+        DEFAULT_PROGRESS_INTERVAL_SECONDS  # at most one progress write per job per this
+    )
+    # The image of the workers' folder check (the operator's own); "": no check.
+    folder_check_image: str = ""
+    # How long a deleted job's folder is kept before the operator removes it; None: never.
+    folder_retention_seconds: float | None = None
+
+    @property
+    def exact_namespaces(self) -> tuple[str, ...]:
+        """The namespaces to scope pod and Service watches to; () when any is a pattern."""
+        if any(not n.replace("-", "").isalnum() for n in self.namespaces):
+            return ()
+        return self.namespaces

@@ -1,0 +1,91 @@
+"""Jobs deleted while the watch could not see them, and Kueue Workloads their pods left:
+found by listing, and forgotten or deleted, by level.
+
+kopf lists jobs again after a watch expires but tells nothing of those deleted in the gap;
+the operator would keep such a job in memory, write its status into a 404 and create pods
+for a dead owner. Kueue holds a deleted job's pods until their Workload goes, and the
+Workload goes only with its pods: the DELETED event ends them, once; a deletion during a
+failover is missed, and this catches it.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import Callable, Iterable
+
+from tfmw_operator.api.objects import Key
+from tfmw_operator.core.builders import pod_group_name_prefix
+from tfmw_operator.core.owned import Owned
+from tfmw_operator.kube.client import Kube
+from tfmw_operator.kube.informer import Informer, LatestJobs
+
+logger = logging.getLogger(__name__)
+
+# A job that lists this far apart both leave out is forgotten.
+JOB_AUDIT_SECONDS = 60.0
+
+
+class JobAudit:
+    def __init__(
+        self,
+        kube: Kube,
+        jobs: LatestJobs,
+        pods: Iterable[Informer[Owned]],
+        namespaces: tuple[str, ...],
+        forget: Callable[[Key], None],
+    ) -> None:
+        self.kube = kube
+        self.jobs = jobs
+        self.pods = list(pods)
+        self.namespaces = namespaces or ("",)
+        self.forget = forget
+
+    async def run(self) -> None:
+        """Until cancelled: an audit every JOB_AUDIT_SECONDS."""
+        suspects: dict[Key, str] = {}
+        while True:
+            await asyncio.sleep(JOB_AUDIT_SECONDS)
+            try:
+                suspects = await self.once(suspects)
+            except Exception as error:  # the next audit tries again; nothing is forgotten meanwhile
+                logger.warning("listing jobs to find those deleted unseen failed: %s", error)
+
+    async def once(self, suspects: dict[Key, str]) -> dict[Key, str]:
+        """Forget the jobs held that this list and the one before (`suspects`) both leave
+        out; the jobs this list leaves out, to look at next time. Two lists, because a job
+        created while one is being made may be held already and not in it."""
+        listed: dict[Key, str] = {}
+        for namespace in self.namespaces:
+            listed |= await self.kube.list_job_uids(namespace)
+        missing = {key: uid for key, uid in self.jobs.uids().items() if listed.get(key) != uid}
+        for key, uid in missing.items():
+            job = self.jobs.get(key)
+            if suspects.get(key) == uid and job is not None:
+                logger.info("job %s/%s (uid %s) was deleted while unseen: forgotten", *key, uid)
+                self.jobs.remove(job)
+                self.forget(key)
+        await self.end_orphaned_workloads()
+        return {key: uid for key, uid in missing.items() if suspects.get(key) != uid}
+
+    async def end_orphaned_workloads(self) -> None:
+        """The Workloads of pods whose job is gone."""
+        live = self.jobs.uids()
+        for view in self.pods:
+            for key in view.jobs():
+                groups = {
+                    owned.pod.pod_group
+                    for owned in view.of_job(key)
+                    if owned.pod is not None and owned.pod.pod_group and live.get(key) not in owned.owners
+                }
+                for group in sorted(g for g in groups if g):
+                    logger.info("ending Workload %s/%s: its job is gone", key[0], group)
+                    await self.kube.delete_workload(key[0], group)
+
+    async def end_workloads_of_deleted(self, key: Key, uid: str) -> None:
+        """At once, on a job's DELETED event: its Workloads, by their names."""
+        namespace, name = key
+        prefix = pod_group_name_prefix(name, uid)
+        for workload in await self.kube.list_workload_names(namespace):
+            if workload.startswith(prefix):
+                await self.kube.delete_workload(namespace, workload)

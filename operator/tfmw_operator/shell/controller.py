@@ -1,0 +1,432 @@
+"""The I/O shell around the reconcile core: gather what is observed, decide, apply."""
+
+from __future__ import annotations
+
+import asyncio
+import dataclasses
+import functools
+import logging
+import time
+import uuid
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import TypeVar
+
+from tfmw_operator.api.objects import Json, Key
+from tfmw_operator.api.spec import JobSpec, parse_spec
+from tfmw_operator.api.status import JobStatus, Phase, merge_patch
+from tfmw_operator.core.builders import build_event, pod_group_name
+from tfmw_operator.core.claim_checks import Claim, FolderReached, ReachedClaims
+from tfmw_operator.core.decision import (
+    CreatePods,
+    Decision,
+    DeleteJob,
+    DeletePods,
+    DeleteWorkloads,
+    EnsureJobDirectory,
+    EnsureService,
+    Milestone,
+    PatchStatus,
+    RemoveMarker,
+)
+from tfmw_operator.core.observed import CreateError, MarkerState, Observed
+from tfmw_operator.core.owned import Owned
+from tfmw_operator.core.pods import ObservedPod
+from tfmw_operator.core.policies.progress_deadline import stalled_by_progress
+from tfmw_operator.core.progress import ProgressProblem, ProgressReading
+from tfmw_operator.core.reconcile import reconcile, reconcile_failed
+from tfmw_operator.core.workloads import WorkloadState, observe_workload
+from tfmw_operator.kube.client import ApiError, Kube
+from tfmw_operator.kube.informer import Informer, LatestJobs, ignore_changes, own_name
+from tfmw_operator.runtime import metrics
+from tfmw_operator.runtime.settings import Settings
+from tfmw_operator.shell.audit import JobAudit
+from tfmw_operator.shell.creation import Created, Creator
+from tfmw_operator.shell.events import EventPoster
+from tfmw_operator.shell.worker_deletion import WorkerDeleter
+from tfmw_operator.shell.workqueue import WorkQueue
+from tfmw_operator.storage.files import (
+    SharedStorage,
+    StorageError,
+    ensure_job_directory,
+    file_signature,
+    read_marker,
+    read_progress,
+    remove_marker,
+    reported,
+)
+from tfmw_operator.storage.job_files import JobFileWatcher, Signature
+
+logger = logging.getLogger(__name__)
+T = TypeVar("T")
+
+QUEUE_RECHECK_SECONDS = 2.0
+# A reconcile that raises is tried again after 2, 4, 8 ... seconds, at most this often;
+# from the third failure in a row the job's status and a Warning name the error.
+FIRST_RETRY_SECONDS = 2.0
+MAX_RETRY_SECONDS = 300.0
+REPORT_AFTER_FAILURES = 3
+SERVICE_RETRY_SECONDS = 30.0  # a running gang's missing Service, refused: tried again after this
+# Launches creating at once. More only queue for the connections, each with its built pods
+# held: a burst of 100 8-worker jobs peaked 15 MB higher, and was no faster.
+LAUNCHES_AT_ONCE = 16
+
+
+@dataclass
+class _JobState:
+    """What the controller keeps of one job between reconciles (its files: JobFileWatcher)."""
+
+    uid: str = ""  # of the job this is about: a new job of the same name starts afresh
+    active: bool = False  # tracked and not finished
+    create_error: CreateError | None = None  # what the last pod creations ran into, until one succeeds
+    namesake_service: Owned | None = None  # a Service with the job's name that is not its own
+    failures: int = 0  # reconciles that raised, in a row
+    status_written_at: datetime | None = None  # by this operator, last
+
+
+class JobController:
+    def __init__(self, kube: Kube, settings: Settings) -> None:
+        self.kube = kube
+        self.settings = settings
+        self.queue = WorkQueue(self.reconcile)
+        # What the watches last saw; reconciles decide from it, without reading the API.
+        self.jobs = LatestJobs()
+        namespaces = settings.exact_namespaces
+        scopes = [f"/api/v1/namespaces/{n}" for n in namespaces] or ["/api/v1"]
+        by_scope = list(zip(namespaces or [""], scopes, strict=True))
+
+        def views(resource: str, reduce: Callable[[Json], Owned]) -> dict[str, Informer[Owned]]:
+            trigger = self.queue.trigger
+            return {n: Informer(kube, f"{scope}/{resource}", reduce, trigger) for n, scope in by_scope}
+
+        self.pods = views("pods", Owned.pod_of)
+        self.services = views("services", Owned.service_of)
+        # Not ours, so watched whole; reconciles only read it and never wait for it: a
+        # claim not seen (yet) is simply checked again.
+        self.claims = {
+            n: Informer(kube, f"{scope}/persistentvolumeclaims", Claim.of, ignore_changes, "", own_name)
+            for n, scope in by_scope
+        }
+        self.reached_claims = ReachedClaims()
+        self.storage = SharedStorage(settings.shared_root)
+        self.files = JobFileWatcher(self.storage, self.queue.trigger, self.queue.trigger_later)
+        self.events = EventPoster(kube)
+        self.audit = JobAudit(kube, self.jobs, self.pods.values(), settings.exact_namespaces, self._forget)
+        self.creator = Creator(kube, self.events, self._services_of, self._pods_of)
+        self.deleter = WorkerDeleter(kube, self.storage, self._pods_of)
+        self._states: dict[Key, _JobState] = {}
+        self._active = 0
+        self._launching = asyncio.Semaphore(LAUNCHES_AT_ONCE)
+
+    def watches(self) -> list[Informer[Owned]]:
+        return [*self.pods.values(), *self.services.values()]
+
+    def _view(self, informers: dict[str, Informer[T]], namespace: str) -> Informer[T]:
+        return informers[namespace] if namespace in informers else informers[""]
+
+    def _claim(self, namespace: str, name: str) -> Claim | None:
+        """The claim as its watch saw it last; None when that watch is not listing fresh (a
+        claim made again since would go unseen)."""
+        view = self._view(self.claims, namespace)
+        return next(iter(view.of_job((namespace, name))), None) if view.fresh else None
+
+    def _claim_reached(self, job: JobSpec, pods: Sequence[ObservedPod]) -> FolderReached | None:
+        """Record a folder check this job's worker passed, and say whether any job's did for
+        the claim as it is now. The worker must still be up (not deleted: the claim's
+        protection finalizer keeps its claim while it runs), and the claim older than the
+        check, so the claim seen is the one the check read."""
+        if not job.folder_check_image:
+            return None
+        claim = self._claim(job.namespace, job.claim_name)
+        passed = next((p for p in pods if p.folder_checked and p.active), None)
+        if passed is not None:
+            reached = FolderReached(job.name, passed.index)
+            self.reached_claims.record(job.namespace, claim, reached, passed.folder_checked_at)
+        return self.reached_claims.reached(job.namespace, claim)
+
+    def _pods_of(self, namespace: str) -> Informer[Owned]:
+        return self._view(self.pods, namespace)
+
+    def _services_of(self, namespace: str) -> Informer[Owned]:
+        return self._view(self.services, namespace)
+
+    async def reconcile(self, key: Key) -> float | None:
+        # As a restarted controller must: decide nothing before the view holds every object.
+        for watch in self.watches():
+            await watch.synced.wait()
+        try:
+            requeue = await self._reconcile(key)
+        except Exception as error:  # whatever one job runs into is that job's condition, not a loop
+            return await self._reconcile_failed(key, error)
+        if (state := self._states.get(key)) is not None:
+            state.failures = 0
+        return requeue
+
+    async def _reconcile_failed(self, key: Key, error: Exception) -> float:
+        """Try again with backoff; from REPORT_AFTER_FAILURES on, write the error into the
+        job's status and a Warning, and let its deadlines end it (reconcile_failed)."""
+        state = self._state(key)
+        state.failures += 1
+        delay = min(FIRST_RETRY_SECONDS * 2.0 ** min(state.failures - 1, 16), MAX_RETRY_SECONDS)
+        logger.error(
+            "reconcile of %s/%s failed (%d in a row); trying again in %.0fs",
+            *key, state.failures, delay, exc_info=error,
+        )  # fmt: skip
+        job = self.jobs.get(key)
+        if state.failures < REPORT_AFTER_FAILURES or job is None:
+            return delay
+        described = f"{type(error).__name__}: {error}"[:500]
+        try:
+            pods = self._pods_of(key[0]).of_job(key)
+            observed = Observed.of_owned(job, pods, MarkerState(), datetime.now(UTC))
+            decision = reconcile_failed(observed, described)
+            await self._apply(key, job, observed.pods, decision)
+        except Exception:
+            logger.exception("reporting the failed reconcile of %s/%s failed too", *key)
+            return delay
+        return delay if decision.requeue_after is None else min(delay, decision.requeue_after)
+
+    async def _reconcile(self, key: Key) -> float | None:
+        namespace, name = key
+        started = time.perf_counter()
+        job = self.jobs.get(key)
+        if job is None:
+            self._forget(key)
+            return None
+        pods = self._pods_of(namespace).of_job(key)
+        service = next((s for s in self._services_of(namespace).of_job(key) if s.name == name), None)
+        state = self._state(key)
+        if state.namesake_service is not None:
+            service = await self._namesake_service(key)
+        spec = parse_spec(job, self.settings.folder_check_image)
+        recorded = JobStatus.from_json(job.get("status"))
+        marker, storage_error, progress, workload = MarkerState(), None, None, None
+        if isinstance(spec, JobSpec):
+            try:
+                marker = await self.storage.call(spec.marker_relpath, read_marker, spec.marker_relpath)
+            except StorageError as error:
+                storage_error = str(error)
+            # Only a running gang trains; a job being launched or restarted costs no read.
+            if recorded.phase is Phase.RUNNING:
+                progress = await self._read_progress(key, spec.progress_relpath)
+            if spec.queue_name and not recorded.finished:
+                workload = await self._workload(namespace, pod_group_name(spec, recorded.attempt))
+        observed = Observed.of_owned(
+            job,
+            pods,
+            marker,
+            datetime.now(UTC),
+            spec,
+            status=recorded,
+            service=service,
+            storage_error=storage_error,
+            create_error=state.create_error,
+            progress=progress,
+            progress_interval=self.settings.progress_interval,
+            workload=workload,
+            status_written_at=state.status_written_at,
+        )
+        if isinstance(spec, JobSpec):
+            observed = dataclasses.replace(observed, claim_reached=self._claim_reached(spec, observed.pods))
+        decision = reconcile(observed)
+        completed = await self._apply(key, job, observed.pods, decision)
+        if completed:
+            self._track(key, decision, marker.modified)
+        metrics.RECONCILE_SECONDS.observe(time.perf_counter() - started)
+        # Cut short (a refused creation, a conflicting write): decide again from what is there now.
+        requeue = decision.requeue_after if completed else 0.0
+        waiting = workload is None or not workload.admitted
+        if isinstance(spec, JobSpec) and spec.queue_name and not decision.finished and waiting:
+            # Kueue's verdict changes only the Workload, which nothing here watches: look
+            # again soon while the gang waits for it.
+            requeue = QUEUE_RECHECK_SECONDS if requeue is None else min(requeue, QUEUE_RECHECK_SECONDS)
+        return requeue
+
+    async def _namesake_service(self, key: Key) -> Owned | None:
+        """A Service of the job's name that is not its own, as it is now (gone, or still there)."""
+        found = await self.kube.get_service(*key)
+        service = None if found is None else Owned.service_of(found)
+        self._state(key).namesake_service = service
+        return service
+
+    async def _workload(self, namespace: str, name: str) -> WorkloadState | None:
+        found = await self.kube.get_workload(namespace, name)
+        return None if found is None else observe_workload(name, found)
+
+    async def _read_progress(self, key: Key, relpath: str) -> ProgressReading | None:
+        try:
+            signature, reading = await self.storage.call(relpath, _signed_progress, relpath)
+        except StorageError as error:
+            return ProgressProblem(str(error))
+        self.files.saw_progress(key, signature)
+        return reading
+
+    async def _apply(self, key: Key, job: Json, pods: Sequence[ObservedPod], decision: Decision) -> bool:
+        """Carry out the actions in order; False when one of them means deciding again."""
+        meta = job["metadata"]
+        namespace, name = meta["namespace"], meta["name"]
+        by_name = {p.name: p for p in pods}
+        warnings: list[tuple[str, str]] = []
+        completed = True
+        actions = list(decision.actions)
+        alongside: list[asyncio.Future[None]] = []
+        while actions:
+            action = actions.pop(0)
+            if isinstance(action, RemoveMarker):
+                # Not best effort: a namesake's marker left in place would end this job at once.
+                await self.storage.call(action.relpath, remove_marker, action.relpath)
+            elif isinstance(action, EnsureJobDirectory):
+                # Made while the Service and pods are created: no worker starts within the
+                # millisecond it takes, and a failure is only reported either way.
+                call = self.storage.call(action.relpath, ensure_job_directory, action.relpath, action.job_uid)
+                alongside.append(asyncio.ensure_future(reported(warnings, call)))
+            elif isinstance(action, EnsureService) and not action.launch:
+                if not await self.creator.recreate_service(namespace, action.service, warnings):
+                    self.queue.trigger_later(key, SERVICE_RETRY_SECONDS)
+            elif isinstance(action, EnsureService | CreatePods):
+                # The pods that follow their Service go with it: none if it is refused.
+                following = actions[0] if actions else None
+                batch = action if isinstance(action, CreatePods) else None
+                if isinstance(action, EnsureService) and isinstance(following, CreatePods):
+                    batch = following
+                    actions.pop(0)
+                service = action.service if isinstance(action, EnsureService) else None
+                # Only the creating waits its turn: a gang restart's deletions, or any other
+                # job's decision, never queue behind a burst of launches.
+                async with self._launching:
+                    created = await self.creator.launch(namespace, service, batch)
+                if not self._created(key, created):
+                    completed = False
+                    break
+            elif isinstance(action, PatchStatus):
+                patch = merge_patch(job.get("status") or {}, action.status.to_json())
+                if patch:
+                    if not await self._patch_status(job, patch):
+                        completed = False
+                        break
+                    self._state(key).status_written_at = datetime.now(UTC)
+            elif isinstance(action, DeletePods):
+                doomed = [by_name[n] for n in action.names if n in by_name]
+                warn = functools.partial(self._warn, namespace, job)
+                deletions = (self.deleter.delete(namespace, name, p, action, warn) for p in doomed)
+                if any(await asyncio.gather(*deletions)):
+                    # Gone at once: no watch event will bring the job back (a gang restart's
+                    # next attempt waits for exactly that), so decide again after this.
+                    self.queue.trigger(key)
+            elif isinstance(action, DeleteWorkloads):
+                await asyncio.gather(*(self.kube.delete_workload(namespace, n) for n in action.names))
+            elif isinstance(action, DeleteJob):
+                await self.kube.delete_job(namespace, name)
+        await asyncio.gather(*alongside)
+        events = [(e.type, e.reason, e.message) for e in decision.events] if completed else []
+        events += [("Warning", reason, message) for reason, message in warnings]
+        now = datetime.now(UTC)
+        for event in events:
+            self.events.post(namespace, build_event(job, *event, now, uuid.uuid4().hex[:12]))
+        return completed
+
+    def _warn(self, namespace: str, job: Json, reason: str, message: str) -> None:
+        """A Warning Event on the job, from work that outlives its reconcile (saving a log)."""
+        self.events.post(
+            namespace, build_event(job, "Warning", reason, message, datetime.now(UTC), uuid.uuid4().hex[:12])
+        )
+
+    def _created(self, key: Key, outcome: Created) -> bool:
+        """Remember what a launch ran into, for the core; False when it means deciding again."""
+        state = self._state(key)
+        if outcome.namesake is not None:
+            state.namesake_service = outcome.namesake
+        if outcome.refused is not None:
+            what, refused = outcome.refused
+            previous, now = state.create_error, datetime.now(UTC)
+            same = previous is not None and previous.kind is refused.kind and previous.refused is what
+            failures = previous.failures + 1 if previous is not None and same else 1
+            since = now if previous is None else previous.since or previous.at
+            state.create_error = CreateError(refused.kind, refused.message, failures, now, what, since)
+            logger.warning("creating the %s of %s/%s was refused: %s", what, *key, refused.message)
+        elif outcome.done:
+            state.create_error = None
+        return outcome.done
+
+    async def _patch_status(self, job: Json, patch: Json) -> bool:
+        """False when the job is not as read: decide again from it as it is, or forget it
+        when it is gone (a deletion the watch missed, in a re-list's gap)."""
+        meta = job["metadata"]
+        namespace, name = meta["namespace"], meta["name"]
+        try:
+            self.jobs.put(await self.kube.patch_job_status(namespace, name, patch, meta["resourceVersion"]))
+        except ApiError as error:
+            if error.status not in (404, 409):
+                raise
+            if error.status == 409 and self.jobs.get((namespace, name)) is not job:
+                return False  # the watch has brought the newer version already
+            # Changed since it was read, or gone: the watch may never tell (it missed it).
+            current = await self.kube.get_job(namespace, name)
+            if current is None or (current.get("metadata") or {}).get("uid") != meta.get("uid"):
+                self.jobs.remove(job)
+                self._forget((namespace, name))
+                if current is not None:  # a new job of the same name: decide for it afresh
+                    self.jobs.put(current)
+            else:
+                self.jobs.put(current)
+            return False
+        return True
+
+    def _track(self, key: Key, decision: Decision, marker_time: datetime | None) -> None:
+        milestones = decision.milestones
+        if Milestone.LAUNCHED in milestones:
+            metrics.JOBS_CREATED.inc()
+        if Milestone.RESTARTED in milestones:  # the restart's record is final: its cause will not change
+            history = decision.status.history
+            metrics.GANG_RESTARTS.labels(cause=history[0].cause if history else "Unknown").inc()
+        if Milestone.SUCCEEDED in milestones:
+            metrics.JOBS_SUCCEEDED.inc()
+            if marker_time is not None:
+                latency = (datetime.now(UTC) - marker_time).total_seconds()
+                metrics.MARKER_LATENCY_SECONDS.observe(max(0.0, latency))
+        if Milestone.FAILED in milestones:
+            metrics.JOBS_FAILED.labels(reason=decision.status.reason or "").inc()
+        self._set_active(key, not decision.finished)
+        self.files.track(key, decision.watch_marker, decision.watch_progress)
+        progress = decision.status.progress
+        if decision.finished or progress is None:
+            metrics.forget_job_progress(*key)
+        else:
+            metrics.set_job_progress(*key, progress.percent, progress.examples_per_second)
+        if not decision.finished:
+            metrics.set_job_stalled(*key, stalled_by_progress(decision.status))
+
+    def _forget(self, key: Key) -> None:
+        self._set_active(key, False)
+        self._states.pop(key, None)
+        self.files.forget(key)
+        self.queue.forget(key)
+        metrics.forget_job_progress(*key)
+
+    def _state(self, key: Key) -> _JobState:
+        """The job's record; a fresh one when the job held now is another than it was about
+        (deleted and created again under its name: nothing of the old job carries over)."""
+        job = self.jobs.get(key)
+        uid = str(((job or {}).get("metadata") or {}).get("uid") or "")
+        state = self._states.get(key)
+        if state is not None and (job is None or state.uid == uid):
+            return state
+        if state is not None:
+            self._set_active(key, False)
+        state = self._states[key] = _JobState(uid=uid)
+        return state
+
+    def _set_active(self, key: Key, active: bool) -> None:
+        state = self._states.get(key) if not active else self._state(key)
+        if state is None or state.active is active:
+            return
+        state.active = active
+        self._active += 1 if active else -1
+        metrics.ACTIVE_JOBS.set(self._active)
+
+
+def _signed_progress(shared_root: Path, relpath: str) -> tuple[Signature | None, ProgressReading | None]:
+    """The document's signature, then the document: a write in between is a change to see."""
+    return file_signature(shared_root, relpath), read_progress(shared_root, relpath)

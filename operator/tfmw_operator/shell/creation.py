@@ -1,0 +1,112 @@
+"""Creating a job's Service and pods: the Service first, then the pods in slow-start
+batches, built as they are sent. What it ran into is returned, for the controller to
+remember and the core to decide from."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Callable
+from dataclasses import dataclass
+
+from tfmw_operator.api.objects import Json
+from tfmw_operator.core.decision import CreatePods
+from tfmw_operator.core.observed import CreatedObject
+from tfmw_operator.core.owned import Owned
+from tfmw_operator.kube.client import CONNECTION_POOL_SIZE, CreateRefused, Kube
+from tfmw_operator.kube.informer import Informer
+from tfmw_operator.shell.events import EventPoster
+
+# Pods built and sent at once by one launch, at most: each carries its TF_CONFIG, up to
+# 128 KiB for the largest job the CRD accepts.
+CREATE_BATCH_MAX = 32
+
+
+@dataclass(frozen=True)
+class Created:
+    done: bool  # all there now; else decide again, knowing why not
+    refused: tuple[CreatedObject, CreateRefused] | None = None
+    namesake: Owned | None = None  # a Service of the job's name that is someone else's
+
+
+View = Callable[[str], Informer[Owned]]  # a namespace's pods or Services as last seen
+
+
+class Creator:
+    def __init__(self, kube: Kube, events: EventPoster, services: View, pods: View) -> None:
+        self.kube = kube
+        self.events = events
+        self.services = services
+        self.pods = pods
+        self._sending = asyncio.Semaphore(CONNECTION_POOL_SIZE)
+
+    async def launch(self, namespace: str, service: Json | None, pods: CreatePods | None) -> Created:
+        """The Service, then the pods: without it no worker resolves its peers, and pods
+        whose Service is refused would hold their nodes for nothing."""
+        if service is not None:
+            created = await self._ensure_service(namespace, service)
+            if not created.done:
+                return created
+        return Created(True) if pods is None else await self._create_pods(namespace, pods)
+
+    async def recreate_service(self, namespace: str, service: Json, warnings: list[tuple[str, str]]) -> bool:
+        """A running gang's Service went missing: create it again. False when refused (a
+        full quota): reported, to be tried again later; the job's marker and failures are
+        judged meanwhile."""
+        name = service["metadata"]["name"]
+        try:
+            created = await self.kube.create_service(namespace, service)
+        except CreateRefused as refused:
+            message = f"Service {name} is missing and creating it again was refused: {refused.message}"
+            warnings.append(("ServiceRefused", f"{message}; restarted workers cannot resolve their peers"))
+            return False
+        if created is not None:
+            self.services(namespace).put(created)
+            warnings.append(("ServiceRecreated", f"Service {name} was missing; created it again"))
+        return True
+
+    async def _ensure_service(self, namespace: str, service: Json) -> Created:
+        try:
+            created = await self.kube.create_service(namespace, service)
+        except CreateRefused as refused:
+            return Created(False, (CreatedObject.SERVICE, refused))
+        if created is not None:
+            self.services(namespace).put(created)
+            return Created(True)
+        # One of that name exists: ours (the view lags), or a namesake the view cannot see.
+        found = await self.kube.get_service(namespace, service["metadata"]["name"])
+        if found is None:
+            return Created(True)
+        uid = service["metadata"]["ownerReferences"][0]["uid"]
+        if uid in Owned.service_of(found).owners:
+            self.services(namespace).put(found)
+            return Created(True)
+        return Created(False, namesake=Owned.service_of(found))
+
+    async def _create_pods(self, namespace: str, create: CreatePods) -> Created:
+        """In slow-start batches (1, 2, 4, ... CREATE_BATCH_MAX): a doomed template costs one
+        request, and no more than a batch of pods is ever built at once. A template the API
+        server took before (a gang restart) goes in full batches: one round trip for a gang of
+        up to CREATE_BATCH_MAX, not four."""
+        remaining, batch = list(create.indices), CREATE_BATCH_MAX if create.proven else 1
+        try:
+            with self.events.creating_pods():
+                while remaining:
+                    this_batch, remaining = remaining[:batch], remaining[batch:]
+                    pods = [create.build(index) for index in this_batch]
+                    created = await asyncio.gather(*(self._send_pod(namespace, pod) for pod in pods))
+                    del pods
+                    view = self.pods(namespace)
+                    for pod in created:
+                        if pod is not None:
+                            view.put(pod)
+                    batch = min(batch * 2, CREATE_BATCH_MAX)
+        except CreateRefused as refused:
+            return Created(False, (CreatedObject.PODS, refused))
+        return Created(True)
+
+    async def _send_pod(self, namespace: str, pod: Json) -> Json | None:
+        # A request body is serialised before it waits for a connection: only as many as
+        # there are connections are, whatever the number of launches (each 1.2 MiB for a
+        # 1,024-worker job with ten containers).
+        async with self._sending:
+            return await self.kube.create_pod(namespace, pod)

@@ -1,0 +1,1 @@
+"""The shared storage: job folders, markers, documents, logs, and noticing their changes."""

@@ -1,0 +1,203 @@
+"""Noticing what a running job's chief writes: its marker, and a changed progress document.
+
+The controller tracks each launched job here with the marker that may appear and the
+progress document to follow; when either changes, the job is triggered.
+
+Where the shared storage is local (inotify), the kernel names the folder that changed:
+nothing is done per running job per tick, and a full look at every job's files every
+SWEEP_SECONDS catches anything missed. Elsewhere (NFS, ...) the markers are polled, less
+often the more jobs there are (at most about MAX_POLL_STATS_PER_SECOND), and progress
+documents once a second.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import Callable
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from pathlib import Path
+
+from tfmw_operator.api.objects import Key
+from tfmw_operator.contract import PROGRESS_FILE
+from tfmw_operator.core.decision import ProgressWatch
+from tfmw_operator.storage.files import SharedStorage, StorageError, file_signature, marker_exists
+from tfmw_operator.storage.watch import FolderEvents, WatchSync
+
+logger = logging.getLogger(__name__)
+
+MARKER_POLL_SECONDS = 0.2
+MAX_POLL_SECONDS = 2.0
+MAX_POLL_STATS_PER_SECOND = 500
+PROGRESS_POLL_SECONDS = 1.0
+SWEEP_SECONDS = 10.0
+
+Signature = tuple[int, int]  # (mtime in ns, size) of a file
+ProgressCheck = tuple[Key, str, Signature | None]
+
+
+@dataclass
+class _Watched:
+    """One job's files."""
+
+    marker: str | None = None  # relative to the root: the marker that may appear any moment
+    progress: ProgressWatch | None = None
+    progress_seen: Signature | None = None  # the progress document's, when it was last read
+
+    @property
+    def folders(self) -> set[str]:
+        folders = set()
+        if self.marker is not None:
+            folders.add(self.marker.rsplit("/", 1)[0])
+        if self.progress is not None:
+            folders.add(self.progress.relpath.rsplit("/", 1)[0])
+        return folders
+
+
+class JobFileWatcher:
+    def __init__(
+        self,
+        storage: SharedStorage,
+        trigger: Callable[[Key], None],
+        trigger_later: Callable[[Key, float], None],
+    ) -> None:
+        self.storage = storage
+        self._trigger = trigger
+        self._trigger_later = trigger_later
+        self._jobs: dict[Key, _Watched] = {}
+        self._sync: WatchSync | None = None  # while inotify watches the job folders
+
+    def track(self, key: Key, marker: str | None, progress: ProgressWatch | None) -> None:
+        """What to watch of a job now; nothing (both None) forgets it."""
+        watched = self._jobs.get(key)
+        before = watched.folders if watched is not None else set()
+        if marker is None and progress is None:
+            self._jobs.pop(key, None)
+        else:
+            if watched is None:
+                watched = self._jobs[key] = _Watched()
+            watched.marker = marker
+            watched.progress = progress
+            if progress is None:
+                watched.progress_seen = None
+        if self._sync is not None and self._folders_of(key) != before:
+            self._sync.changed(key)
+
+    def saw_progress(self, key: Key, signature: Signature | None) -> None:
+        """The job's progress document was read, as it was when it had this signature."""
+        self._jobs.setdefault(key, _Watched()).progress_seen = signature
+
+    def forget(self, key: Key) -> None:
+        if self._jobs.pop(key, None) is not None and self._sync is not None:
+            self._sync.changed(key)
+
+    def awaiting_marker(self, key: Key) -> str | None:
+        watched = self._jobs.get(key)
+        return None if watched is None else watched.marker
+
+    async def run(self) -> None:
+        """Until cancelled: trigger the jobs whose marker appeared or whose progress changed."""
+        try:
+            events = await asyncio.to_thread(FolderEvents.open, self.storage.root)
+        except Exception:  # polling still notices every marker
+            logger.exception("cannot watch %s for markers; polling it instead", self.storage.root)
+            events = None
+        loop = asyncio.get_running_loop()
+        if events is not None:
+            self._sync = WatchSync(events)
+            loop.add_reader(events.fd, self._on_folder_events, events)
+        last_progress = loop.time()
+        last_sweep = last_progress - SWEEP_SECONDS  # the first tick: jobs tracked until now
+        try:
+            while True:
+                interval = MARKER_POLL_SECONDS
+                if events is None:
+                    awaiting = sum(1 for w in self._jobs.values() if w.marker is not None)
+                    interval = min(
+                        MAX_POLL_SECONDS, max(MARKER_POLL_SECONDS, awaiting / MAX_POLL_STATS_PER_SECOND)
+                    )
+                await asyncio.sleep(interval)
+                now = loop.time()
+                sweep = events is None or now - last_sweep >= SWEEP_SECONDS
+                progress_due = now - last_progress >= PROGRESS_POLL_SECONDS and (events is None or sweep)
+                if sweep:
+                    last_sweep = now
+                if progress_due:
+                    last_progress = now
+                try:
+                    await self._tick(sweep, progress_due)
+                except Exception:  # nothing else notices a marker: this task must outlive any tick
+                    logger.exception("marker detection: a look at the shared storage failed; looking again")
+        finally:
+            if events is not None:
+                self._sync = None
+                loop.remove_reader(events.fd)
+                events.close()
+
+    async def _tick(self, sweep: bool, progress_due: bool) -> None:
+        unwatched = set()
+        if self._sync is not None:
+            unwatched = self._sync.sync(self._folders_of, self._jobs.keys() if sweep else None)
+        keys = self._jobs.keys() if sweep else unwatched
+        markers = [(k, marker) for k in keys if (marker := self.awaiting_marker(k)) is not None]
+        progress = self._progress_to_check() if progress_due else []
+        await self._look(markers, progress)
+
+    async def _look(self, markers: list[tuple[Key, str]], progress: list[ProgressCheck]) -> None:
+        """Stat the markers and progress documents given; trigger the jobs whose changed."""
+        if not markers and not progress:
+            return
+        try:
+            found = await self.storage.call(".", _markers_present, markers) if markers else []
+            if progress:
+                found += await self.storage.call(".", _progress_changed, progress)
+        except (OSError, StorageError):  # storage trouble must not end marker detection for good
+            logger.exception("cannot look for markers under %s", self.storage.root)
+            return
+        for key in found:
+            self._trigger(key)
+
+    def _progress_to_check(self) -> list[ProgressCheck]:
+        """Jobs whose progress document may be recorded now (the throttle allows it)."""
+        now = datetime.now(UTC)
+        return [
+            (key, w.progress.relpath, w.progress_seen)
+            for key, w in self._jobs.items()
+            if w.progress is not None and (w.progress.not_before is None or w.progress.not_before <= now)
+        ]
+
+    def _folders_of(self, key: Key) -> set[str]:
+        watched = self._jobs.get(key)
+        return set() if watched is None else watched.folders
+
+    def _on_folder_events(self, events: FolderEvents) -> None:
+        changed = events.changed()
+        if changed is None:  # the kernel dropped events: look at everything
+            for key, watched in self._jobs.items():
+                if watched.marker is not None:
+                    self._trigger(key)
+            return
+        now = datetime.now(UTC)
+        for key, names in changed.items():
+            watched = self._jobs.get(key) or _Watched()
+            marker, progress = watched.marker, watched.progress
+            urgent = {""}
+            if marker is not None:
+                inside = marker.split("/", 2)[2] if marker.count("/") >= 2 else marker
+                urgent |= {inside.split("/", 1)[0], marker.rsplit("/", 1)[-1]}
+            if names & urgent:
+                if self._sync is not None:  # a folder may have come or gone: watch again
+                    self._sync.changed(key)
+                self._trigger(key)
+            elif progress is not None and PROGRESS_FILE in names:
+                wait = (progress.not_before - now).total_seconds() if progress.not_before else 0.0
+                self._trigger_later(key, max(0.0, wait))
+
+
+def _markers_present(shared_root: Path, watched: list[tuple[Key, str]]) -> list[Key]:
+    return [key for key, relpath in watched if marker_exists(shared_root, relpath)]
+
+
+def _progress_changed(shared_root: Path, watched: list[ProgressCheck]) -> list[Key]:
+    return [key for key, relpath, seen in watched if file_signature(shared_root, relpath) != seen]
