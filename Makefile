@@ -24,7 +24,7 @@ REGISTRY ?= $(shell bash -c 'source hack/versions.env && echo "$$LOCAL_REGISTRY"
 export TFMW_REGISTRY := $(REGISTRY)
 export TFMW_IMAGE_TAG := $(VERSION)
 
-.PHONY: install lint test test-unit test-integration test-e2e test-docs test-faults faults run images cluster-up cluster-down \
+.PHONY: help install lint test test-unit test-integration test-e2e test-docs test-faults faults run images cluster-up cluster-down \
 	cluster-status deploy namespace-storage kind-namespace-storage demo push registry-up registry-down test-install bench bench-scale bench-felt kwok-up kwok-down mutate golden kueue-up kueue-down kind-up kind-deploy kind-e2e kind-multinode kind-down test-kind test-multinode \
 	bump-kubernetes clean
 
@@ -34,142 +34,143 @@ $(STAMP): pyproject.toml hack/versions.env hack/go.mod hack/install-deps.sh
 	TFMW_VENV=$(VENV) hack/install-deps.sh
 	@touch $@
 
-install: $(STAMP)
+help: ## the targets, in groups
+	@awk 'BEGIN {FS = ":[^#]*## "} /^##@ / {printf "\n%s\n", substr($$0, 5)} /^[a-z][a-z0-9 -]*:.*## / {split($$1, t, " "); printf "  %-24s %s\n", t[1], $$2}' $(MAKEFILE_LIST)
 
-lint: install
-	$(VENV)/bin/ruff check .
-	$(VENV)/bin/ruff format --check .
-	$(VENV)/bin/mypy operator/tfmw_operator trainer/tfmw_trainer tests
-	hack/bin/helm lint --strict --quiet charts/tfmw
+##@ Start here
 
-test: install
+install: $(STAMP) ## Debian packages, .venv and hack/bin (every target runs it first)
+
+demo: install ## a newcomer's first run: cluster, images, operator, the sample trained
+	hack/demo.sh
+
+test: install ## unit, integration, end-to-end and fault tests (the README's test command)
 	@hack/stage.sh "unit tests" $(MAKE) --no-print-directory test-unit
 	@hack/stage.sh "integration tests" $(MAKE) --no-print-directory test-integration
 	@hack/stage.sh "end-to-end tests" $(MAKE) --no-print-directory test-e2e
 	@hack/stage.sh "fault tests" $(MAKE) --no-print-directory test-faults
 
-test-unit: install
+lint: install ## ruff, mypy --strict, the import contract (.importlinter), helm lint
+	$(VENV)/bin/ruff check .
+	$(VENV)/bin/ruff format --check .
+	$(VENV)/bin/mypy operator/tfmw_operator trainer/tfmw_trainer tests
+	PYTHONPATH=operator:trainer $(VENV)/bin/lint-imports
+	hack/bin/helm lint --strict --quiet charts/tfmw
+
+##@ Tests
+
+test-unit: install ## the pure logic, no cluster
 	$(PYTEST) tests/unit
 
-test-integration: install
+test-integration: install ## against a real control plane, no node
 	hack/cluster.sh up --no-node
 	$(PYTEST) tests/integration
 
-test-e2e: install
+test-e2e: install ## on the local cluster with its node, the operator deployed
 	hack/up.sh
 	$(PYTEST) tests/e2e
 
 # The docs' runnable shell blocks and their minimal training program, on the local cluster
 # (docs/development.md, "Docs that run"); also part of test-e2e.
-test-docs: install
+test-docs: install ## the docs' runnable blocks and minimal programs
 	hack/up.sh
 	$(PYTEST) tests/e2e/test_docs.py
 
-# Out of cluster, beside the node: the same shared folder the node's pods write.
 # Faults on the local cluster with its node; prints the table of fault, expected and
 # observed end, and seconds to a clear status (also in bench/results/faults.json).
-test-faults faults: install
+test-faults faults: install ## faults on the local cluster; prints the table
 	hack/up.sh
 	$(PYTEST) tests/faults
-
-run: install
-	$(PYTHON) -m tfmw_operator --shared-root $(SHARED_DIR) --metrics-port 8080
-
-# Built, tagged tfmw-<target>:dev (what the local cluster loads) and $(REGISTRY)/tfmw-<target>:$(VERSION).
-images: install
-	hack/images.sh
-
-# The two images, pushed to $(REGISTRY) (make push REGISTRY=registry.example.com/tfmw).
-push: install
-	hack/images.sh push
-
-# The machine-local registry (CNCF Distribution, from its Go module): plain HTTP on
-# localhost:$$REGISTRY_PORT, storage under /var/lib/tfmw/registry; the local node pulls from it.
-registry-up: install
-	hack/registry.sh up
-
-registry-down:
-	hack/registry.sh down
 
 # The install path from nothing, on the local cluster: registry up, images pushed, the
 # chart installed with helm (then uninstalled, leaving nothing of ours), then the base
 # with kubectl apply -k (and delete -k); the sample trained from registry images each
 # time (tests/install). Leaves the registry down.
-test-install: install
+test-install: install ## Helm and kustomize installs from a local registry, trained
 	hack/cluster.sh up
 	$(PYTEST) --tb=short tests/install; status=$$?; hack/registry.sh down; exit $$status
 
-cluster-up: install
+# The kind path end to end, as CI runs it: up, the e2e tests, and down (also on failure).
+test-kind: install ## kind up, e2e, down (as CI runs it)
+	@hack/stage.sh "kind up" hack/kind.sh up && \
+	  hack/stage.sh "kind e2e" $(MAKE) --no-print-directory kind-e2e; \
+	  status=$$?; hack/stage.sh "kind down" hack/kind.sh down || status=1; exit $$status
+
+# The multinode suite as CI runs it: a kind cluster of a control plane and two workers up,
+# tests/multinode, and down (also on failure).
+test-multinode: install ## kind with two workers up, the multinode suite, down
+	@KIND_WORKERS=2 hack/stage.sh "kind up (2 workers)" hack/kind.sh up && \
+	  KIND_WORKERS=2 hack/stage.sh "multinode tests" $(MAKE) --no-print-directory kind-multinode; \
+	  status=$$?; hack/stage.sh "kind down" hack/kind.sh down || status=1; exit $$status
+
+# Pin what the reconcile core decides now (after an intended change; review the diff).
+golden: install ## pin what the core decides now (review the diff)
+	PYTHONPATH=operator:trainer:tests $(PYTHON) -c \
+		"from unit.operator.core.test_reconcile_golden import write_golden; write_golden()"
+
+# Mutation testing of the pure core (not part of make test: it takes minutes).
+mutate: install ## mutation testing of the core and the API
+	hack/mutate.sh
+
+##@ The local cluster
+
+cluster-up: install ## the local cluster (control plane and node)
 	hack/cluster.sh up
 
-cluster-down:
+cluster-down: ## stop the local cluster
 	hack/cluster.sh down
 
-cluster-status:
+cluster-status: ## what of the local cluster runs
 	hack/cluster.sh status
 
-deploy: install
+deploy: install ## the operator and its CRD onto the local cluster
 	hack/up.sh
 
 # A namespace's own folder and claim tfmw-shared (docs/storage.md, "One namespace, one folder").
-namespace-storage: install
+namespace-storage: install ## a namespace's own folder and claim: NAMESPACE=<ns>
 	@[[ -n "$(NAMESPACE)" ]] || { echo "usage: make namespace-storage NAMESPACE=<namespace>" >&2; exit 2; }
 	hack/namespace-storage.sh $(NAMESPACE)
 
 # Kueue on the local cluster, built from its Go module (the e2e tests start it themselves).
-kueue-up: install
+kueue-up: install ## Kueue on the local cluster
 	hack/up.sh
 	hack/kueue.sh up
 
-kueue-down:
+kueue-down: ## remove Kueue
 	hack/kueue.sh down
 
-demo: install
-	hack/demo.sh
+# Out of cluster, beside the node: the same shared folder the node's pods write.
+run: install ## the operator out of cluster, against KUBECONFIG
+	$(PYTHON) -m tfmw_operator --shared-root $(SHARED_DIR) --metrics-port 8080
 
-# Pin what the reconcile core decides now (after an intended change; review the diff).
-golden: install
-	PYTHONPATH=operator:trainer:tests $(PYTHON) -c \
-		"from unit.operator.test_reconcile_golden import write_golden; write_golden()"
+clean: cluster-down ## stop the cluster, remove build/ and .cluster/
+	rm -rf build .cluster
 
-# Mutation testing of the pure core (not part of make test: it takes minutes).
-mutate: install
-	hack/mutate.sh
+# Another Kubernetes release for hack/: versions.env, go.mod/go.sum, the binaries and the
+# CRD's pod template schema, in order (hack/bump-kubernetes.sh). Leaves the cluster down.
+bump-kubernetes: install ## another Kubernetes release for hack/: make bump-kubernetes KUBE_VERSION=v1.x.y
+	@[[ "$(KUBE_VERSION)" == v1.* ]] || { echo "usage: make bump-kubernetes KUBE_VERSION=v1.x.y" >&2; exit 2; }
+	hack/bump-kubernetes.sh $(KUBE_VERSION)
 
-bench: install
-	hack/cluster.sh up --no-node
-	PYTHONPATH=tests $(PYTHON) -m bench.control_plane
+##@ Images and registry
 
-# Simulated nodes (kwok, built from its Go module) on the local control plane (make
-# cluster-up, or hack/cluster.sh up --no-node) running already: labelled and tainted tfmw.dev/kwok, so only the scale bench's
-# pods land there. kwok-down: kwok stopped, its nodes and their pods deleted.
-NODES ?= 100
-kwok-up: install
-	hack/kwok.sh up $(NODES)
+# Built, tagged tfmw-<target>:dev (what the local cluster loads) and $(REGISTRY)/tfmw-<target>:$(VERSION).
+images: install ## tfmw-operator:dev and tfmw-trainer:dev (buildah)
+	hack/images.sh
 
-kwok-down:
-	hack/kwok.sh down
+# The two images, pushed to $(REGISTRY) (make push REGISTRY=registry.example.com/tfmw).
+push: install ## the images, pushed to REGISTRY
+	hack/images.sh push
 
-# The scale benchmark (tests/bench/scale.py): JOBS gangs of 8 workers on NODES kwok nodes,
-# tfmw, the TFJob controller (tuned, as shipped) and the floor each alone; then the seconds
-# a user feels on the real node (bench-felt, RUNS runs). Tables printed, JSON in
-# bench/results/. Not part of make test. Leaves the cluster up: `make cluster-down` stops it
-# and kwok. SCALE_ONLY=1 skips the real node's runs.
-JOBS ?= 1000
-RUNS ?= 5
-bench-scale: install
-	hack/up.sh
-	hack/kwok.sh up $(NODES)
-	TFMW_BENCH_JOBS=$(JOBS) PYTHONPATH=tests $(PYTHON) -m bench.scale
-	[[ -n "$(SCALE_ONLY)" ]] || TFMW_BENCH_RUNS=$(RUNS) PYTHONPATH=tests $(PYTHON) -m bench.felt
+# The machine-local registry (CNCF Distribution, from its Go module): plain HTTP on
+# localhost:$$REGISTRY_PORT, storage under /var/lib/tfmw/registry; the local node pulls from it.
+registry-up: install ## the machine-local registry
+	hack/registry.sh up
 
-# The seconds a user feels (tests/bench/felt.py): tfmw, Kubeflow's TFJob tuned and a bare
-# client (the floor) side by side on the local node with the trainer image, RUNS runs:
-# apply -> first step, a worker's death -> training again, Succeeded -> workers gone. Table
-# printed, JSON in bench/results/felt.json. Not part of make test; never beside bench-scale.
-bench-felt: install
-	hack/up.sh
-	TFMW_BENCH_RUNS=$(RUNS) PYTHONPATH=tests $(PYTHON) -m bench.felt
+registry-down: ## stop the machine-local registry
+	hack/registry.sh down
+
+##@ kind
 
 # kind (hack/kind.sh): with Docker and kind installed, plain kind and its node image; on
 # a machine with neither (this one), Docker from Debian, kind from its Go module and a
@@ -183,47 +184,62 @@ KIND_WORKERS ?= 0
 export KIND_CLUSTER KIND_KUBECONFIG KIND_SHARED_DIR KIND_WORKERS
 KIND_TEST_ENV = TFMW_E2E_KUBECONFIG=$(KIND_KUBECONFIG) TFMW_E2E_SHARED_DIR=$(KIND_SHARED_DIR) \
 	  TFMW_KIND_CLUSTER=$(KIND_CLUSTER) TFMW_KIND_KUBECONFIG=$(KIND_KUBECONFIG)
-kind-up: install
+kind-up: install ## a kind cluster (KIND_WORKERS=2 for three nodes)
 	hack/kind.sh up
 
-kind-deploy: install
+kind-deploy: install ## images and the operator into kind
 	hack/kind.sh deploy
 
-kind-e2e: kind-deploy
+kind-e2e: kind-deploy ## the e2e tests in kind
 	$(KIND_TEST_ENV) $(PYTEST) tests/e2e
 
 # tests/multinode on a kind cluster of several nodes (KIND_WORKERS=2): spread training, a
 # worker killed, a worker node stopped, the leader's node stopped. Prints the times.
 MULTINODE_TESTS ?= tests/multinode
-kind-multinode: kind-deploy
+kind-multinode: kind-deploy ## the multinode suite in kind
 	$(KIND_TEST_ENV) $(PYTEST) -s $(MULTINODE_TESTS)
 
-kind-namespace-storage: install
+kind-namespace-storage: install ## a namespace's storage in kind: NAMESPACE=<ns>
 	@[[ -n "$(NAMESPACE)" ]] || { echo "usage: make kind-namespace-storage NAMESPACE=<namespace>" >&2; exit 2; }
 	TFMW_KIND_CLUSTER=$(KIND_CLUSTER) TFMW_KIND_KUBECONFIG=$(KIND_KUBECONFIG) TFMW_SHARED_DIR=$(KIND_SHARED_DIR) \
 	  hack/namespace-storage.sh $(NAMESPACE)
 
-kind-down:
+kind-down: ## delete the kind cluster
 	hack/kind.sh down
 
-# The kind path end to end, as CI runs it: up, the e2e tests, and down (also on failure).
-test-kind: install
-	@hack/stage.sh "kind up" hack/kind.sh up && \
-	  hack/stage.sh "kind e2e" $(MAKE) --no-print-directory kind-e2e; \
-	  status=$$?; hack/stage.sh "kind down" hack/kind.sh down || status=1; exit $$status
+##@ Benchmarks
 
-# The multinode suite as CI runs it: a kind cluster of a control plane and two workers up,
-# tests/multinode, and down (also on failure).
-test-multinode: install
-	@KIND_WORKERS=2 hack/stage.sh "kind up (2 workers)" hack/kind.sh up && \
-	  KIND_WORKERS=2 hack/stage.sh "multinode tests" $(MAKE) --no-print-directory kind-multinode; \
-	  status=$$?; hack/stage.sh "kind down" hack/kind.sh down || status=1; exit $$status
+bench: install ## the control plane against Kubeflow's TFJob
+	hack/cluster.sh up --no-node
+	PYTHONPATH=tests $(PYTHON) -m bench.control_plane
 
-# Another Kubernetes release for hack/: versions.env, go.mod/go.sum, the binaries and the
-# CRD's pod template schema, in order (hack/bump-kubernetes.sh). Leaves the cluster down.
-bump-kubernetes: install
-	@[[ "$(VERSION)" == v1.* ]] || { echo "usage: make bump-kubernetes VERSION=v1.x.y" >&2; exit 2; }
-	hack/bump-kubernetes.sh $(VERSION)
+# Simulated nodes (kwok, built from its Go module) on the local control plane (make
+# cluster-up, or hack/cluster.sh up --no-node) running already: labelled and tainted tfmw.dev/kwok, so only the scale bench's
+# pods land there. kwok-down: kwok stopped, its nodes and their pods deleted.
+NODES ?= 100
+kwok-up: install ## simulated nodes for the scale bench: NODES=100
+	hack/kwok.sh up $(NODES)
 
-clean: cluster-down
-	rm -rf build .cluster
+kwok-down: ## stop kwok, delete its nodes
+	hack/kwok.sh down
+
+# The scale benchmark (tests/bench/scale.py): JOBS gangs of 8 workers on NODES kwok nodes,
+# tfmw, the TFJob controller (tuned, as shipped) and the floor each alone; then the seconds
+# a user feels on the real node (bench-felt, RUNS runs). Tables printed, JSON in
+# bench/results/. Not part of make test. Leaves the cluster up: `make cluster-down` stops it
+# and kwok. SCALE_ONLY=1 skips the real node's runs.
+JOBS ?= 1000
+RUNS ?= 5
+bench-scale: install ## JOBS gangs on kwok nodes, then bench-felt (SCALE_ONLY=1 skips it)
+	hack/up.sh
+	hack/kwok.sh up $(NODES)
+	TFMW_BENCH_JOBS=$(JOBS) PYTHONPATH=tests $(PYTHON) -m bench.scale
+	[[ -n "$(SCALE_ONLY)" ]] || TFMW_BENCH_RUNS=$(RUNS) PYTHONPATH=tests $(PYTHON) -m bench.felt
+
+# The seconds a user feels (tests/bench/felt.py): tfmw, Kubeflow's TFJob tuned and a bare
+# client (the floor) side by side on the local node with the trainer image, RUNS runs:
+# apply -> first step, a worker's death -> training again, Succeeded -> workers gone. Table
+# printed, JSON in bench/results/felt.json. Not part of make test; never beside bench-scale.
+bench-felt: install ## the seconds a user feels, on the real node: RUNS=5
+	hack/up.sh
+	TFMW_BENCH_RUNS=$(RUNS) PYTHONPATH=tests $(PYTHON) -m bench.felt

@@ -13,7 +13,7 @@ from pathlib import Path
 
 if "--leader-elect" not in sys.argv:
     # kopf imports the client library, when installed, only to recognise its objects; the
-    # operator never hands it any, and without it starts 0.4 s sooner and ~19 MB smaller.
+    # operator never hands it any, and starts sooner and smaller without it (docs/benchmarks.md).
     # (The leader elector uses it: with --leader-elect it is loaded.)
     sys.modules.setdefault("kubernetes", None)  # type: ignore[arg-type]
 

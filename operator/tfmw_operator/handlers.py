@@ -132,8 +132,8 @@ class Operator:
         for name, work in background.items():
             self._background[loop.create_task(work, name=name)] = name
         # What start-up loaded (kopf, aiohttp, ours) lives as long as the process: kept out of
-        # the collector's full passes, which took 30 ms each on a 2-core VM, a stall that
-        # landed in the middle of a launch now and then.
+        # the collector's full passes, a stall that landed in the middle of a launch now and
+        # then (docs/benchmarks.md, "The measurements behind the code").
         gc.freeze()
         logger.info(
             "tfmw operator started; shared root %s, progress every %.0fs",

@@ -10,7 +10,7 @@ Key = tuple[str, str]  # (namespace, name) of a job
 
 def copy_json(value: Any) -> Any:
     """A deep copy of parsed JSON (dicts, lists and scalars only): `copy.deepcopy` keeps a
-    memo for cycles JSON cannot have (docs/benchmarks.md, "Pure-core costs")."""
+    memo for cycles JSON cannot have (docs/benchmarks.md, "The measurements behind the code")."""
     if isinstance(value, dict):
         return {key: copy_json(item) for key, item in value.items()}
     if isinstance(value, list):

@@ -24,7 +24,7 @@ _FIELD_NAMES: dict[type, frozenset[str]] = {}
 
 def evolve(record: Frozen, **changes: Any) -> Frozen:
     """`dataclasses.replace` for frozen records without a `__post_init__`, skipping its
-    per-call field walk and `__init__` (docs/benchmarks.md, "Pure-core costs")."""
+    per-call field walk and `__init__` (docs/benchmarks.md, "The measurements behind the code")."""
     kind = type(record)
     names = _FIELD_NAMES.get(kind)
     if names is None:

@@ -23,6 +23,7 @@ from tfmw_operator.api.names import (
 from tfmw_operator.api.objects import Json, copy_json
 from tfmw_operator.api.spec import JobSpec
 from tfmw_operator.api.times import format_time
+from tfmw_operator.core.pods import main_container_index
 
 EVENT_SOURCE = "tfmw-operator"
 EVENT_MESSAGE_LIMIT = 1024
@@ -133,13 +134,6 @@ def build_env(job: JobSpec, index: int, attempt: int) -> list[Json]:
     return [{"name": name, "value": value} for name, value in values.items()]
 
 
-def _main_container_index(containers: list[Json]) -> int:
-    for position, container in enumerate(containers):
-        if container.get("name") == "tensorflow":
-            return position
-    return 0
-
-
 def _with_injections(container: Json, env: list[Json], mount: Json) -> Json:
     injected = {item["name"] for item in env}
     container["env"] = [e for e in container.get("env") or [] if e.get("name") not in injected] + env
@@ -198,7 +192,7 @@ def build_pod(job: JobSpec, index: int, attempt: int) -> Json:
     mount = {"name": SHARED_VOLUME_NAME, "mountPath": job.mount_path, "subPath": job.sub_path}
 
     containers = [_with_injections(c, env, mount) for c in spec.get("containers") or []]
-    main = containers[_main_container_index(containers)]
+    main = containers[main_container_index(containers) or 0]
     ports = [p for p in main.get("ports") or [] if p.get("name") != PORT_NAME]
     main["ports"] = [*ports, {"name": PORT_NAME, "containerPort": job.port, "protocol": "TCP"}]
     spec["containers"] = containers

@@ -5,8 +5,8 @@ A job's pods mount `subPath <job>` of the job's claim, and the operator's folder
 job is `<shared-root>/<namespace>/<job>`. Once one job's worker found its own folder
 through a claim, the claim gives `<shared-root>/<namespace>`, so every later job on that
 same claim reaches its own folder too. Checking again would cost each job the start of
-one more container before TensorFlow starts (docs/benchmarks.md: 1.3 s of apply → first
-step) and tell nothing new.
+one more container before TensorFlow starts, and tell nothing new (docs/benchmarks.md,
+"The measurements behind the code").
 
 The same claim means the same object bound to the same volume: a claim deleted and made
 again under its name, or not bound, is checked again. The record is kept in memory only:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import datetime
 
@@ -31,6 +32,11 @@ STALL_REASONS = frozenset(
 )
 # Of those, the ones no amount of waiting fixes.
 PERMANENT_STALL_REASONS = frozenset({"InvalidImageName", "ErrImageNeverPull"})
+
+
+def attempt_started(pods: Sequence[ObservedPod], attempt: int) -> datetime | None:
+    """When the attempt's first pod was created: its documents must be newer."""
+    return min((p.created for p in pods if p.attempt == attempt and p.created), default=None)
 
 
 @dataclass(frozen=True)
@@ -92,10 +98,21 @@ DISRUPTION_CAUSES = {
 READINESS_GATES_NOT_READY = "ReadinessGatesNotReady"
 
 
+def main_container_index(containers: Sequence[object]) -> int | None:
+    """The trainer's place among a pod's containers: the one named `tensorflow`, else the
+    first; None when there is none."""
+    names = [c.get("name") if isinstance(c, dict) else None for c in containers]
+    if not names:
+        return None
+    return names.index(MAIN_CONTAINER) if MAIN_CONTAINER in names else 0
+
+
 def main_container_name(pod_spec: Json) -> str:
-    """The trainer: the container named `tensorflow`, else the first one."""
-    names = [c.get("name", "") for c in pod_spec.get("containers") or [] if isinstance(c, dict)]
-    return MAIN_CONTAINER if MAIN_CONTAINER in names else (names[0] if names else "")
+    """The trainer's container's name ("" when it has none)."""
+    containers = pod_spec.get("containers") or []
+    index = main_container_index(containers)
+    found = containers[index] if index is not None else None
+    return str(found.get("name") or "") if isinstance(found, dict) else ""
 
 
 def _terminated(status: Json) -> Json | None:

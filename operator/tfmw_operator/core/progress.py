@@ -220,6 +220,30 @@ def is_current(report: ProgressReport, job_uid: str, attempt: int, attempt_start
     return attempt_started is not None and report.updated_at >= attempt_started
 
 
+def ahead_of_clock(report: ProgressReport, now: datetime) -> bool:
+    """A document dated too far ahead of the operator's clock is refused: its dates say nothing."""
+    return report.updated_at > later(now, MAX_CLOCK_AHEAD_SECONDS)
+
+
+def newer_report(
+    reading: ProgressReading | None,
+    recorded: ProgressStatus | None,
+    job_uid: str,
+    attempt: int,
+    attempt_started: datetime | None,
+    now: datetime,
+) -> ProgressReport | None:
+    """The document read now, if it is usable and newer than what `status.progress` recorded
+    (which follows the document at most once per interval): an attempt's end is told by it."""
+    if not isinstance(reading, ProgressReport) or ahead_of_clock(reading, now):
+        return None
+    if not is_current(reading, job_uid, attempt, attempt_started):
+        return None
+    if recorded is not None and recorded.updated_at is not None and reading.updated_at <= recorded.updated_at:
+        return None
+    return reading
+
+
 def format_duration(seconds: float) -> str:
     """A short human duration, as kubectl prints ages: 45s, 3m20s, 2h5m, 3d4h."""
     whole = max(0, round(seconds))
@@ -327,7 +351,7 @@ def next_progress(
     """What `status.progress` becomes now; `final` when the job finishes in this decision."""
     if reading is None:
         return ProgressUpdate(old)
-    if isinstance(reading, ProgressReport) and reading.updated_at > later(now, MAX_CLOCK_AHEAD_SECONDS):
+    if isinstance(reading, ProgressReport) and ahead_of_clock(reading, now):
         reading = ProgressProblem(
             f"updatedAt (else the file's modification time) {format_precise_time(reading.updated_at)} "
             f"is more than {MAX_CLOCK_AHEAD_SECONDS}s ahead of the operator's clock; write the current time"

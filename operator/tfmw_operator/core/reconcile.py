@@ -6,7 +6,8 @@ Everything that must survive a restart lives in the job's status: the current
 `attempt`, whether its pods were all launched (`launchedAttempt`), and `restarts`.
 
 This module is the job's lifecycle (phases, conditions, events); each run-policy rule
-lives in a module of its own and only returns a verdict, which is applied here.
+lives in a module of its own under policies/ and only returns a verdict, which is applied
+here; how attempts ended is written by history.py.
 """
 
 from __future__ import annotations
@@ -20,8 +21,6 @@ from tfmw_operator.api.names import FOLDER_CHECK_CONTAINER
 from tfmw_operator.api.records import evolve
 from tfmw_operator.api.spec import JobSpec, ProgressDeadlinePolicy, SpecError
 from tfmw_operator.api.status import (
-    MAX_HISTORY,
-    MAX_HISTORY_MESSAGE,
     AttemptRecord,
     ConditionType,
     JobStatus,
@@ -29,7 +28,7 @@ from tfmw_operator.api.status import (
     Phase,
     WorkerCounts,
 )
-from tfmw_operator.api.times import NEVER, later, parse_time
+from tfmw_operator.api.times import NEVER, later
 from tfmw_operator.core.builders import build_service, pod_group_name
 from tfmw_operator.core.decision import (
     Action,
@@ -45,12 +44,13 @@ from tfmw_operator.core.decision import (
     ProgressWatch,
     RemoveMarker,
 )
-from tfmw_operator.core.observed import CreatedObject, CreateErrorKind, Observed
-from tfmw_operator.core.pods import ObservedPod
+from tfmw_operator.core.history import attempt_record, resumes_from, with_record, with_root_cause
+from tfmw_operator.core.observed import CreateErrorKind, Observed
+from tfmw_operator.core.pods import ObservedPod, attempt_started
 from tfmw_operator.core.policies.cleanup import after_finish, doomed_by_policy, overdue_deletions
 from tfmw_operator.core.policies.completion import chief_exit, judge_marker
+from tfmw_operator.core.policies.create_retry import judge_refusal
 from tfmw_operator.core.policies.failure import (
-    MESSAGE_TAIL_LINES,
     judge_failures,
     lost_node_behind,
     restart_message,
@@ -58,15 +58,13 @@ from tfmw_operator.core.policies.failure import (
 )
 from tfmw_operator.core.policies.progress_deadline import PROGRESS_STALLED, judge_progress
 from tfmw_operator.core.policies.queue import judge_queue, workloads_of, workloads_over
+from tfmw_operator.core.policies.restart_backoff import judge_restart_backoff
 from tfmw_operator.core.policies.time_limits import active_deadline, judge_pending
 from tfmw_operator.core.policies.verdicts import Cause, Fail, MarkerVerdict, Pending, Queued, Restart, WakeAt
-from tfmw_operator.core.progress import MAX_CLOCK_AHEAD_SECONDS, ProgressReport, is_current, next_progress
+from tfmw_operator.core.progress import next_progress
 
 NAMESAKE_RECHECK_SECONDS = 2.0
-MAX_CREATE_BACKOFF_SECONDS = 300.0
-RESTART_BACKOFF_SECONDS = 10.0
 COUNTS_WRITE_SECONDS = 1.0
-MAX_RESTART_BACKOFF = 300.0
 
 
 @dataclass
@@ -248,7 +246,7 @@ def _progress(step: _Step, job: JobSpec) -> None:
     if step.obs.status.finished:
         return
     attempt = step.status.attempt
-    started = min((p.created for p in step.obs.pods if p.attempt == attempt and p.created), default=None)
+    started = attempt_started(step.obs.pods, attempt)
     update = next_progress(
         step.status.progress,
         step.obs.progress,
@@ -321,62 +319,30 @@ def _blocked_by_namesakes(step: _Step) -> bool:
 
 
 def _waiting_to_retry(step: _Step, job: JobSpec) -> bool:
-    """Creating the Service or pods was refused: fail on what the API server will never
-    take, back off on what it may take once quota, policy or the server itself change.
-    The job's clock runs meanwhile: activeDeadlineSeconds, and pendingTimeoutSeconds as
-    for workers that never start."""
+    """True while the launch waits: a refused creation backs off (or fails the job), and a
+    gang restart after the first backs off too."""
     error = step.obs.create_error
     if error is None:
-        return _restart_backoff(step)
-    pods = error.refused is CreatedObject.PODS
-    what = "worker pods" if pods else f"Service {job.name}"
-    if error.kind is CreateErrorKind.INVALID:
-        fix = "fix spec.template" if pods else "fix spec.port"
-        message = f"the API server refused the {what}: {error.message}; {fix}"
-        _fail(step, job, Fail("InvalidTemplate" if pods else "InvalidService", message, stop_all=True))
-        return True
-    message = f"creating {what} was refused ({error.failures} times): {error.message}"
-    if not job.queue_name:
+        backoff = judge_restart_backoff(step.status, step.now)
+        if backoff is not None:
+            step.wake_at(backoff.at)
+        return backoff is not None
+    if error.kind is not CreateErrorKind.INVALID and not job.queue_name:
+        # The job's clock runs while it may yet be created: activeDeadlineSeconds too.
         step.update(start_time=step.status.start_time or step.now)
-    timeout = job.run_policy.pending_timeout_seconds
-    if timeout is not None:
-        give_up = later(error.since or error.at, timeout)
-        if step.now >= give_up:
-            _fail(
-                step,
-                job,
-                Fail("PendingTimeout", f"{message}; for longer than pendingTimeoutSeconds={timeout}"),
-            )
-            return True
-        step.wake_at(give_up)
-    reason = "PodCreationRefused" if pods else "ServiceCreationRefused"
+    verdict = judge_refusal(job, error, step.now)
+    if isinstance(verdict, Fail):
+        _fail(step, job, verdict)
+        return True
+    step.wake_at(verdict.give_up_at)
     if not step.status.condition_is_true(ConditionType.STALLED):
-        step.event("Warning", reason, message)
-    step.condition(ConditionType.STALLED, True, reason, message)
+        step.event("Warning", verdict.reason, verdict.message)
+    step.condition(ConditionType.STALLED, True, verdict.reason, verdict.message)
     step.update(phase=step.status.phase or Phase.PENDING)
-    retry_at = later(error.at, min(2.0 ** min(error.failures, 16), MAX_CREATE_BACKOFF_SECONDS))
-    if step.now < retry_at:
-        step.wake_at(retry_at)
+    if step.now < verdict.retry_at:
+        step.wake_at(verdict.retry_at)
         return True
     return False
-
-
-def _restart_backoff(step: _Step) -> bool:
-    """The first gang restart starts at once; later ones wait longer and longer, so a
-    job that keeps crashing, or that Kueue keeps evicting, does not churn the cluster."""
-    restarts = step.status.restarts + step.status.evictions
-    restarting = step.status.condition(ConditionType.RESTARTING)
-    if restarts < 2 or restarting is None or not restarting.true:
-        return False
-    since = parse_time(restarting.last_transition_time)
-    if since is None:
-        return False
-    # The exponent is held too: restarts comes from the job's status, which may say anything.
-    ready_at = later(since, min(RESTART_BACKOFF_SECONDS * 2 ** min(restarts - 2, 16), MAX_RESTART_BACKOFF))
-    if step.now >= ready_at:
-        return False
-    step.wake_at(ready_at)
-    return True
 
 
 def _restart_grace(job: JobSpec) -> int:
@@ -458,54 +424,11 @@ def _progress_deadline(step: _Step, job: JobSpec) -> None:
 
 
 def _record_attempt(step: _Step, job: JobSpec, outcome: str, cause: Cause) -> AttemptRecord | None:
-    """The current attempt ended: how, in status.history (the newest first, MAX_HISTORY kept)."""
-    status = step.status
-    attempt = status.attempt
-    if not status.launched or (status.history and status.history[0].attempt == attempt):
-        return None
-    started = min((p.created for p in step.obs.pods if p.attempt == attempt and p.created), default=None)
-    progress = status.progress
-    epoch = progress.epoch if progress is not None and progress.attempt == attempt else None
-    checkpoint = progress.checkpoint if progress is not None else None
-    # The document read now may be newer than the status, which records it at most once per
-    # interval: the attempt's end is told by the newest.
-    reading = step.obs.progress
-    if (
-        isinstance(reading, ProgressReport)
-        and is_current(reading, job.uid, attempt, started)
-        and reading.updated_at <= later(step.now, MAX_CLOCK_AHEAD_SECONDS)
-        and (progress is None or progress.updated_at is None or reading.updated_at > progress.updated_at)
-    ):
-        epoch, checkpoint = reading.epoch, reading.checkpoint or checkpoint
-    lost = None
-    if epoch is not None and checkpoint is not None and checkpoint.epoch is not None:
-        lost = max(0, epoch - checkpoint.epoch)
-    tail = "\n".join(cause.message.strip().splitlines()[-MESSAGE_TAIL_LINES:])[-MAX_HISTORY_MESSAGE:]
-    record = AttemptRecord(
-        attempt=attempt,
-        outcome=outcome,
-        cause=cause.reason,
-        end_time=step.now,
-        start_time=started,
-        worker=cause.worker,
-        pod=cause.pod,
-        node=cause.node,
-        container=cause.container,
-        exit_code=cause.exit_code,
-        message=tail or None,
-        logs=_logs(job, attempt, cause.worker),
-        epoch=epoch,
-        checkpoint=checkpoint,
-        epochs_lost=lost,
-    )
-    step.update(history=(record, *status.history)[:MAX_HISTORY])
+    """The current attempt ended: how, in status.history (history.py)."""
+    record = attempt_record(step.status, job, step.obs.pods, step.obs.progress, outcome, cause, step.now)
+    if record is not None:
+        step.update(history=with_record(step.status.history, record))
     return record
-
-
-def _logs(job: JobSpec, attempt: int, worker: int | None) -> str:
-    """Where the operator saves the attempt's logs: the worker's, or the attempt's folder."""
-    folder = f"{job.directory}/logs/attempt-{attempt}"
-    return f"{folder}/worker-{worker}.log" if worker is not None else f"{folder}/"
 
 
 def _find_root_cause(step: _Step, job: JobSpec, going: Sequence[ObservedPod]) -> None:
@@ -518,18 +441,7 @@ def _find_root_cause(step: _Step, job: JobSpec, going: Sequence[ObservedPod]) ->
     if cause is None:
         return
     record = history[0]
-    found = evolve(
-        record,
-        cause=cause.reason,
-        worker=cause.worker,
-        pod=cause.pod,
-        node=cause.node,
-        container=cause.container,
-        exit_code=None,
-        message=cause.message,
-        # The lost worker's log could not be read from its node; its peers' are in the folder.
-        logs=_logs(job, record.attempt, None),
-    )
+    found = with_root_cause(record, cause, job)
     step.update(history=(found, *history[1:]))
     _retell_restart(step, job, found)
     step.event(
@@ -548,7 +460,7 @@ def _retell_restart(step: _Step, job: JobSpec, found: AttemptRecord) -> None:
         return
     told = restarting.message
     limit = job.run_policy.backoff_limit
-    message = restart_message(step.status.restarts, limit, found.message or "") + _resumes_from(found)
+    message = restart_message(step.status.restarts, limit, found.message or "") + resumes_from(found)
     if step.status.message == told:
         step.update(message=message)
     step.condition(ConditionType.RESTARTING, True, restarting.reason, message)
@@ -557,20 +469,10 @@ def _retell_restart(step: _Step, job: JobSpec, found: AttemptRecord) -> None:
         step.condition(ConditionType.RUNNING, False, running.reason, message)
 
 
-def _resumes_from(record: AttemptRecord | None) -> str:
-    """ "; attempt 3 resumes from the checkpoint of epoch 4 at ...: 1 epoch redone", when known."""
-    if record is None or record.checkpoint is None:
-        return ""
-    said = f"; attempt {record.attempt + 1} resumes from {record.checkpoint.describe()}"
-    if record.epochs_lost:
-        said += f": {record.epochs_lost} epoch{'s' if record.epochs_lost > 1 else ''} to redo"
-    return said
-
-
 def _restart(step: _Step, job: JobSpec, verdict: Restart, current: Sequence[ObservedPod]) -> None:
     over = step.status.attempt
     record = _record_attempt(step, job, "Restarted", verdict.cause or Cause(verdict.reason))
-    message = verdict.message + _resumes_from(record)
+    message = verdict.message + resumes_from(record)
     step.update(
         attempt=over + 1,
         restarts=step.status.restarts + (1 if verdict.counted else 0),
@@ -666,7 +568,7 @@ def _suspend(step: _Step, job: JobSpec) -> None:
     _end_workloads(step, _attempt_workloads(job, step.status.attempt, step.obs.pods))
     if step.status.phase is not Phase.SUSPENDED:
         record = _record_attempt(step, job, "Suspended", Cause("Suspended"))
-        said = _resumes_from(record).replace("resumes", "will resume")
+        said = resumes_from(record).replace("resumes", "will resume")
         step.event("Normal", "Suspended", f"runPolicy.suspend is true: worker pods deleted{said}")
     step.update(phase=Phase.SUSPENDED)
     step.condition(ConditionType.SUSPENDED, True, "Suspended", "runPolicy.suspend is true")

@@ -18,17 +18,16 @@ import kopf
 
 from tfmw_operator.api.names import GROUP, PLURAL, VERSION
 from tfmw_operator.api.objects import Json
-from tfmw_operator.core.observed import CreateErrorKind
 
 MERGE_PATCH = "application/merge-patch+json"
 logger = logging.getLogger(__name__)
-# Few connections, kept busy: more only make the API server juggle (on 2 cores, 8 gave the
-# fastest burst, and each TLS connection costs memory). Watches and log streams, which
+# Few connections, kept busy: more only make the API server juggle, and each TLS connection
+# costs memory (docs/benchmarks.md, "The measurements behind the code"). Watches and log streams, which
 # hold a connection for minutes, have a session of their own with no limit.
 CONNECTION_POOL_SIZE = 8
-# Requests beyond this wait for a slot before aiohttp builds them: a cleanup of 970 jobs
-# sent 7,760 deletions at once, and each one waiting inside aiohttp for a connection held
-# about 7 KB (50 MB in all; run B of docs/benchmarks.md). Twice the pool keeps it fed.
+# Requests beyond this wait for a slot before aiohttp builds them: each request waiting inside
+# aiohttp for a connection holds memory, and a large cleanup sends thousands at once
+# (docs/benchmarks.md, "The measurements behind the code"). Twice the pool keeps it fed.
 REQUESTS_AT_ONCE = 2 * CONNECTION_POOL_SIZE
 REQUEST_TIMEOUT = aiohttp.ClientTimeout(total=30, sock_connect=5)
 LOG_TIMEOUT = aiohttp.ClientTimeout(total=60, sock_connect=5)
@@ -121,26 +120,6 @@ class LineSplitter:
             raise LineTooLong(
                 f"a line of more than {size} bytes, above the limit of {self.max_line_bytes}: refused"
             )
-
-
-class CreateRefused(Exception):
-    """The API server refused to create an object; `kind` says whether it ever will."""
-
-    def __init__(self, kind: CreateErrorKind, message: str) -> None:
-        super().__init__(message)
-        self.kind = kind
-        self.message = message
-
-    @classmethod
-    def of(cls, error: ApiError) -> CreateRefused | None:
-        """What a failed create means for the job; None for what is not about the object."""
-        if error.status in (400, 413, 422):  # as written, never: a bad field, or too large
-            return cls(CreateErrorKind.INVALID, error.message)
-        if error.status == 403:  # quota, Pod Security, RBAC: until someone acts
-            return cls(CreateErrorKind.FORBIDDEN, error.message)
-        if error.status == 429 or error.status >= 500:  # throttled, a failing webhook, the server
-            return cls(CreateErrorKind.UNAVAILABLE, error.message)
-        return None
 
 
 def connection_info() -> kopf.ConnectionInfo:
@@ -277,25 +256,20 @@ class Kube:
         Returns the pod created, None when it existed already (created by an earlier
         reconcile that did not record it) or the namespace is going.
         """
-        return await self._create_refusable(_path(namespace, "pods"), pod, {"fieldValidation": "Strict"})
+        return await self._create_new(_path(namespace, "pods"), pod, {"fieldValidation": "Strict"})
 
     async def create_service(self, namespace: str, service: Json) -> Json | None:
         """The Service created; None when one of that name exists (ours or a namesake)."""
-        return await self._create_refusable(_path(namespace, "services"), service)
+        return await self._create_new(_path(namespace, "services"), service)
 
-    async def _create_refusable(
-        self, path: str, body: Json, params: dict[str, str] | None = None
-    ) -> Json | None:
-        """Create; None when it exists already, CreateRefused when the API server will not."""
+    async def _create_new(self, path: str, body: Json, params: dict[str, str] | None = None) -> Json | None:
+        """Create; None when one of that name exists already (or the namespace is going)."""
         try:
             return await self._create(path, body, params)
         except ApiError as error:
             if error.status == 409:
                 return None
-            refused = CreateRefused.of(error)
-            if refused is None:
-                raise
-            raise refused from error
+            raise
 
     async def get_service(self, namespace: str, name: str) -> Json | None:
         return await self._get(_path(namespace, "services", name))
@@ -415,8 +389,8 @@ class Kube:
         except (aiohttp.ClientError, TimeoutError) as error:  # a dropped stream: keep what came
             logger.warning("log of %s/%s [%s] cut short: %s", namespace, pod, container, error)
         # Kept as bytes: a byte limit may split a UTF-8 character, programs print any bytes
-        # at all, and decoding them leniently made a 4 MiB log of non-UTF-8 output 12 MiB.
+        # at all, and decoding them leniently would triple a log of non-UTF-8 output.
         return b"".join(tail)[-limit_bytes:]
 
 
-__all__ = ["ApiError", "CreateRefused", "Kube", "LineSplitter", "LineTooLong", "connection_info"]
+__all__ = ["ApiError", "Kube", "LineSplitter", "LineTooLong", "connection_info"]

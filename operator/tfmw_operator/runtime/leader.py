@@ -27,7 +27,8 @@ from tfmw_operator.runtime.health import Health
 logger = logging.getLogger(__name__)
 
 # (connect, read) seconds, and no retries of the client's own: a renewal's GET and PUT
-# together must end within the renew deadline (with retries, one try took about 64 s).
+# together must end within the renew deadline, which the client's retries overran
+# (docs/benchmarks.md, "The measurements behind the code").
 LEASE_REQUEST_TIMEOUT = (2.0, 3.0)
 LEASE_SECONDS = 15
 RENEW_DEADLINE_SECONDS = 10

@@ -70,7 +70,7 @@ MAX_RETRY_SECONDS = 300.0
 REPORT_AFTER_FAILURES = 3
 SERVICE_RETRY_SECONDS = 30.0  # a running gang's missing Service, refused: tried again after this
 # Launches creating at once. More only queue for the connections, each with its built pods
-# held: a burst of 100 8-worker jobs peaked 15 MB higher, and was no faster.
+# held: more memory, no faster (docs/benchmarks.md, "The measurements behind the code").
 LAUNCHES_AT_ONCE = 16
 
 

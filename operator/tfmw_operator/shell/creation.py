@@ -5,16 +5,48 @@ remember and the core to decide from."""
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 
 from tfmw_operator.api.objects import Json
 from tfmw_operator.core.decision import CreatePods
-from tfmw_operator.core.observed import CreatedObject
+from tfmw_operator.core.observed import CreatedObject, CreateErrorKind
 from tfmw_operator.core.owned import Owned
-from tfmw_operator.kube.client import CONNECTION_POOL_SIZE, CreateRefused, Kube
+from tfmw_operator.kube.client import CONNECTION_POOL_SIZE, ApiError, Kube
 from tfmw_operator.kube.informer import Informer
 from tfmw_operator.shell.events import EventPoster
+
+
+class CreateRefused(Exception):
+    """The API server refused to create an object; `kind` says whether it ever will."""
+
+    def __init__(self, kind: CreateErrorKind, message: str) -> None:
+        super().__init__(message)
+        self.kind = kind
+        self.message = message
+
+    @classmethod
+    def of(cls, error: ApiError) -> CreateRefused | None:
+        """What a failed create means for the job; None for what is not about the object."""
+        if error.status in (400, 413, 422):  # as written, never: a bad field, or too large
+            return cls(CreateErrorKind.INVALID, error.message)
+        if error.status == 403:  # quota, Pod Security, RBAC: until someone acts
+            return cls(CreateErrorKind.FORBIDDEN, error.message)
+        if error.status == 429 or error.status >= 500:  # throttled, a failing webhook, the server
+            return cls(CreateErrorKind.UNAVAILABLE, error.message)
+        return None
+
+
+async def _created(creating: Awaitable[Json | None]) -> Json | None:
+    """The object created (None: it existed already); CreateRefused when the API server will not."""
+    try:
+        return await creating
+    except ApiError as error:
+        refused = CreateRefused.of(error)
+        if refused is None:
+            raise
+        raise refused from error
+
 
 # Pods built and sent at once by one launch, at most: each carries its TF_CONFIG, up to
 # 128 KiB for the largest job the CRD accepts.
@@ -54,7 +86,7 @@ class Creator:
         judged meanwhile."""
         name = service["metadata"]["name"]
         try:
-            created = await self.kube.create_service(namespace, service)
+            created = await _created(self.kube.create_service(namespace, service))
         except CreateRefused as refused:
             message = f"Service {name} is missing and creating it again was refused: {refused.message}"
             warnings.append(("ServiceRefused", f"{message}; restarted workers cannot resolve their peers"))
@@ -66,7 +98,7 @@ class Creator:
 
     async def _ensure_service(self, namespace: str, service: Json) -> Created:
         try:
-            created = await self.kube.create_service(namespace, service)
+            created = await _created(self.kube.create_service(namespace, service))
         except CreateRefused as refused:
             return Created(False, (CreatedObject.SERVICE, refused))
         if created is not None:
@@ -106,7 +138,7 @@ class Creator:
 
     async def _send_pod(self, namespace: str, pod: Json) -> Json | None:
         # A request body is serialised before it waits for a connection: only as many as
-        # there are connections are, whatever the number of launches (each 1.2 MiB for a
-        # 1,024-worker job with ten containers).
+        # there are connections are, whatever the number of launches (a large pod's body is
+        # over a megabyte: docs/benchmarks.md, "The measurements behind the code").
         async with self._sending:
-            return await self.kube.create_pod(namespace, pod)
+            return await _created(self.kube.create_pod(namespace, pod))

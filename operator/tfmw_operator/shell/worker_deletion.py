@@ -22,10 +22,10 @@ LOG_ARCHIVE_BYTES = 4 * 1024 * 1024  # the tail of each container's log that is 
 LOG_MEMORY_BYTES = 64 * 1024 * 1024
 LOG_MIN_BYTES = 64 * 1024
 # Each log being read holds an HTTPS connection of its own, a followed one until its worker
-# has stopped. Deleting 2,160 workers at once opened as many, and took the operator from 70
-# to 200 MB. Beyond LOG_FOLLOWED_AT_ONCE, a worker's log is read as it is, LOG_READS_AT_ONCE
-# at a time (the lines it prints while stopping are not kept): before its deletion when that
-# is immediate, beside it when graceful.
+# has stopped: deleting thousands of workers at once would open as many (docs/benchmarks.md,
+# "The measurements behind the code"). Beyond LOG_FOLLOWED_AT_ONCE, a worker's log is read
+# as it is, LOG_READS_AT_ONCE at a time (the lines it prints while stopping are not kept):
+# before its deletion when that is immediate, beside it when graceful.
 LOG_FOLLOWED_AT_ONCE = 64
 LOG_READS_AT_ONCE = 32
 
@@ -98,8 +98,7 @@ class WorkerDeleter:
 
     def _read_in_turn(self, namespace: str, job_relpath: str, pod: ObservedPod, warn: Warn) -> None:
         """Queue the log of a worker deleted gracefully, read by LOG_READS_AT_ONCE readers.
-        A queued worker costs a tuple, not a task: a cleanup of 970 jobs queued 7,760 logs,
-        and a task waiting for each took the operator from 100 to 200 MB."""
+        A queued worker costs a tuple, not a task: a large cleanup queues thousands of logs."""
         self._in_turn.append((namespace, job_relpath, pod, warn))
         if self._readers < LOG_READS_AT_ONCE:
             self._readers += 1

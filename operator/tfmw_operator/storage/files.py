@@ -301,8 +301,8 @@ class SharedStorage:
         loop = asyncio.get_running_loop()
         work = loop.run_in_executor(self._threads, functools.partial(function, self.root, *args))
         try:
-            # Not wait_for: on Python 3.11 it wraps the future in a task of its own, and a
-            # read on a launch's path costs 0.13 ms more.
+            # Not wait_for: on Python 3.11 it wraps the future in a task of its own, a cost
+            # on a launch's path (docs/benchmarks.md, "The measurements behind the code").
             async with asyncio.timeout(STORAGE_TIMEOUT_SECONDS):
                 return await work
         except TimeoutError:

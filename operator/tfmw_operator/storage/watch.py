@@ -3,7 +3,7 @@
 With inotify, noticing a marker costs nothing per running job and per tick: the kernel
 says which folder changed, and the name of the file. A network filesystem (NFS, CIFS,
 FUSE, ...) does not report another machine's writes to inotify, so there the operator
-polls instead (controller.py), more slowly the more jobs it watches.
+polls instead (job_files.py), more slowly the more jobs it watches.
 
 A folder is watched through a descriptor opened without following links (storage.py),
 so a worker that swaps its folder for a symlink cannot point the watch elsewhere; the

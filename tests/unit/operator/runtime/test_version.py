@@ -6,13 +6,11 @@ import subprocess
 import sys
 import tomllib
 from importlib import metadata
-from pathlib import Path
 
 import pytest
+from kube import REPO
 from prometheus_client import REGISTRY, generate_latest
 from tfmw_operator.runtime.version import describe, revision, version
-
-REPO = Path(__file__).resolve().parents[3]
 
 
 def pyproject_version() -> str:

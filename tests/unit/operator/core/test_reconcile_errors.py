@@ -10,7 +10,8 @@ from tfmw_operator.api.status import ConditionType, Phase
 from tfmw_operator.core.decision import CreatePods, DeletePods, EnsureService
 from tfmw_operator.core.observed import CreatedObject, CreateError, CreateErrorKind, Observed
 from tfmw_operator.core.reconcile import reconcile_failed
-from tfmw_operator.kube.client import ApiError, CreateRefused
+from tfmw_operator.kube.client import ApiError
+from tfmw_operator.shell.creation import CreateRefused
 from wrappers import at, decide, job, observe, pod
 
 Json = dict[str, Any]
