@@ -27,6 +27,7 @@ from unit.docs.blocks import (
 README_MAX_LINES = 250
 PROGRAM_MAX_LINES = 60
 DOCS = [
+    "architecture.md",
     "reference.md",
     "training-program.md",
     "troubleshooting.md",
@@ -164,7 +165,7 @@ def test_relative_links_between_the_docs_lead_to_files() -> None:
 def test_the_reference_names_every_reason_the_operator_writes() -> None:
     """Every reason in the operator's source (a Fail verdict, a condition, an Event) is in
     docs/reference.md, so a new reason cannot ship undocumented."""
-    source = "\n".join(p.read_text() for p in sorted((REPO / "operator" / "tfmw_operator").glob("*.py")))
+    source = "\n".join(p.read_text() for p in sorted((REPO / "operator" / "tfmw_operator").rglob("*.py")))
     found = set(re.findall(r'Fail\(\s*"([A-Za-z]+)"', source))
     found |= set(
         re.findall(r'\.condition\(\s*ConditionType\.[A-Z_]+,\s*(?:True|False),\s*"([A-Za-z]+)"', source)
