@@ -25,7 +25,7 @@ export TFMW_REGISTRY := $(REGISTRY)
 export TFMW_IMAGE_TAG := $(VERSION)
 
 .PHONY: install lint test test-unit test-integration test-e2e test-docs test-faults faults run images cluster-up cluster-down \
-	cluster-status deploy namespace-storage kind-namespace-storage demo push registry-up registry-down test-install bench bench-scale bench-felt kwok-up kwok-down mutate golden kueue-up kueue-down kind-up kind-deploy kind-e2e kind-multinode kind-down test-kind test-multinode \
+	cluster-status deploy namespace-storage namespace-storage-delete kind-namespace-storage kind-namespace-storage-delete demo push registry-up registry-down test-install bench bench-scale bench-felt kwok-up kwok-down mutate golden kueue-up kueue-down kind-up kind-deploy kind-e2e kind-multinode kind-down test-kind test-multinode \
 	bump-kubernetes clean
 
 # Debian packages, .venv (the project editable, with its extras) and hack/bin; again only
@@ -111,10 +111,16 @@ cluster-status:
 deploy: install
 	hack/up.sh
 
-# A namespace's own folder and claim tfmw-shared (docs/storage.md, "One namespace, one folder").
+# A namespace's own folder and claim tfmw-shared, walled by Pod Security (docs/storage.md,
+# "One namespace, one folder"); STORAGE_FLAGS=--set-pod-security raises a weaker label.
+# namespace-storage-delete takes the claim and volume away (PURGE=1: the folder too).
 namespace-storage: install
 	@[[ -n "$(NAMESPACE)" ]] || { echo "usage: make namespace-storage NAMESPACE=<namespace>" >&2; exit 2; }
-	hack/namespace-storage.sh $(NAMESPACE)
+	hack/namespace-storage.sh $(STORAGE_FLAGS) $(NAMESPACE)
+
+namespace-storage-delete: install
+	@[[ -n "$(NAMESPACE)" ]] || { echo "usage: make namespace-storage-delete NAMESPACE=<namespace> [PURGE=1]" >&2; exit 2; }
+	hack/namespace-storage.sh --delete $(if $(PURGE),--purge) $(NAMESPACE)
 
 # Kueue on the local cluster, built from its Go module (the e2e tests start it themselves).
 kueue-up: install
@@ -201,7 +207,12 @@ kind-multinode: kind-deploy
 kind-namespace-storage: install
 	@[[ -n "$(NAMESPACE)" ]] || { echo "usage: make kind-namespace-storage NAMESPACE=<namespace>" >&2; exit 2; }
 	TFMW_KIND_CLUSTER=$(KIND_CLUSTER) TFMW_KIND_KUBECONFIG=$(KIND_KUBECONFIG) TFMW_SHARED_DIR=$(KIND_SHARED_DIR) \
-	  hack/namespace-storage.sh $(NAMESPACE)
+	  hack/namespace-storage.sh $(STORAGE_FLAGS) $(NAMESPACE)
+
+kind-namespace-storage-delete: install
+	@[[ -n "$(NAMESPACE)" ]] || { echo "usage: make kind-namespace-storage-delete NAMESPACE=<namespace> [PURGE=1]" >&2; exit 2; }
+	TFMW_KIND_CLUSTER=$(KIND_CLUSTER) TFMW_KIND_KUBECONFIG=$(KIND_KUBECONFIG) TFMW_SHARED_DIR=$(KIND_SHARED_DIR) \
+	  hack/namespace-storage.sh --delete $(if $(PURGE),--purge) $(NAMESPACE)
 
 kind-down:
 	hack/kind.sh down
