@@ -24,9 +24,11 @@ from __future__ import annotations
 
 import signal
 
-# The kernel never delivers to PID 1 a signal it has no handler for, so a SIGTERM arriving while
-# Python imports the rest of this file would be lost, and the pod would wait out its whole grace
-# period. The handler is the first thing in place; the main loop acts on what it recorded.
+# The kernel drops a signal sent to PID 1 that PID 1 has no handler for, so a SIGTERM arriving
+# while Python imports the rest of this file would be lost, and the pod would wait out its whole
+# grace period. The handler is the first thing in place; the main loop acts on what it recorded.
+# Before it, while Python starts and compiles this file, only a blocked signal is kept (a blocked
+# signal is never dropped: it stays pending): BOOTSTRAP below blocks them first.
 FORWARDED_SIGNALS = (
     signal.SIGTERM,
     signal.SIGINT,
@@ -45,6 +47,7 @@ def _record(signum: int, frame: object) -> None:
 if __name__ == "__main__":
     for _signum in FORWARDED_SIGNALS:
         signal.signal(_signum, _record)
+    signal.pthread_sigmask(signal.SIG_UNBLOCK, FORWARDED_SIGNALS)  # what BOOTSTRAP held comes now
 
 import argparse  # noqa: E402
 import collections  # noqa: E402
@@ -61,6 +64,32 @@ import sys  # noqa: E402
 import threading  # noqa: E402
 import time  # noqa: E402
 from collections.abc import Callable, Mapping, Sequence  # noqa: E402
+
+# ---- how the operator runs it ----
+
+# `python3 -c BOOTSTRAP -- COMMAND [ARG...]`: the signals blocked before this file is even read
+# and compiled (docs/supervisor.md has the times), then the file run as `python3 <path>` would.
+INSTALLED_PATH = "/tfmw/supervisor.py"
+BOOTSTRAP = (
+    "import signal;"
+    "signal.pthread_sigmask(signal.SIG_BLOCK,(signal.SIGTERM,signal.SIGINT,signal.SIGHUP,"
+    "signal.SIGQUIT,signal.SIGUSR1,signal.SIGUSR2));"
+    "import runpy,sys;"
+    f"sys.argv[0]={INSTALLED_PATH!r};"
+    "runpy.run_path(sys.argv[0],run_name='__main__')"
+)
+
+
+def wrapped_command(
+    command: Sequence[str],
+    options: Sequence[str] = (),
+    path: str = INSTALLED_PATH,
+    python: str = "python3",
+) -> list[str]:
+    """A container's command and args, run under the supervisor installed at `path`."""
+    bootstrap = BOOTSTRAP.replace(repr(INSTALLED_PATH), repr(path))
+    return [python, "-c", bootstrap, *options, "--", *command]
+
 
 # ---- the wire: tfmw_operator.contract's names, repeated so that this file stands alone ----
 
@@ -115,6 +144,7 @@ SYNC_SECONDS = 1.0  # the log is fdatasync'ed at most this often while output co
 LOG_BUFFER_MAX_BYTES = 8 * 1024 * 1024  # output waiting for a slow volume; beyond, dropped and counted
 FLUSH_SECONDS = 5.0  # at an exit not bounded by a grace: how long to wait for the volume
 REPORT_RETRY_SECONDS = 1.0  # a report that could not be written is written again after this
+LOG_OPEN_WAIT_SECONDS = 2.0  # a child starts once its attempt's log folder exists, or after this
 READ_CHUNK = 65536
 
 # Signals a child starts with at their default action: those Python ignores (SIGPIPE, SIGXFSZ)
@@ -482,6 +512,7 @@ class _Command:
     report: dict[str, object] | None = None
     state: str = ""
     fatal: bool = False
+    done: threading.Event | None = None  # set once carried out
 
 
 @dataclasses.dataclass(frozen=True)
@@ -529,6 +560,7 @@ class Volume:
         self._last_signature: tuple[int, ...] | None = None
         self._last_control: Control | None = None
         self._polled = False
+        self.failure: str | None = None  # the thread ended on an error of this file's own
         self._thread = threading.Thread(target=self._run, name="tfmw-volume", daemon=True)
 
     # -- the main thread's side --
@@ -541,8 +573,11 @@ class Volume:
             self._commands.append(command)
             self._cond.notify()
 
-    def open_log(self, attempt: int) -> None:
-        self._put(_Command("open", attempt=attempt))
+    def open_log(self, attempt: int) -> threading.Event:
+        """Open the attempt's log (and so make its folder, where TFMW_STACKS_PATH points)."""
+        done = threading.Event()
+        self._put(_Command("open", attempt=attempt, done=done))
+        return done
 
     def output(self, data: bytes) -> None:
         with self._cond:
@@ -575,6 +610,13 @@ class Volume:
     # -- the thread --
 
     def _run(self) -> None:
+        try:
+            self._loop()
+        except BaseException as error:  # a bug here must end the pod visibly, not leave it waiting
+            self.failure = f"{type(error).__name__}: {error}"
+            self._notify()
+
+    def _loop(self) -> None:
         next_poll = 0.0
         next_sync: float | None = None
         while True:
@@ -592,6 +634,8 @@ class Volume:
                 stopping = self._stopping
             for command in commands:
                 self._do(command)
+                if command.done is not None:
+                    command.done.set()
             now = time.monotonic()
             if self._log is not None and self._log.dirty and next_sync is None:
                 next_sync = now + SYNC_SECONDS
@@ -934,7 +978,8 @@ class Supervisor:
             env[STACKS_PATH_ENV] = os.path.join(
                 self.identity.shared_dir, LOGS_DIR, f"attempt-{attempt}", f"{self.identity.stem}.stacks"
             )
-            self.volume.open_log(attempt)
+            if not self.volume.open_log(attempt).wait(LOG_OPEN_WAIT_SECONDS):
+                say(f"attempt {attempt}: the volume is slow; starting before its log folder is made")
             for target in (1, 2):
                 read_end, write_end = os.pipe()
                 pipes[read_end] = target
@@ -972,7 +1017,7 @@ class Supervisor:
             self.selector.register(fd, selectors.EVENT_READ)
         self.state = STATE_RUNNING
         if self.volume is not None:
-            self._say(f"attempt {attempt}: started {' '.join(self.settings.command)[:300]} (pid {pid})")
+            self._say(f"attempt {attempt}: started {os.path.basename(self.settings.command[0])} (pid {pid})")
             self._report(STATE_RUNNING, attempt, fatal=False)
         if self.terminating is not None:  # a SIGTERM came while it was being started
             self._signal_child(self.child, self.terminating)
@@ -1039,6 +1084,14 @@ class Supervisor:
 
     def _handle_volume(self) -> None:
         assert self.volume is not None
+        if self.volume.failure is not None and not self.exit_requested:
+            # It cannot report any more: the command runs on alone, and the pod ends with it, as
+            # it would without a supervisor (the operator then restarts the gang the old way).
+            say(f"the volume thread failed ({self.volume.failure}): this pod cannot report any more")
+            self.exit_requested = True
+            if self.child is None:
+                self.exit_code = self.last_end.exit_code if self.last_end is not None else 70  # EX_SOFTWARE
+            return
         while self.volume.controls:
             control = self.volume.controls.popleft()
             if not self.started_up:

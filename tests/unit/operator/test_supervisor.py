@@ -107,7 +107,7 @@ class Job:
         out, err = self.scratch / f"out-{index}", self.scratch / f"err-{index}"
         with out.open("wb") as stdout, err.open("wb") as stderr:
             process = subprocess.Popen(
-                [PYTHON, str(SUPERVISOR), *options, "--", *command],
+                supervisor.wrapped_command(command, options, str(SUPERVISOR), PYTHON),
                 env=self.env if env is None else env,
                 stdout=stdout,
                 stderr=stderr,
@@ -239,6 +239,17 @@ def test_the_wire_names_are_the_contracts() -> None:
     for name in dir(supervisor):
         if name.endswith("_ENV"):
             assert getattr(supervisor, name).startswith(contract.RESERVED_ENV_PREFIX), name
+
+
+def test_the_bootstrap_runs_the_file_as_a_script_with_the_command_after_the_options() -> None:
+    wrapped = supervisor.wrapped_command(
+        ["python", "-m", "x", "--flag"], ["--grace-seconds", "60"], "/opt/s.py"
+    )
+    assert wrapped[:2] == ["python3", "-c"]
+    assert "'/opt/s.py'" in wrapped[2] and "/tfmw" not in wrapped[2]
+    assert wrapped[3:] == ["--grace-seconds", "60", "--", "python", "-m", "x", "--flag"]
+    assert supervisor.parse_args(wrapped[3:]).command == ("python", "-m", "x", "--flag")
+    assert supervisor.parse_args(wrapped[3:]).grace_seconds == 60
 
 
 def test_the_file_is_python_3_9_and_imports_only_the_standard_library() -> None:
@@ -582,10 +593,14 @@ def test_with_nothing_asked_after_the_child_end_it_exits_after_a_bound(job: Job)
 # ---- as PID 1, in a PID namespace of its own ----
 
 
-def _pid1(job: Job, *command: str, options: tuple[str, ...] = ()) -> tuple[subprocess.Popen[bytes], int]:
+def _pid1(job: Job, *command: str, bootstrap: bool = True) -> tuple[subprocess.Popen[bytes], int]:
     """The supervisor as PID 1 of a new PID namespace; its PID as this test sees it."""
+    if bootstrap:
+        supervised = supervisor.wrapped_command(command, (), str(SUPERVISOR), PYTHON)
+    else:
+        supervised = [PYTHON, str(SUPERVISOR), "--", *command]
     process = subprocess.Popen(
-        ["unshare", "--pid", "--fork", "--kill-child", PYTHON, str(SUPERVISOR), *options, "--", *command],
+        ["unshare", "--pid", "--fork", "--kill-child", *supervised],
         env=job.env,
         stdout=subprocess.DEVNULL,
         stderr=subprocess.DEVNULL,
@@ -602,16 +617,32 @@ def _children(pid: int) -> list[int]:
         return []
 
 
-def _catches(pid: int, signum: int) -> bool:
+def _signal_mask(pid: int, mask: str, signum: int) -> bool:
+    """Whether `signum` is in /proc/<pid>/status's `mask` (SigCgt: caught, SigBlk: blocked)."""
     for line in Path(f"/proc/{pid}/status").read_text().splitlines():
-        if line.startswith("SigCgt:"):
+        if line.startswith(f"{mask}:"):
             return bool(int(line.split()[1], 16) >> (signum - 1) & 1)
     return False
 
 
-def test_as_pid_1_a_sigterm_during_start_up_is_not_lost(job: Job) -> None:
-    """PID 1's signals without a handler are dropped: the handler is in place before the imports."""
+def _catches(pid: int, signum: int) -> bool:
+    return _signal_mask(pid, "SigCgt", signum)
+
+
+def test_as_pid_1_a_sigterm_while_python_starts_is_kept_by_the_bootstrap(job: Job) -> None:
+    """PID 1's signals without a handler are dropped, blocked ones are kept pending: the
+    bootstrap blocks them before the file is read and compiled."""
     process, pid = _pid1(job, "sleep", "100")
+    wait_for(lambda: _signal_mask(pid, "SigBlk", signal.SIGTERM), 5.0, "SIGTERM blocked")
+    os.kill(pid, signal.SIGTERM)
+    began = time.monotonic()
+    assert process.wait(5) == 128 + signal.SIGTERM
+    assert time.monotonic() - began < 2.0
+
+
+def test_as_pid_1_a_sigterm_during_start_up_is_not_lost(job: Job) -> None:
+    """Run as `python3 supervisor.py`, the handler is in place before the imports."""
+    process, pid = _pid1(job, "sleep", "100", bootstrap=False)
     wait_for(lambda: _catches(pid, signal.SIGTERM), 5.0, "the SIGTERM handler")
     os.kill(pid, signal.SIGSTOP)  # held right after the handler was installed, before the loop runs
     spawned_before = bool(_children(pid))
