@@ -39,7 +39,7 @@ install: $(STAMP)
 lint: install
 	$(VENV)/bin/ruff check .
 	$(VENV)/bin/ruff format --check .
-	$(VENV)/bin/mypy operator/tfmw_operator trainer/tfmw_trainer tests
+	$(VENV)/bin/mypy operator/tfmw_operator trainer/tfmw_trainer client/tfmw_client tests
 	hack/bin/helm lint --strict --quiet charts/tfmw
 
 test: install
