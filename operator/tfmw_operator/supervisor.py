@@ -67,8 +67,10 @@ from collections.abc import Callable, Mapping, Sequence  # noqa: E402
 
 # ---- how the operator runs it ----
 
-# `python3 -c BOOTSTRAP -- COMMAND [ARG...]`: the signals blocked before this file is even read
-# and compiled (docs/supervisor.md has the times), then the file run as `python3 <path>` would.
+# `python3 -I -S -c BOOTSTRAP -- COMMAND [ARG...]`: the signals blocked before this file is even
+# read and compiled (docs/supervisor.md has the times), then the file run as `python3 <path>`
+# would. -I -S: none of the image's or the user's Python settings (PYTHONPATH, a json.py in the
+# working directory, site's .pth files) reaches the supervisor; its child gets them all.
 INSTALLED_PATH = "/tfmw/supervisor.py"
 BOOTSTRAP = (
     "import signal;"
@@ -88,7 +90,7 @@ def wrapped_command(
 ) -> list[str]:
     """A container's command and args, run under the supervisor installed at `path`."""
     bootstrap = BOOTSTRAP.replace(repr(INSTALLED_PATH), repr(path))
-    return [python, "-c", bootstrap, *options, "--", *command]
+    return [python, "-I", "-S", "-c", bootstrap, *options, "--", *command]
 
 
 # ---- the wire: tfmw_operator.contract's names, repeated so that this file stands alone ----

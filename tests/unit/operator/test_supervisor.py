@@ -245,11 +245,24 @@ def test_the_bootstrap_runs_the_file_as_a_script_with_the_command_after_the_opti
     wrapped = supervisor.wrapped_command(
         ["python", "-m", "x", "--flag"], ["--grace-seconds", "60"], "/opt/s.py"
     )
-    assert wrapped[:2] == ["python3", "-c"]
-    assert "'/opt/s.py'" in wrapped[2] and "/tfmw" not in wrapped[2]
-    assert wrapped[3:] == ["--grace-seconds", "60", "--", "python", "-m", "x", "--flag"]
-    assert supervisor.parse_args(wrapped[3:]).command == ("python", "-m", "x", "--flag")
-    assert supervisor.parse_args(wrapped[3:]).grace_seconds == 60
+    assert wrapped[:4] == ["python3", "-I", "-S", "-c"]
+    assert "'/opt/s.py'" in wrapped[4] and "/tfmw" not in wrapped[4]
+    assert wrapped[5:] == ["--grace-seconds", "60", "--", "python", "-m", "x", "--flag"]
+    assert supervisor.parse_args(wrapped[5:]).command == ("python", "-m", "x", "--flag")
+    assert supervisor.parse_args(wrapped[5:]).grace_seconds == 60
+
+
+def test_the_users_python_settings_do_not_reach_the_supervisor_but_do_reach_the_command(job: Job) -> None:
+    shadow = job.scratch / "shadow"
+    shadow.mkdir()
+    for module in ("json", "selectors", "argparse", "dataclasses"):
+        (shadow / f"{module}.py").write_text(
+            "raise SystemExit('the user's module, not the standard library')"
+        )
+    (job.scratch / "json.py").write_text("raise SystemExit('a json.py in the working directory')")
+    run = job.start(*sh('echo "PYTHONPATH=$PYTHONPATH"'), env={**job.env, "PYTHONPATH": str(shadow)})
+    assert job.wait_report(state="exited")["exitCode"] == 0
+    assert f"PYTHONPATH={shadow}" in run.stdout()
 
 
 def test_the_file_is_python_3_9_and_imports_only_the_standard_library() -> None:
