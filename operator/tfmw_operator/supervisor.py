@@ -117,6 +117,7 @@ CONTROL_ATTEMPT = "attempt"
 CONTROL_START = "start"
 CONTROL_STACKS = "stacks"
 CONTROL_EXIT = "exit"
+CONTROL_STOP_SECONDS = "stopSeconds"
 
 # A report's states. "starting" is in the contract but never written here: the report goes from
 # "waiting" to "running" right after the child's exec, the earliest moment there is a child.
@@ -132,6 +133,7 @@ REPORT_MARGIN_SECONDS = 2.0
 # A child stopped for a gang restart gets this long after SIGTERM before SIGKILL: more than the
 # trainer's own save budget (TFMW_SAVE_SECONDS, 20 s by default).
 DEFAULT_STOP_SECONDS = 30.0
+MAX_STOP_SECONDS = 86400.0
 DEFAULT_LOG_MAX_BYTES = 10 * 1024 * 1024  # per file; one earlier file is kept beside it
 # With nothing asked of it after its child's end for this long, the supervisor exits with the
 # child's code: an operator that is gone (uninstalled, or an older one that reads no reports)
@@ -192,6 +194,9 @@ class Control:
     start: bool
     stacks: str | None
     exit: bool
+    # How long a child being stopped (for this attempt, or to exit) gets between SIGTERM and
+    # SIGKILL; None: --stop-seconds. 0 when there is nothing to save (a peer died on its own).
+    stop_seconds: float | None = None
 
 
 def parse_control(raw: bytes, job_uid: str) -> Control | None:
@@ -216,7 +221,18 @@ def parse_control(raw: bytes, job_uid: str) -> Control | None:
         return None
     if stacks is not None and (not isinstance(stacks, str) or not 0 < len(stacks) <= STACKS_ID_MAX_CHARS):
         return None
-    return Control(attempt=attempt, start=start, stacks=stacks, exit=exit_)
+    stop_seconds = doc.get(CONTROL_STOP_SECONDS)
+    if stop_seconds is not None and (
+        type(stop_seconds) not in (int, float) or not 0 <= stop_seconds <= MAX_STOP_SECONDS
+    ):
+        return None  # NaN and infinities fail the range too
+    return Control(
+        attempt=attempt,
+        start=start,
+        stacks=stacks,
+        exit=exit_,
+        stop_seconds=None if stop_seconds is None else float(stop_seconds),
+    )
 
 
 def pod_stem(environ: Mapping[str, str], hostname: str) -> str | None:
@@ -1141,11 +1157,8 @@ class Supervisor:
         self.target = max(self.target, control.attempt)
         child = self.child
         if child is not None:
-            if child.attempt < self.target and not child.stopping:
-                self._say(f"attempt {self.target} begins: stopping attempt {child.attempt}")
-                self._signal_child(child, signal.SIGTERM)
-                child.stopping = True
-                child.kill_at = time.monotonic() + self.settings.stop_seconds
+            if child.attempt < self.target:
+                self._stop(child, f"attempt {self.target} begins: stopping attempt {child.attempt}")
             return
         if self.last_attempt_run is not None and self.target <= self.last_attempt_run:
             return  # its child ran; nothing new is asked
@@ -1163,10 +1176,31 @@ class Supervisor:
             say("the operator asked this pod to exit")
             self.exit_code = self._last_code(0)
             return
-        self._say(f"the operator asked this pod to exit: stopping attempt {child.attempt}")
-        self._signal_child(child, signal.SIGTERM)
+        self._stop(child, f"the operator asked this pod to exit: stopping attempt {child.attempt}")
+
+    def _stop(self, child: Child, why: str) -> None:
+        """SIGTERM to the command, SIGKILL to its group after the stop bound (at once if 0).
+
+        Asked again with a shorter bound (the operator learnt there is nothing to save), the
+        shorter one holds.
+        """
+        bound = self.settings.stop_seconds
+        if self.control is not None and self.control.stop_seconds is not None:
+            bound = self.control.stop_seconds
+        deadline = time.monotonic() + bound
+        if child.stopping and child.kill_at is not None and child.kill_at <= deadline:
+            return
+        first = not child.stopping
         child.stopping = True
-        child.kill_at = time.monotonic() + self.settings.stop_seconds
+        if bound <= 0:
+            self._say(f"{why}: SIGKILL")
+            self._kill_group(child)
+            child.kill_at = None
+            return
+        if first:
+            self._say(f"{why}: SIGTERM, SIGKILL after {bound:g} s")
+            self._signal_child(child, signal.SIGTERM)
+        child.kill_at = deadline
 
     def _serve_stacks(self, request: str | None) -> None:
         self.stacks_served = request

@@ -176,11 +176,20 @@ def test_a_control_is_trusted_only_well_formed_and_naming_this_job() -> None:
         {**good, "stacks": ""},
         {**good, "stacks": "x" * 300},
         {**good, "exit": "true"},
+        {**good, "stopSeconds": -1},
+        {**good, "stopSeconds": "5"},
+        {**good, "stopSeconds": True},
+        {**good, "stopSeconds": 10**6},
         [good],
         "just a string",
     ]
     for doc in refused:
         assert supervisor.parse_control(json.dumps(doc).encode(), UID) is None, doc
+    for stop in (0, 2.5):
+        parsed = supervisor.parse_control(json.dumps({**good, "stopSeconds": stop}).encode(), UID)
+        assert parsed is not None and parsed.stop_seconds == stop
+    infinite = json.dumps(good)[:-1] + ', "stopSeconds": 1e999}'
+    assert supervisor.parse_control(infinite.encode(), UID) is None
     for raw in (b"", b"{", b"\xff\xfe", b"[" * 100_000, b'{"attempt": 1e999}', b"null"):
         assert supervisor.parse_control(raw, UID) is None, raw[:20]
 
@@ -380,6 +389,17 @@ def test_a_child_that_ignores_sigterm_is_killed_with_its_group_after_the_stop_bo
     assert waiting["previous"]["exitCode"] == 128 + signal.SIGKILL
     assert 0.4 < stopped_after < 2.0, stopped_after
     assert wait_for(lambda: not _running(grandchild), 2.0, "the grandchild killed with its group")
+
+
+def test_a_stop_with_nothing_to_save_kills_at_once(job: Job) -> None:
+    """stopSeconds 0: a peer died on its own, the survivors hang in a collective: no SIGTERM."""
+    job.start(*sh('trap "" TERM; echo ready; while :; do sleep 0.02; done'))
+    wait_for(lambda: job.said(0, "ready"), why="the command started")
+    asked = job.control(attempt=1, start=False, stopSeconds=0)
+    waiting = job.wait_report(state="waiting", attempt=1)
+    assert time.time() - asked < 0.5
+    assert waiting["previous"]["signal"] == signal.SIGKILL
+    assert "stopping attempt 0: SIGKILL" in job.log(0)
 
 
 def _running(pid: int) -> bool:
