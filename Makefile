@@ -25,7 +25,7 @@ export TFMW_REGISTRY := $(REGISTRY)
 export TFMW_IMAGE_TAG := $(VERSION)
 
 .PHONY: help install lint test test-unit test-integration test-e2e test-docs test-faults faults run images cluster-up cluster-down \
-	cluster-status deploy namespace-storage kind-namespace-storage demo push registry-up registry-down test-install bench bench-scale bench-felt kwok-up kwok-down mutate golden kueue-up kueue-down kind-up kind-deploy kind-e2e kind-multinode kind-down test-kind test-multinode \
+	cluster-status deploy namespace-storage namespace-storage-delete kind-namespace-storage kind-namespace-storage-delete demo push registry-up registry-down test-install bench bench-scale bench-felt kwok-up kwok-down mutate golden kueue-up kueue-down kind-up kind-deploy kind-e2e kind-multinode kind-down test-kind test-multinode \
 	bump-kubernetes clean
 
 # Debian packages, .venv (the project editable, with its extras) and hack/bin; again only
@@ -53,7 +53,7 @@ test: install ## unit, integration, end-to-end and fault tests (the README's tes
 lint: install ## ruff, mypy --strict, the import contract (.importlinter), helm lint
 	$(VENV)/bin/ruff check .
 	$(VENV)/bin/ruff format --check .
-	$(VENV)/bin/mypy operator/tfmw_operator trainer/tfmw_trainer tests
+	$(VENV)/bin/mypy operator/tfmw_operator trainer/tfmw_trainer client/tfmw_client tests
 	PYTHONPATH=operator:trainer $(VENV)/bin/lint-imports
 	hack/bin/helm lint --strict --quiet charts/tfmw
 
@@ -126,10 +126,16 @@ cluster-status: ## what of the local cluster runs
 deploy: install ## the operator and its CRD onto the local cluster
 	hack/up.sh
 
-# A namespace's own folder and claim tfmw-shared (docs/storage.md, "One namespace, one folder").
-namespace-storage: install ## a namespace's own folder and claim: NAMESPACE=<ns>
+# A namespace's own folder and claim tfmw-shared, walled by Pod Security (docs/storage.md,
+# "One namespace, one folder"); STORAGE_FLAGS=--set-pod-security raises a weaker label.
+# namespace-storage-delete takes the claim and volume away (PURGE=1: the folder too).
+namespace-storage: install ## a namespace's own folder and claim, walled: NAMESPACE=<ns>
 	@[[ -n "$(NAMESPACE)" ]] || { echo "usage: make namespace-storage NAMESPACE=<namespace>" >&2; exit 2; }
-	hack/namespace-storage.sh $(NAMESPACE)
+	hack/namespace-storage.sh $(STORAGE_FLAGS) $(NAMESPACE)
+
+namespace-storage-delete: install ## remove a namespace's claim and volume: NAMESPACE=<ns> [PURGE=1]
+	@[[ -n "$(NAMESPACE)" ]] || { echo "usage: make namespace-storage-delete NAMESPACE=<namespace> [PURGE=1]" >&2; exit 2; }
+	hack/namespace-storage.sh --delete $(if $(PURGE),--purge) $(NAMESPACE)
 
 # Kueue on the local cluster, built from its Go module (the e2e tests start it themselves).
 kueue-up: install ## Kueue on the local cluster
@@ -202,7 +208,12 @@ kind-multinode: kind-deploy ## the multinode suite in kind
 kind-namespace-storage: install ## a namespace's storage in kind: NAMESPACE=<ns>
 	@[[ -n "$(NAMESPACE)" ]] || { echo "usage: make kind-namespace-storage NAMESPACE=<namespace>" >&2; exit 2; }
 	TFMW_KIND_CLUSTER=$(KIND_CLUSTER) TFMW_KIND_KUBECONFIG=$(KIND_KUBECONFIG) TFMW_SHARED_DIR=$(KIND_SHARED_DIR) \
-	  hack/namespace-storage.sh $(NAMESPACE)
+	  hack/namespace-storage.sh $(STORAGE_FLAGS) $(NAMESPACE)
+
+kind-namespace-storage-delete: install ## remove a namespace's claim and volume: NAMESPACE=<ns> [PURGE=1]
+	@[[ -n "$(NAMESPACE)" ]] || { echo "usage: make kind-namespace-storage-delete NAMESPACE=<namespace> [PURGE=1]" >&2; exit 2; }
+	TFMW_KIND_CLUSTER=$(KIND_CLUSTER) TFMW_KIND_KUBECONFIG=$(KIND_KUBECONFIG) TFMW_SHARED_DIR=$(KIND_SHARED_DIR) \
+	  hack/namespace-storage.sh --delete $(if $(PURGE),--purge) $(NAMESPACE)
 
 kind-down: ## delete the kind cluster
 	hack/kind.sh down

@@ -132,23 +132,33 @@ up() {
 # The machine-local registry (make registry-up) for the nodes: each node's containerd
 # resolves $LOCAL_REGISTRY through a hosts.toml to the kind network's gateway, where a
 # forwarder passes connections to the registry on the host's localhost. The same image
-# names as on the local cluster, pulled, never loaded.
+# names as on the local cluster, pulled, never loaded. The forwarder answers the nodes'
+# addresses only, and passes only pulls (GET/HEAD of manifests and blobs): the registry has
+# no credentials, and pods reach the gateway through their node (hack/kind/registry_forward.py).
 registry_for_nodes() {
-  local gateway node
+  local gateway node nodes=() allow=() address
   gateway=$(docker network inspect kind -f '{{range .IPAM.Config}}{{.Gateway}} {{end}}' |
     tr ' ' '\n' | grep -m1 -E '^[0-9]+([.][0-9]+){3}$') || {
     log "no IPv4 gateway on the kind network: the nodes cannot pull from $LOCAL_REGISTRY"
     return 0
   }
+  mapfile -t nodes < <(kind get nodes --name "$cluster")
+  for node in "${nodes[@]}"; do
+    address=$(docker inspect -f '{{with index .NetworkSettings.Networks "kind"}}{{.IPAddress}}{{end}}' "$node")
+    [[ -n $address ]] || { log "node $node has no address on the kind network"; return 1; }
+    allow+=(--allow "$address")
+  done
+  # Started again each time: the allowed addresses are this cluster's nodes'.
+  run=$state logs=$state/logs stop registry-forward
   run=$state logs=$state/logs start registry-forward \
-    python3 "$repo/hack/kind/registry_forward.py" "$gateway:$REGISTRY_PORT" "127.0.0.1:$REGISTRY_PORT"
-  for node in $(kind get nodes --name "$cluster"); do
+    python3 "$repo/hack/kind/registry_forward.py" "$gateway:$REGISTRY_PORT" "127.0.0.1:$REGISTRY_PORT" "${allow[@]}"
+  for node in "${nodes[@]}"; do
     printf 'server = "http://%s"\n[host."http://%s:%s"]\n  capabilities = ["pull", "resolve"]\n' \
       "$LOCAL_REGISTRY" "$gateway" "$REGISTRY_PORT" |
       docker exec -i "$node" sh -c "mkdir -p '/etc/containerd/certs.d/$LOCAL_REGISTRY' &&
         cat >'/etc/containerd/certs.d/$LOCAL_REGISTRY/hosts.toml'"
   done
-  log "the nodes pull $LOCAL_REGISTRY/... from the machine-local registry (through $gateway:$REGISTRY_PORT)"
+  log "the nodes pull $LOCAL_REGISTRY/... from the machine-local registry (through $gateway:$REGISTRY_PORT, pulls only)"
 }
 
 deploy() {

@@ -6,6 +6,11 @@
 #   hack/registry.sh up       build (once), start, wait until it answers
 #   hack/registry.sh down     stop it (the stored images stay: `down --purge` removes them)
 #   hack/registry.sh status
+#   hack/registry.sh config   print the registry's configuration
+# It stores what `make push` sends and serves pulls; nothing is ever deleted through it
+# (storage.delete off: a DELETE of a manifest or blob is refused, 405), so a client that
+# reaches it (kind's nodes do, through hack/kind/registry_forward.py, which passes pulls
+# only) cannot take away the images the nodes run.
 set -euo pipefail
 source "$(dirname "$0")/lib.sh"
 log_prefix=registry
@@ -17,18 +22,22 @@ config=$run/config.yml
 
 answers() { curl -fsS --max-time 2 "http://$LOCAL_REGISTRY/v2/" >/dev/null; }
 
-up() {
-  go_tool github.com/distribution/distribution/v3/cmd/registry "$DISTRIBUTION_VERSION" registry
-  mkdir -p "$run" "$storage"
-  cat >"$config" <<CONFIG
+configuration() {
+  cat <<CONFIG
 version: 0.1
 log: {level: warn, accesslog: {disabled: true}}
 storage:
   filesystem: {rootdirectory: $storage}
-  delete: {enabled: true}
+  delete: {enabled: false}
 http:
   addr: 127.0.0.1:$REGISTRY_PORT
 CONFIG
+}
+
+up() {
+  go_tool github.com/distribution/distribution/v3/cmd/registry "$DISTRIBUTION_VERSION" registry
+  mkdir -p "$run" "$storage"
+  configuration >"$config"
   if ! alive registry && answers; then
     echo "something else serves $LOCAL_REGISTRY already; stop it or set REGISTRY_PORT" >&2
     exit 1
@@ -46,6 +55,7 @@ down() {
 case ${1:-up} in
   up) up ;;
   down) shift; down "$@" ;;
+  config) configuration ;;
   status) if alive registry && answers; then echo "registry: serving http://$LOCAL_REGISTRY"; else echo "registry: down"; exit 1; fi ;;
-  *) echo "usage: $0 up|down [--purge]|status" >&2; exit 2 ;;
+  *) echo "usage: $0 up|down [--purge]|status|config" >&2; exit 2 ;;
 esac

@@ -9,6 +9,7 @@ import filecmp
 import subprocess
 from typing import Any
 
+import pytest
 import yaml
 from unit.deploy.test_kustomize import REPO, documents, kube_version, local_registry, render, version
 
@@ -141,3 +142,71 @@ def test_helm_lint_is_clean() -> None:
     )
     assert done.returncode == 0, done.stdout + done.stderr
     assert "0 chart(s) failed" in done.stdout
+
+
+def test_watch_namespaces_render_the_namespaced_overlay_object_by_object() -> None:
+    overlay = {k: v for k, v in by_key(render("deploy/overlays/namespaced")).items() if k[1] != "Namespace"}
+    chart = by_key(helm_template("--set", "watchNamespaces={default}"))
+    assert sorted(chart) == sorted(overlay)
+    for key, wanted in overlay.items():
+        assert chart[key] == wanted, f"{key}: the chart and deploy/overlays/namespaced differ"
+
+
+def test_each_namespace_served_gets_a_role_and_nothing_cluster_wide_touches_pods() -> None:
+    docs = helm_template("--set", "watchNamespaces={team-a,team-b}")
+    (cluster_role,) = [d for d in docs if d["kind"] == "ClusterRole"]
+    assert {r for rule in cluster_role["rules"] for r in rule["resources"]} == {
+        "customresourcedefinitions",
+        "namespaces",
+    }
+    assert {v for rule in cluster_role["rules"] for v in rule["verbs"]} == {"list", "watch"}
+    roles = {
+        d["metadata"]["namespace"]: d
+        for d in docs
+        if d["kind"] == "Role" and d["metadata"]["name"] == "tfmw-operator"
+    }
+    bindings = {
+        d["metadata"]["namespace"]: d
+        for d in docs
+        if d["kind"] == "RoleBinding" and d["metadata"]["name"] == "tfmw-operator"
+    }
+    assert set(roles) == set(bindings) == {"team-a", "team-b"}
+    (default_role,) = [d for d in helm_template() if d["kind"] == "ClusterRole"]
+    for namespace in ("team-a", "team-b"):
+        assert roles[namespace]["rules"] + cluster_role["rules"] == default_role["rules"]
+        assert bindings[namespace]["subjects"] == [
+            {"kind": "ServiceAccount", "name": "tfmw-operator", "namespace": "tfmw-system"}
+        ]
+    assert [a for a in operator_container(docs)["args"] if a.startswith("--namespace")] == [
+        "--namespace=team-a",
+        "--namespace=team-b",
+    ]
+    # Every namespace: no --namespace, and no Role of ours but the Lease's.
+    default = helm_template()
+    assert not [a for a in operator_container(default)["args"] if a.startswith("--namespace")]
+    assert [d["metadata"]["name"] for d in default if d["kind"] == "Role"] == ["tfmw-operator-leader"]
+
+
+def test_kueue_off_drops_the_workload_rights_from_each_namespaces_role() -> None:
+    docs = helm_template("--set", "watchNamespaces={team-a}", "--set", "kueue.enabled=false")
+    (role,) = [d for d in docs if d["kind"] == "Role" and d["metadata"]["name"] == "tfmw-operator"]
+    assert "kueue.x-k8s.io" not in {g for rule in role["rules"] for g in rule["apiGroups"]}
+
+
+@pytest.mark.parametrize(
+    ("option", "message"),
+    [
+        ("watchNamespaces={Team-A}", "is not a namespace's exact name"),
+        ("watchNamespaces={team-*}", "is not a namespace's exact name"),
+        ("watchNamespaces={tfmw-system}", "is the release's namespace"),
+        ("watchNamespaces={a,b,a}", "a namespace is named twice"),
+        ("watchNamespaces=team-a", "a list of namespaces' names"),
+    ],
+)
+def test_watch_namespaces_that_are_not_namespaces_are_refused(option: str, message: str) -> None:
+    done = subprocess.run(
+        [str(HELM), "template", "tfmw", str(CHART), "--namespace", "tfmw-system", "--kube-version",
+         kube_version(), "--set", option],
+        capture_output=True, text=True, timeout=60, check=False,
+    )  # fmt: skip
+    assert done.returncode != 0 and message in done.stderr, done.stderr

@@ -97,6 +97,7 @@ def test_the_local_overlay_is_the_base_with_the_nodes_folder_and_the_loaded_imag
     base, local = render("deploy"), render("deploy/overlays/local")
     added = set(kinds(local)) - set(kinds(base))
     assert added == {
+        ("Namespace", "", "default"),  # labelled: the wall is Pod Security (below)
         ("PersistentVolume", "", "tfmw-shared-operator"),
         ("PersistentVolume", "", "tfmw-shared-default"),
         ("PersistentVolumeClaim", "tfmw-system", "tfmw-shared"),
@@ -116,3 +117,71 @@ def test_the_rwx_overlay_adds_the_operators_claim_only() -> None:
     # The Deployment mounts exactly that claim.
     volumes = operator(rwx)["spec"]["template"]["spec"]["volumes"]
     assert {"name": "shared", "persistentVolumeClaim": {"claimName": "tfmw-shared"}} in volumes
+
+
+def test_the_local_overlays_job_namespace_is_walled_by_pod_security() -> None:
+    """`default` gets the whole root's folder default/ by claim; a pod of its own with a
+    hostPath volume would get the whole root, unless Pod Security refuses it (baseline)."""
+    docs = render("deploy/overlays/local")
+    (default,) = [d for d in docs if d["kind"] == "Namespace" and d["metadata"]["name"] == "default"]
+    labels = default["metadata"]["labels"]
+    assert labels["pod-security.kubernetes.io/enforce"] in ("baseline", "restricted")
+    assert labels["pod-security.kubernetes.io/enforce-version"] == "latest"
+    assert labels["tfmw.dev/shared-storage"] == "true"
+    (system,) = [d for d in docs if d["kind"] == "Namespace" and d["metadata"]["name"] == "tfmw-system"]
+    assert system["metadata"]["labels"]["pod-security.kubernetes.io/enforce"] == "restricted"
+    # Every namespace a claim of the overlay is in enforces one of the two.
+    claimed = {d["metadata"]["namespace"] for d in docs if d["kind"] == "PersistentVolumeClaim"}
+    enforced = {
+        d["metadata"]["name"]
+        for d in docs
+        if d["kind"] == "Namespace"
+        and d["metadata"].get("labels", {}).get("pod-security.kubernetes.io/enforce")
+        in ("baseline", "restricted")
+    }
+    assert claimed <= enforced
+
+
+def rules(role: Json) -> set[tuple[str, str, str]]:
+    return {
+        (group, resource, verb)
+        for rule in role["rules"]
+        for group in rule["apiGroups"]
+        for resource in rule["resources"]
+        for verb in rule["verbs"]
+    }
+
+
+def test_the_namespaced_overlay_moves_every_namespaced_right_into_a_role_of_the_namespace_served() -> None:
+    base, namespaced = render("deploy"), render("deploy/overlays/namespaced")
+    (wide,) = [d for d in base if d["kind"] == "ClusterRole"]
+    (cluster,) = [d for d in namespaced if d["kind"] == "ClusterRole"]
+    (role,) = [d for d in namespaced if d["kind"] == "Role" and d["metadata"]["name"] == "tfmw-operator"]
+    (binding,) = [
+        d for d in namespaced if d["kind"] == "RoleBinding" and d["metadata"]["name"] == "tfmw-operator"
+    ]
+    # Cluster-wide, only what is cluster-scoped and read-only.
+    assert rules(cluster) == {
+        ("apiextensions.k8s.io", "customresourcedefinitions", "list"),
+        ("apiextensions.k8s.io", "customresourcedefinitions", "watch"),
+        ("", "namespaces", "list"),
+        ("", "namespaces", "watch"),
+    }
+    # Nothing lost: the base's rights are the two together.
+    assert rules(role) | rules(cluster) == rules(wide)
+    assert not rules(role) & rules(cluster)
+    assert role["metadata"]["namespace"] == binding["metadata"]["namespace"] == "default"
+    assert binding["roleRef"] == {
+        "apiGroup": "rbac.authorization.k8s.io",
+        "kind": "Role",
+        "name": "tfmw-operator",
+    }
+    assert binding["subjects"] == [
+        {"kind": "ServiceAccount", "name": "tfmw-operator", "namespace": "tfmw-system"}
+    ]
+    # ... and the operator watches that namespace only.
+    (container,) = operator(namespaced)["spec"]["template"]["spec"]["containers"]
+    assert [a for a in container["args"] if a.startswith("--namespace")] == ["--namespace=default"]
+    # Otherwise the base, object by object.
+    rbac = {"ClusterRole", "Role", "RoleBinding", "Deployment"}
+    assert [d for d in namespaced if d["kind"] not in rbac] == [d for d in base if d["kind"] not in rbac]

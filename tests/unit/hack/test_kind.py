@@ -1,5 +1,6 @@
 """hack/kind/: the runc wrapper that asks only for grantable capabilities, and the kind
-config derived from deploy/kind/cluster.yaml for a node image built here."""
+config derived from deploy/kind/cluster.yaml for a node image built here. (The registry
+forwarder: test_registry_forward.py.)"""
 
 from __future__ import annotations
 
@@ -152,45 +153,3 @@ def test_every_node_reads_registry_hosts_from_certs_d() -> None:
         '[plugins."io.containerd.grpc.v1.cri".registry]',
         '  config_path = "/etc/containerd/certs.d"',
     ]
-
-
-def test_the_registry_forwarder_passes_bytes_both_ways_and_exits_on_sigterm() -> None:
-    import signal
-    import socket
-    import socketserver
-    import threading
-    import time
-
-    class Echo(socketserver.StreamRequestHandler):
-        def handle(self) -> None:
-            self.wfile.write(b"got " + self.rfile.readline())
-
-    with socketserver.ThreadingTCPServer(("127.0.0.1", 0), Echo) as target:
-        threading.Thread(target=target.serve_forever, daemon=True).start()
-        with socket.socket() as probe:
-            probe.bind(("127.0.0.1", 0))
-            listen_port = probe.getsockname()[1]
-        forwarder = subprocess.Popen(
-            [
-                sys.executable,
-                str(KIND / "registry_forward.py"),
-                f"127.0.0.1:{listen_port}",
-                f"127.0.0.1:{target.server_address[1]}",
-            ]
-        )
-        try:
-            deadline = time.monotonic() + 10
-            while True:
-                try:
-                    client = socket.create_connection(("127.0.0.1", listen_port), timeout=5)
-                    break
-                except ConnectionRefusedError:
-                    assert time.monotonic() < deadline, "the forwarder never listened"
-                    time.sleep(0.05)
-            with client:
-                client.sendall(b"hello\n")
-                assert client.makefile("rb").readline() == b"got hello\n"
-        finally:
-            forwarder.send_signal(signal.SIGTERM)
-            assert forwarder.wait(timeout=10) == 0
-            target.shutdown()

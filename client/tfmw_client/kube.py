@@ -1,0 +1,258 @@
+"""The connection to the API server: the official `kubernetes` client's configuration,
+authentication and transport, with plain JSON in and out.
+
+Everything here imports `kubernetes` when first called, never at module import: `tfmw --help`
+and `tfmw version --client` never pay for it (docs/benchmarks.md, "The CLI's start time").
+Objects are read and written as JSON dicts, as the API serves them (no generated models:
+the job is a custom resource, and reading a pod into a model costs more than the call).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from collections.abc import Iterator, Mapping, Sequence
+from pathlib import Path
+from typing import Any
+from urllib.parse import quote
+
+from tfmw_client import names
+from tfmw_client.errors import ApiError, TfmwError
+
+Json = dict[str, Any]
+Query = Sequence[tuple[str, str | int | bool]]
+IN_CLUSTER_NAMESPACE = Path("/var/run/secrets/kubernetes.io/serviceaccount/namespace")
+REQUEST_TIMEOUT = 30.0  # seconds, for every call that is not a stream
+MERGE_PATCH = "application/merge-patch+json"
+
+
+def job_path(namespace: str | None, name: str = "") -> str:
+    """/apis/tfmw.dev/v1alpha1[/namespaces/<ns>]/tfmwjobs[/<name>]; no namespace: all of them."""
+    base = f"/apis/{names.GROUP}/{names.VERSION}"
+    scoped = f"{base}/namespaces/{quote(namespace, safe='')}" if namespace else base
+    path = f"{scoped}/{names.PLURAL}"
+    return f"{path}/{quote(name, safe='')}" if name else path
+
+
+def core_path(namespace: str, resource: str, name: str = "", subresource: str = "") -> str:
+    """/api/v1/namespaces/<ns>/<resource>[/<name>[/<subresource>]]."""
+    path = f"/api/v1/namespaces/{quote(namespace, safe='')}/{resource}"
+    if name:
+        path += f"/{quote(name, safe='')}"
+    if subresource:
+        path += f"/{subresource}"
+    return path
+
+
+def _status_error(status: int, body: bytes) -> ApiError:
+    """The API server's Status object, or the raw body when it is not one."""
+    reason, message = "", ""
+    try:
+        document = json.loads(body or b"{}")
+    except ValueError:
+        document = None
+    if isinstance(document, dict):
+        reason = str(document.get("reason") or "")
+        message = str(document.get("message") or "")
+    else:
+        message = body.decode("utf-8", "replace")[:500]
+    fix = ""
+    if status == 401:
+        message = f"the API server refused your credentials (401 Unauthorized): {message}"
+        fix = "log in again or refresh the kubeconfig's credentials; `kubectl auth whoami` shows who you are"
+    return ApiError(status, reason, message, fix)
+
+
+class Kube:
+    """One API server, as a kubeconfig context (or the pod's own service account) reaches it."""
+
+    def __init__(
+        self, kubeconfig: str | None = None, context: str | None = None, namespace: str | None = None
+    ) -> None:
+        import kubernetes  # the whole package: its __init__ imports every submodule anyway
+
+        configuration = kubernetes.client.Configuration()
+        context_namespace = self._load(kubernetes, configuration, kubeconfig, context)
+        self.server: str = configuration.host
+        self.namespace: str = namespace or context_namespace or "default"
+        self._api = kubernetes.client.ApiClient(configuration)
+        self._api.user_agent = "tfmw-cli"
+
+    @staticmethod
+    def _load(kubernetes: Any, configuration: Any, kubeconfig: str | None, context: str | None) -> str:
+        """Fill `configuration` as kubectl would: --kubeconfig, else $KUBECONFIG, else
+        ~/.kube/config, else (in a pod) its service account. Returns the context's namespace."""
+        config = kubernetes.config
+        default_files = os.environ.get("KUBECONFIG") or os.path.expanduser("~/.kube/config")
+        have_file = bool(kubeconfig) or any(Path(p).is_file() for p in default_files.split(os.pathsep) if p)
+        try:
+            if not have_file and os.environ.get("KUBERNETES_SERVICE_HOST") and not context:
+                config.load_incluster_config(client_configuration=configuration)
+                try:
+                    return IN_CLUSTER_NAMESPACE.read_text().strip()
+                except OSError:
+                    return ""
+            if not have_file:
+                raise TfmwError(
+                    f"no kubeconfig found (looked at {default_files})",
+                    "pass --kubeconfig FILE or set KUBECONFIG, as for kubectl",
+                )
+            config.load_kube_config(
+                config_file=kubeconfig,
+                context=context,
+                client_configuration=configuration,
+                persist_config=False,
+            )
+            contexts, active = config.list_kube_config_contexts(config_file=kubeconfig)
+        except config.ConfigException as error:
+            raise TfmwError(
+                f"cannot use the kubeconfig: {error}",
+                "check --kubeconfig and --context (`kubectl config get-contexts` lists the contexts)",
+            ) from None
+        chosen = next((c for c in contexts if c.get("name") == context), None) if context else active
+        return str(((chosen or {}).get("context") or {}).get("namespace") or "")
+
+    # ---- requests ----
+
+    def _send(
+        self,
+        method: str,
+        path: str,
+        query: Query = (),
+        body: Any = None,
+        content_type: str = "application/json",
+        timeout: float | tuple[float, float | None] | None = REQUEST_TIMEOUT,
+    ) -> Any:
+        """The urllib3 response, not read yet; an error status raised as ApiError."""
+        import urllib3
+
+        headers = {"Accept": "application/json, */*"}
+        if body is not None:
+            headers["Content-Type"] = content_type
+        request = self._api.param_serialize(
+            method=method,
+            resource_path=path,
+            query_params=[(k, str(v).lower() if isinstance(v, bool) else v) for k, v in query],
+            header_params=headers,
+            body=body,
+            auth_settings=["BearerToken"],
+        )
+        try:
+            response = self._api.call_api(*request, _request_timeout=timeout).response
+        except urllib3.exceptions.HTTPError as error:
+            raise TfmwError(
+                f"cannot reach the API server at {self.server}: {error}",
+                "check that the cluster is up and that --kubeconfig and --context point at it "
+                "(`kubectl cluster-info`)",
+            ) from None
+        if not 200 <= response.status <= 299:
+            raise _status_error(response.status, response.data)
+        return response
+
+    def request(
+        self,
+        method: str,
+        path: str,
+        query: Query = (),
+        body: Any = None,
+        content_type: str = "application/json",
+    ) -> Json:
+        response = self._send(method, path, query, body, content_type)
+        try:
+            document = json.loads(response.data or b"{}")
+        except ValueError as error:
+            raise TfmwError(f"the API server's answer to {method} {path} is not JSON: {error}") from None
+        if not isinstance(document, dict):
+            raise TfmwError(f"the API server's answer to {method} {path} is not an object")
+        return document
+
+    def get(self, path: str, query: Query = ()) -> Json:
+        return self.request("GET", path, query)
+
+    def get_or_none(self, path: str, query: Query = ()) -> Json | None:
+        try:
+            return self.get(path, query)
+        except ApiError as error:
+            if error.not_found:
+                return None
+            raise
+
+    def create(self, path: str, body: Json, dry_run: bool = False) -> Json:
+        return self.request("POST", path, [("dryRun", "All")] if dry_run else [], body)
+
+    def patch(self, path: str, body: Json) -> Json:
+        return self.request("PATCH", path, body=body, content_type=MERGE_PATCH)
+
+    def delete(self, path: str, body: Json | None = None) -> Json:
+        return self.request("DELETE", path, body=body)
+
+    def items(self, path: str, selector: str = "", field_selector: str = "") -> list[Json]:
+        """Every item of a list, page by page (500 at a time)."""
+        query: list[tuple[str, str | int | bool]] = [("limit", 500)]
+        if selector:
+            query.append(("labelSelector", selector))
+        if field_selector:
+            query.append(("fieldSelector", field_selector))
+        found: list[Json] = []
+        token = ""
+        while True:
+            page = self.get(path, [*query, ("continue", token)] if token else query)
+            found.extend(item for item in page.get("items") or [] if isinstance(item, dict))
+            token = str((page.get("metadata") or {}).get("continue") or "")
+            if not token:
+                return found
+
+    # ---- logs ----
+
+    def log(self, namespace: str, pod: str, container: str = "", tail: int | None = None) -> str:
+        query: list[tuple[str, str | int | bool]] = []
+        if container:
+            query.append(("container", container))
+        if tail is not None:
+            query.append(("tailLines", tail))
+        response = self._send("GET", core_path(namespace, "pods", pod, "log"), query)
+        return bytes(response.data).decode("utf-8", "replace")
+
+    def follow_log(
+        self, namespace: str, pod: str, container: str = "", tail: int | None = None
+    ) -> Iterator[str]:
+        """The container's log lines as they are written, until the container ends."""
+        query: list[tuple[str, str | int | bool]] = [("follow", True)]
+        if container:
+            query.append(("container", container))
+        if tail is not None:
+            query.append(("tailLines", tail))
+        response = self._send("GET", core_path(namespace, "pods", pod, "log"), query, timeout=(10.0, None))
+        try:
+            pending = b""
+            for chunk in response.stream(4096, decode_content=True):
+                pending += chunk
+                *lines, pending = pending.split(b"\n")
+                for line in lines:
+                    yield line.decode("utf-8", "replace")
+            if pending:
+                yield pending.decode("utf-8", "replace")
+        finally:
+            response.release_conn()
+
+    def can_i(self, namespace: str, verb: str, resource: str, subresource: str = "") -> bool | None:
+        """A SelfSubjectAccessReview (what `kubectl auth can-i` asks); None when it cannot be asked."""
+        review: Mapping[str, Any] = {
+            "apiVersion": "authorization.k8s.io/v1",
+            "kind": "SelfSubjectAccessReview",
+            "spec": {
+                "resourceAttributes": {
+                    "namespace": namespace,
+                    "verb": verb,
+                    "resource": resource,
+                    "subresource": subresource,
+                }
+            },
+        }
+        try:
+            answer = self.request(
+                "POST", "/apis/authorization.k8s.io/v1/selfsubjectaccessreviews", body=dict(review)
+            )
+        except ApiError:
+            return None
+        return bool((answer.get("status") or {}).get("allowed"))

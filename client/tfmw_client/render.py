@@ -1,0 +1,522 @@
+"""What `tfmw get`, `describe` and `wait` print: pure functions of the API's JSON and a clock.
+
+Every value read here came from the API server and may be missing or malformed (an older
+operator, a hand-written status): a field of the wrong type shows as missing, never as a crash.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Iterable, Mapping, Sequence
+from datetime import UTC, datetime
+from typing import Any
+
+from tfmw_client import names
+
+Json = dict[str, Any]
+NONE = "-"  # an empty cell, as kubectl's <none> but shorter
+BAR_WIDTH = 20
+TABLE_BAR_WIDTH = 10
+# Conditions that are True only to record something done, not anything happening now.
+_QUIET_CONDITIONS = frozenset({"Created", "SharedVolumeChecked"})
+_ROLE_ORDER = {role: order for order, role in enumerate(names.ROLES)}
+
+
+# ---- reading the JSON defensively ----
+
+
+def as_dict(value: object) -> Json:
+    return value if isinstance(value, dict) else {}
+
+
+def as_list(value: object) -> list[Any]:
+    return value if isinstance(value, list) else []
+
+
+def as_int(value: object) -> int | None:
+    return value if isinstance(value, int) and not isinstance(value, bool) else None
+
+
+def as_number(value: object) -> float | None:
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        return None
+    return float(value) if math.isfinite(value) else None
+
+
+def as_str(value: object) -> str:
+    return value if isinstance(value, str) else ""
+
+
+def one_line(text: str, limit: int = 200) -> str:
+    """Control characters and newlines out (a status message may hold a log's last lines)."""
+    flat = " ".join(
+        "".join(c if c.isprintable() else " " for c in line).strip() for line in text.splitlines()
+    )
+    return flat if len(flat) <= limit else flat[: limit - 1] + "…"
+
+
+def printable(text: str) -> str:
+    """Lines kept, but no terminal escapes: a log or message is hostile until shown harmless."""
+    return "".join(c if c.isprintable() or c in "\n\t" else "?" for c in text)
+
+
+def parse_time(value: object) -> datetime | None:
+    text = as_str(value)
+    if not text:
+        return None
+    try:
+        parsed = datetime.fromisoformat(text.replace("Z", "+00:00"))
+    except ValueError:
+        return None
+    return parsed if parsed.tzinfo else parsed.replace(tzinfo=UTC)
+
+
+# ---- durations and ages ----
+
+
+def human_duration(seconds: float) -> str:
+    """kubectl's short durations (apimachinery's HumanDuration): 45s, 3m20s, 65m, 2h5m, 3d4h."""
+    seconds = max(0, int(seconds))
+    if seconds < 120:
+        return f"{seconds}s"
+    minutes = seconds // 60
+    if minutes < 10:
+        return f"{minutes}m{seconds % 60}s" if seconds % 60 else f"{minutes}m"
+    if minutes < 180:
+        return f"{minutes}m"
+    hours = minutes // 60
+    if hours < 8:
+        return f"{hours}h{minutes % 60}m" if minutes % 60 else f"{hours}h"
+    if hours < 48:
+        return f"{hours}h"
+    days = hours // 24
+    if hours < 24 * 8:
+        return f"{days}d{hours % 24}h" if hours % 24 else f"{days}d"
+    if days < 365 * 2:
+        return f"{days}d"
+    return f"{days // 365}y{days % 365}d" if days < 365 * 8 else f"{days // 365}y"
+
+
+def age(value: object, now: datetime) -> str:
+    when = parse_time(value)
+    return human_duration((now - when).total_seconds()) if when else NONE
+
+
+def when_and_age(value: object, now: datetime) -> str:
+    when = parse_time(value)
+    if not when:
+        return NONE
+    return f"{when.strftime('%Y-%m-%dT%H:%M:%SZ')} ({human_duration((now - when).total_seconds())} ago)"
+
+
+# ---- progress ----
+
+
+def percent_of(progress: Mapping[str, Any]) -> float | None:
+    """status.progress.percent, else from the steps, else from the epochs; 0 to 100."""
+    percent = as_number(progress.get("percent"))
+    if percent is None:
+        for done_key, total_key in (("step", "totalSteps"), ("epoch", "totalEpochs")):
+            done, total = as_number(progress.get(done_key)), as_number(progress.get(total_key))
+            if done is not None and total:
+                percent = 100.0 * done / total
+                break
+    return None if percent is None else min(100.0, max(0.0, percent))
+
+
+def bar(percent: float | None, width: int = BAR_WIDTH, ascii_only: bool = False) -> str:
+    """[██████░░░░] (or [######----]); an unknown amount is an empty bar of dots."""
+    full, empty = ("#", "-") if ascii_only else ("█", "░")
+    if percent is None:
+        return "[" + "." * width + "]"
+    filled = round(width * percent / 100.0)
+    return "[" + full * filled + empty * (width - filled) + "]"
+
+
+def epochs_text(progress: Mapping[str, Any]) -> str:
+    epochs = as_str(progress.get("epochs"))
+    if epochs:
+        return f"{epochs} epochs" if "/" in epochs else epochs
+    epoch, total = as_int(progress.get("epoch")), as_int(progress.get("totalEpochs"))
+    if epoch is not None:
+        return f"{epoch}/{total} epochs" if total else f"epoch {epoch}"
+    return ""
+
+
+def metrics_text(progress: Mapping[str, Any], limit: int = 3) -> str:
+    summary = as_str(progress.get("summary"))
+    if summary:
+        return one_line(summary, 120)
+    metrics = as_dict(progress.get("metrics"))
+    shown = [(k, as_number(v)) for k, v in list(metrics.items())[:limit]]
+    return " ".join(f"{one_line(str(k), 40)}={v:.4g}" for k, v in shown if v is not None)
+
+
+def progress_line(progress: Mapping[str, Any], width: int = BAR_WIDTH, ascii_only: bool = False) -> str:
+    """[█████░░░░░]  50%  5/10 epochs  ETA 12s  loss=0.31 accuracy=0.91 ("" without progress)."""
+    if not progress:
+        return ""
+    percent = percent_of(progress)
+    parts = [bar(percent, width, ascii_only), f"{percent:3.0f}%" if percent is not None else "  ?%"]
+    epochs = epochs_text(progress)
+    if epochs:
+        parts.append(epochs)
+    eta = as_str(progress.get("eta"))
+    if eta:
+        parts.append(f"ETA {eta}")
+    metrics = metrics_text(progress)
+    if metrics:
+        parts.append(metrics)
+    return "  ".join(parts)
+
+
+# ---- tables ----
+
+
+def table(headers: Sequence[str], rows: Iterable[Sequence[str]], indent: str = "") -> str:
+    """Columns padded as kubectl pads them (three spaces between), the last one unpadded."""
+    body = [[cell or NONE for cell in row] for row in rows]
+    grid = [list(headers), *body]
+    widths = [max(len(row[i]) for row in grid) for i in range(len(headers))]
+    lines = []
+    for row in grid:
+        cells = [cell.ljust(widths[i]) if i < len(row) - 1 else cell for i, cell in enumerate(row)]
+        lines.append(indent + "   ".join(cells).rstrip())
+    return "\n".join(lines)
+
+
+def job_row(
+    job: Json, now: datetime, wide: bool = False, all_namespaces: bool = False, ascii_only: bool = False
+) -> list[str]:
+    meta, spec, status = as_dict(job.get("metadata")), as_dict(job.get("spec")), as_dict(job.get("status"))
+    progress = as_dict(status.get("progress"))
+    percent = percent_of(progress)
+    shown_progress = ""
+    if progress:
+        done = as_str(progress.get("epochs")) or (f"{percent:.0f}%" if percent is not None else "")
+        shown_progress = f"{bar(percent, TABLE_BAR_WIDTH, ascii_only)} {done}".rstrip()
+    restarts = as_int(status.get("restarts"))
+    row = [
+        as_str(meta.get("name")),
+        as_str(status.get("phase")) or "Pending",
+        as_str(status.get("readyWorkers")),
+        str(restarts) if restarts is not None else "0",
+        shown_progress,
+        as_str(progress.get("eta")),
+        age(meta.get("creationTimestamp"), now),
+    ]
+    if all_namespaces:
+        row.insert(0, as_str(meta.get("namespace")))
+    if wide:
+        workers = as_int(spec.get("workers"))
+        history = as_list(status.get("history"))
+        row += [
+            str(workers) if workers is not None else "",
+            age(status.get("completionTime"), now) if status.get("completionTime") else "",
+            as_str(status.get("reason")),
+            metrics_text(progress),
+            as_str(as_dict(history[0]).get("cause")) if history else "",
+        ]
+    return row
+
+
+def job_table(
+    jobs: Sequence[Json],
+    now: datetime,
+    wide: bool = False,
+    all_namespaces: bool = False,
+    ascii_only: bool = False,
+) -> str:
+    headers = ["NAME", "PHASE", "READY", "RESTARTS", "PROGRESS", "ETA", "AGE"]
+    if all_namespaces:
+        headers.insert(0, "NAMESPACE")
+    if wide:
+        headers += ["WORKERS", "COMPLETED", "REASON", "METRICS", "LAST CAUSE"]
+    ordered = sorted(
+        jobs,
+        key=lambda j: (
+            as_str(as_dict(j.get("metadata")).get("namespace")),
+            as_str(as_dict(j.get("metadata")).get("name")),
+        ),
+    )
+    return table(headers, [job_row(j, now, wide, all_namespaces, ascii_only) for j in ordered])
+
+
+# ---- pods ----
+
+
+def pod_role(pod: Json) -> str:
+    labels = as_dict(as_dict(pod.get("metadata")).get("labels"))
+    return (
+        as_str(labels.get(names.LABEL_ROLE)) or as_str(labels.get(names.LABEL_REPLICA_TYPE)) or names.WORKER
+    )
+
+
+def pod_index(pod: Json) -> int:
+    labels = as_dict(as_dict(pod.get("metadata")).get("labels"))
+    try:
+        return int(as_str(labels.get(names.LABEL_REPLICA_INDEX)))
+    except ValueError:
+        return -1
+
+
+def pod_attempt(pod: Json) -> int | None:
+    labels = as_dict(as_dict(pod.get("metadata")).get("labels"))
+    try:
+        return int(as_str(labels.get(names.LABEL_ATTEMPT)))
+    except ValueError:
+        return None
+
+
+def pod_sort_key(pod: Json) -> tuple[int, int, int, str]:
+    attempt = pod_attempt(pod)
+    return (
+        -(attempt or 0),
+        _ROLE_ORDER.get(pod_role(pod), len(_ROLE_ORDER)),
+        pod_index(pod),
+        as_str(as_dict(pod.get("metadata")).get("name")),
+    )
+
+
+def pod_state(pod: Json) -> str:
+    """As kubectl's STATUS column says it: Terminating, an init container's trouble, a
+    container's waiting or terminated reason, else the pod's reason or phase."""
+    meta, status = as_dict(pod.get("metadata")), as_dict(pod.get("status"))
+    if meta.get("deletionTimestamp"):
+        return "Terminating"
+    for container in (as_dict(c) for c in as_list(status.get("initContainerStatuses"))):
+        state = as_dict(container.get("state"))
+        terminated, waiting = as_dict(state.get("terminated")), as_dict(state.get("waiting"))
+        if terminated and as_int(terminated.get("exitCode")) != 0:
+            return f"Init:{as_str(terminated.get('reason')) or 'Error'}"
+        if as_str(waiting.get("reason")) not in ("", "PodInitializing"):
+            return f"Init:{as_str(waiting.get('reason'))}"
+    for container in (as_dict(c) for c in as_list(status.get("containerStatuses"))):
+        state = as_dict(container.get("state"))
+        for key in ("waiting", "terminated"):
+            reason = as_str(as_dict(state.get(key)).get("reason"))
+            if reason:
+                return reason
+    return as_str(status.get("reason")) or as_str(status.get("phase")) or "Pending"
+
+
+def pod_ready(pod: Json) -> str:
+    statuses = as_list(as_dict(pod.get("status")).get("containerStatuses"))
+    containers = as_list(as_dict(pod.get("spec")).get("containers"))
+    ready = sum(1 for c in statuses if as_dict(c).get("ready") is True)
+    return f"{ready}/{len(containers) or len(statuses)}"
+
+
+def pods_table(pods: Sequence[Json], now: datetime, indent: str = "  ") -> str:
+    rows = []
+    for pod in sorted(pods, key=pod_sort_key):
+        meta = as_dict(pod.get("metadata"))
+        attempt = pod_attempt(pod)
+        index = pod_index(pod)
+        rows.append(
+            [
+                pod_role(pod),
+                str(index) if index >= 0 else "",
+                as_str(meta.get("name")),
+                pod_state(pod),
+                pod_ready(pod),
+                str(attempt) if attempt is not None else "",
+                as_str(as_dict(pod.get("spec")).get("nodeName")),
+                age(meta.get("creationTimestamp"), now),
+            ]
+        )
+    return table(["ROLE", "INDEX", "POD", "STATUS", "READY", "ATTEMPT", "NODE", "AGE"], rows, indent)
+
+
+# ---- conditions and history ----
+
+
+def conditions_that_matter(conditions: Iterable[object]) -> list[Json]:
+    """True conditions that say something about now (not Created nor SharedVolumeChecked)."""
+    return [
+        c
+        for c in (as_dict(c) for c in conditions)
+        if c.get("status") == "True" and as_str(c.get("type")) not in _QUIET_CONDITIONS
+    ]
+
+
+def conditions_table(conditions: Iterable[object], now: datetime, indent: str = "  ") -> str:
+    rows = [
+        [
+            as_str(c.get("type")),
+            as_str(c.get("reason")),
+            age(c.get("lastTransitionTime"), now),
+            one_line(as_str(c.get("message")), 160),
+        ]
+        for c in conditions_that_matter(conditions)
+    ]
+    if not rows:
+        return f"{indent}(none: no condition needs attention)"
+    return table(["TYPE", "REASON", "SINCE", "MESSAGE"], rows, indent)
+
+
+def checkpoint_text(checkpoint: object) -> str:
+    point = as_dict(checkpoint)
+    epoch, step, path = (
+        as_int(point.get("epoch")),
+        as_int(point.get("step")),
+        one_line(as_str(point.get("path")), 80),
+    )
+    parts = []
+    if epoch is not None:
+        parts.append(f"epoch {epoch}")
+    if step is not None:
+        parts.append(f"step {step}")
+    text = ", ".join(parts)
+    if path:
+        text = f"{text} ({path})" if text else path
+    return text
+
+
+def job_relative_log(job_name: str, namespace: str, logs: str) -> str:
+    """status.history[].logs is relative to the shared root; shown relative to the job's folder."""
+    prefix = f"{namespace}/{job_name}/"
+    return logs[len(prefix) :] if logs.startswith(prefix) else logs
+
+
+def history_table(job: Json, indent: str = "  ") -> str:
+    meta, status = as_dict(job.get("metadata")), as_dict(job.get("status"))
+    name, namespace = as_str(meta.get("name")), as_str(meta.get("namespace"))
+    rows = []
+    for entry in (as_dict(e) for e in as_list(status.get("history"))):
+        attempt, worker, code, lost = (
+            as_int(entry.get(k)) for k in ("attempt", "worker", "exitCode", "epochsLost")
+        )
+        rows.append(
+            [
+                str(attempt) if attempt is not None else "",
+                as_str(entry.get("outcome")),
+                as_str(entry.get("cause")),
+                str(worker) if worker is not None else "",
+                as_str(entry.get("node")),
+                str(code) if code is not None else "",
+                checkpoint_text(entry.get("checkpoint")),
+                str(lost) if lost is not None else "",
+                job_relative_log(name, namespace, one_line(as_str(entry.get("logs")), 120)),
+            ]
+        )
+    if not rows:
+        return f"{indent}(none: no attempt has ended)"
+    return table(
+        ["ATTEMPT", "OUTCOME", "CAUSE", "WORKER", "NODE", "EXIT", "CHECKPOINT", "EPOCHS LOST", "LOG"],
+        rows,
+        indent,
+    )
+
+
+def history_messages(job: Json, indent: str = "  ") -> list[str]:
+    lines = []
+    for entry in (as_dict(e) for e in as_list(as_dict(job.get("status")).get("history"))):
+        message = one_line(as_str(entry.get("message")), 240)
+        attempt = as_int(entry.get("attempt"))
+        if message and attempt is not None:
+            lines.append(f"{indent}attempt {attempt}: {message}")
+    return lines
+
+
+def read_log_hint(job: Json) -> str:
+    """The command that prints the log of the newest ended attempt's failed worker."""
+    meta = as_dict(job.get("metadata"))
+    history = [as_dict(e) for e in as_list(as_dict(job.get("status")).get("history"))]
+    if not history:
+        return ""
+    attempt, worker = as_int(history[0].get("attempt")), as_int(history[0].get("worker"))
+    if attempt is None:
+        return ""
+    who = f" --worker {worker}" if worker is not None else " --all"
+    return f"tfmw logs {as_str(meta.get('name'))} --attempt {attempt}{who}"
+
+
+def events_table(events: Sequence[Json], now: datetime, limit: int = 10, indent: str = "  ") -> str:
+    def when(event: Json) -> str:
+        return (
+            as_str(event.get("lastTimestamp"))
+            or as_str(event.get("eventTime"))
+            or as_str(as_dict(event.get("metadata")).get("creationTimestamp"))
+        )
+
+    newest = sorted(events, key=when)[-limit:]
+    rows = [
+        [
+            as_str(e.get("type")),
+            as_str(e.get("reason")),
+            age(when(e), now),
+            one_line(as_str(e.get("message")), 160),
+        ]
+        for e in newest
+    ]
+    if not rows:
+        return f"{indent}(none)"
+    return table(["TYPE", "REASON", "AGE", "MESSAGE"], rows, indent)
+
+
+def describe(
+    job: Json, pods: Sequence[Json], events: Sequence[Json] | None, now: datetime, ascii_only: bool = False
+) -> str:
+    meta, spec, status = as_dict(job.get("metadata")), as_dict(job.get("spec")), as_dict(job.get("status"))
+    progress = as_dict(status.get("progress"))
+    phase = as_str(status.get("phase")) or "Pending"
+    attempt, restarts = as_int(status.get("attempt")), as_int(status.get("restarts"))
+    backoff = as_int(as_dict(spec.get("runPolicy")).get("backoffLimit"))
+    phase_note = []
+    if attempt is not None:
+        phase_note.append(f"attempt {attempt}")
+    if restarts is not None:
+        phase_note.append(f"{restarts} of {backoff if backoff is not None else 3} gang restarts used")
+    fields: list[tuple[str, str]] = [
+        ("Name", as_str(meta.get("name"))),
+        ("Namespace", as_str(meta.get("namespace"))),
+        ("Phase", f"{phase} ({'; '.join(phase_note)})" if phase_note else phase),
+    ]
+    if status.get("reason"):
+        fields.append(("Reason", as_str(status.get("reason"))))
+    if status.get("message"):
+        fields.append(("Message", one_line(as_str(status.get("message")), 400)))
+    if progress:
+        fields.append(("Progress", progress_line(progress, BAR_WIDTH, ascii_only)))
+        examples = as_number(progress.get("examplesPerSecond"))
+        if examples is not None:
+            fields.append(("Throughput", f"{examples:,.0f} examples/s"))
+        if progress.get("checkpoint"):
+            fields.append(("Checkpoint", checkpoint_text(progress.get("checkpoint"))))
+        if progress.get("error"):
+            fields.append(("Progress error", one_line(as_str(progress.get("error")))))
+    else:
+        fields.append(("Progress", "(no progress reported yet)"))
+    workers = as_int(spec.get("workers"))
+    ready = as_str(status.get("readyWorkers"))
+    fields.append(
+        ("Workers", f"{workers if workers is not None else '?'}" + (f" ({ready} ready)" if ready else ""))
+    )
+    claim = as_str(as_dict(spec.get("sharedVolume")).get("claimName"))
+    if claim:
+        fields.append(
+            (
+                "Shared volume",
+                f"claim {claim}, folder {as_str(meta.get('namespace'))}/{as_str(meta.get('name'))}/",
+            )
+        )
+    fields.append(("Created", when_and_age(meta.get("creationTimestamp"), now)))
+    fields.append(("Started", when_and_age(status.get("startTime"), now)))
+    fields.append(("Completed", when_and_age(status.get("completionTime"), now)))
+    width = max(len(k) for k, _ in fields) + 2
+    out = [f"{(key + ':').ljust(width)}{value}" for key, value in fields]
+    out += ["", "Pods:" if pods else "Pods: (none)"]
+    if pods:
+        out.append(pods_table(pods, now))
+    out += ["", "Conditions:", conditions_table(as_list(status.get("conditions")), now)]
+    out += ["", "History (the newest first):", history_table(job)]
+    messages = history_messages(job)
+    if messages:
+        out += ["", "  Why each attempt ended:", *(f"  {m}" for m in messages)]
+    hint = read_log_hint(job)
+    if hint:
+        out += ["", f"  The failed worker's log: {hint}"]
+    if events is not None:
+        out += ["", "Events:", events_table(events, now)]
+    return "\n".join(out) + "\n"

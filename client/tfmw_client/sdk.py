@@ -1,0 +1,468 @@
+"""The Python client: submit, watch, read the logs of and delete TFMultiWorkerJobs.
+
+    from tfmw_client import Client
+
+    def train(epochs: int) -> None:
+        import tensorflow as tf
+        ...
+
+    client = Client()                       # the kubeconfig's current context and namespace
+    name = client.train(train, parameters={"epochs": 5}, workers=2, image="tfmw-trainer:dev")
+    client.wait(name)                       # a progress bar; raises JobFailed with the reason
+    print(client.logs(name)["worker-0"])
+
+The `tfmw` command is built on it (docs/cli.md).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import sys
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, TextIO
+
+from tfmw_client import functions, manifests, names, package, render
+from tfmw_client import logs as logs_module
+from tfmw_client import version as version_module
+from tfmw_client import wait as wait_module
+from tfmw_client.errors import ApiError, TfmwError
+from tfmw_client.kube import Kube, core_path, job_path
+
+Json = dict[str, Any]
+DEFAULT_WAIT_TIMEOUT = 600.0
+LAUNCHER = Path(__file__).with_name("launcher.py")
+
+
+@dataclass
+class Submission:
+    name: str
+    namespace: str
+    objects: list[Json]  # the ConfigMap and the job, as created (or as they would be)
+    warnings: list[str] = field(default_factory=list)
+
+
+@dataclass
+class Logs:
+    """A selection's logs: from the pods (`live`) or the shared volume."""
+
+    job: str
+    attempt: int
+    live: bool
+    entries: list[tuple[str, str]]  # (pod stem, text), in role order
+
+    def __getitem__(self, stem: str) -> str:
+        return dict(self.entries)[stem]
+
+    def text(self) -> str:
+        """One entry as it is; several with each line prefixed `[<stem>] `."""
+        if len(self.entries) == 1:
+            return self.entries[0][1]
+        return "\n".join(f"[{stem}] {line}" for stem, text in self.entries for line in text.splitlines())
+
+
+class Client:
+    """A tfmw client for one cluster: the kubeconfig's current context (or `context`), its
+    namespace (or `namespace`); inside a pod, the pod's service account."""
+
+    def __init__(
+        self,
+        namespace: str | None = None,
+        kubeconfig: str | None = None,
+        context: str | None = None,
+        operator_namespace: str | None = None,
+    ) -> None:
+        self.kube = Kube(kubeconfig, context, namespace)
+        self.namespace = self.kube.namespace
+        self.operator_namespace = (
+            operator_namespace or os.environ.get("TFMW_OPERATOR_NAMESPACE") or names.OPERATOR_NAMESPACE
+        )
+
+    def _ns(self, namespace: str | None) -> str:
+        return namespace or self.namespace
+
+    # ---- submitting ----
+
+    def default_image(self) -> str:
+        """$TFMW_IMAGE, else the trainer image the install published (tfmw-version's
+        `trainerImage`); else the caller must name one."""
+        image = os.environ.get("TFMW_IMAGE", "")
+        if image:
+            return image
+        with contextlib.suppress(ApiError, TfmwError):
+            published = self.kube.get(
+                core_path(self.operator_namespace, "configmaps", names.VERSION_CONFIGMAP)
+            )
+            image = render.as_str(render.as_dict(published.get("data")).get("trainerImage"))
+        if not image:
+            raise TfmwError(
+                "no image named, and the cluster publishes no default trainer image",
+                "pass --image (image= in Python): an image with Python and TensorFlow, such as this "
+                "repository's trainer image (tfmw-trainer:dev on the local cluster), or set TFMW_IMAGE",
+            )
+        return image
+
+    def submit(
+        self,
+        path: str | os.PathLike[str],
+        args: Sequence[str] = (),
+        *,
+        entrypoint: str | None = None,
+        name: str | None = None,
+        dry_run: bool = False,
+        **options: Any,
+    ) -> Submission:
+        """A script or a folder, in a ConfigMap owned by the job, run by a new job."""
+        source = Path(path)
+        program = package.collect(source, entrypoint)
+        stem = Path(program.entrypoint).stem if source.is_file() else source.resolve().name
+        job_name = manifests.check_job_name(name) if name else manifests.job_name_from(stem)
+        submission = self._submit(program, job_name, list(args), dry_run, options)
+        submission.warnings += [f"left out {s}" for s in program.skipped]
+        return submission
+
+    def train(
+        self,
+        fn: Callable[..., Any],
+        parameters: Mapping[str, Any] | None = None,
+        *,
+        workers: int = 1,
+        image: str | None = None,
+        packages: Sequence[str] = (),
+        name: str | None = None,
+        dry_run: bool = False,
+        **options: Any,
+    ) -> str:
+        """Runs `fn(**parameters)` on every worker of a new job (TF_CONFIG set for
+        MultiWorkerMirroredStrategy); returns the job's name. The function's source and imports
+        are checked first: a lambda, a closure, or a name it uses without importing it, is
+        refused with that name."""
+        made = functions.function_program(fn, parameters, packages)
+        for warning in made.warnings:
+            print(f"warning: {warning}", file=sys.stderr)
+        program = package.program_from_source(made.filename, made.source)
+        job_name = manifests.check_job_name(name) if name else manifests.job_name_from(fn.__name__)
+        options.update(workers=workers, image=image, packages=packages)
+        submission = self._submit(program, job_name, [], dry_run, options)
+        if dry_run:
+            import yaml
+
+            print(yaml.safe_dump_all(submission.objects, sort_keys=False), end="")
+        return submission.name
+
+    def _submit(
+        self,
+        program: package.Program,
+        job_name: str,
+        args: list[str],
+        dry_run: bool,
+        options: Mapping[str, Any],
+    ) -> Submission:
+        launcher = LAUNCHER.read_bytes()
+        package.check_size(program, launcher)  # before anything is created
+        namespace = self._ns(options.get("namespace"))
+        image = options.get("image") or self.default_image()
+        workers = int(options.get("workers") or 1)
+        if workers < 1:
+            raise TfmwError(f"--workers {workers}: a job needs at least one worker")
+        job_options = manifests.JobOptions(
+            name=job_name,
+            namespace=namespace,
+            image=image,
+            workers=workers,
+            claim=options.get("claim") or names.DEFAULT_CLAIM,
+            args=list(args),
+            packages=manifests.check_packages(list(options.get("packages") or [])),
+            env=manifests.parse_env(list(options.get("env") or [])),
+            cpu=options.get("cpu"),
+            memory=options.get("memory"),
+            marker=options.get("marker") or "auto",
+        )
+        packed = package.pack(program, launcher)
+        configmap = manifests.program_configmap(job_options, packed)
+        job = manifests.program_job(job_options, program.entrypoint, packed.items)
+        if dry_run:
+            return Submission(job_name, namespace, [configmap, job])
+        return self._create(configmap, job)
+
+    def _create(self, configmap: Json, job: Json) -> Submission:
+        """The ConfigMap first (the pods mount it as they start), then the job, then the
+        ConfigMap's owner: the job. Anything made is removed again if a step fails."""
+        namespace, name = job["metadata"]["namespace"], job["metadata"]["name"]
+        configmap_name = configmap["metadata"]["name"]
+        configmaps = core_path(namespace, "configmaps")
+        try:
+            self.kube.create(configmaps, configmap)
+        except ApiError as error:
+            if error.conflict:
+                raise TfmwError(
+                    f"ConfigMap {configmap_name} already exists in {namespace}: "
+                    f"a job named {name} was submitted before",
+                    f"delete it (tfmw delete {name}; its ConfigMap goes with it) or choose another --name",
+                ) from None
+            raise
+        created: Json | None = None
+        try:
+            try:
+                created = self.kube.create(job_path(namespace), job)
+            except ApiError as error:
+                if error.conflict:
+                    raise TfmwError(
+                        f"job {name} already exists in {namespace}",
+                        f"tfmw delete {name}, or choose another --name",
+                    ) from None
+                raise
+            owned = {"metadata": {"ownerReferences": [manifests.owner_reference(created)]}}
+            configmap = self.kube.patch(core_path(namespace, "configmaps", configmap_name), owned)
+        except BaseException:
+            with contextlib.suppress(ApiError, TfmwError):
+                self.kube.delete(core_path(namespace, "configmaps", configmap_name))
+            if created is not None:
+                with contextlib.suppress(ApiError, TfmwError):
+                    self.kube.delete(job_path(namespace, name))
+            raise
+        return Submission(name, namespace, [configmap, created])
+
+    # ---- reading ----
+
+    def get(self, name: str, namespace: str | None = None) -> Json:
+        job = self.kube.get_or_none(job_path(self._ns(namespace), name))
+        if job is None:
+            raise TfmwError(
+                f'tfmwjobs.tfmw.dev "{name}" not found in namespace {self._ns(namespace)}',
+                "check the name and the namespace: tfmw get -A lists every job you may see",
+            )
+        return job
+
+    def list_jobs(self, namespace: str | None = None, all_namespaces: bool = False) -> list[Json]:
+        return self.kube.items(job_path(None if all_namespaces else self._ns(namespace)))
+
+    def pods(self, name: str, namespace: str | None = None) -> list[Json]:
+        return self.kube.items(
+            core_path(self._ns(namespace), "pods"), selector=f"{names.LABEL_JOB_NAME}={name}"
+        )
+
+    def events(self, name: str, namespace: str | None = None) -> list[Json] | None:
+        """The job's Events; None when they may not be read."""
+        try:
+            return self.kube.items(
+                core_path(self._ns(namespace), "events"),
+                field_selector=f"involvedObject.name={name},involvedObject.kind={names.KIND}",
+            )
+        except ApiError:
+            return None
+
+    def describe(self, name: str, namespace: str | None = None, ascii_only: bool = False) -> str:
+        job = self.get(name, namespace)
+        return render.describe(
+            job, self.pods(name, namespace), self.events(name, namespace), wait_module.now_utc(), ascii_only
+        )
+
+    # ---- logs ----
+
+    def _log_plan(
+        self, name: str, selection: logs_module.LogSelection, namespace: str | None
+    ) -> tuple[Json, int, list[Json]]:
+        job = self.get(name, namespace)
+        spec, status = render.as_dict(job.get("spec")), render.as_dict(job.get("status"))
+        current = render.as_int(status.get("attempt")) or 0
+        attempt = current if selection.attempt is None else selection.attempt
+        if attempt < 0 or attempt > current:
+            raise TfmwError(f"job {name} has no attempt {attempt}", f"its attempts are 0 to {current}")
+        workers = render.as_int(spec.get("workers"))
+        if selection.worker is not None and workers is not None and not 0 <= selection.worker < workers:
+            raise TfmwError(
+                f"job {name} has no worker {selection.worker}", f"its workers are 0 to {workers - 1}"
+            )
+        live = logs_module.select_live(self.pods(name, namespace), selection, attempt, name)
+        return job, attempt, live
+
+    def logs(
+        self,
+        name: str,
+        worker: int | None = None,
+        role: str | None = None,
+        attempt: int | None = None,
+        all: bool = False,
+        tail: int | None = None,
+        namespace: str | None = None,
+        image: str = "",
+        reader_timeout: float = logs_module.READER_TIMEOUT,
+        on_wait: Callable[[str], None] | None = None,
+    ) -> Logs:
+        """The logs of the chief (or `worker`, or every pod of `role`, or `all`), of the current
+        attempt (or `attempt`): from the pods while they exist, else from the shared volume."""
+        if worker is not None and role is not None:
+            raise TfmwError("name a worker or a role, not both")
+        if role is not None and role not in names.ROLES:
+            raise TfmwError(f"--role {role}: not one of {', '.join(names.ROLES)}")
+        selection = logs_module.LogSelection(worker, role, attempt, all, tail)
+        job, chosen, live = self._log_plan(name, selection, namespace)
+        ns = render.as_str(render.as_dict(job.get("metadata")).get("namespace"))
+        if live:
+            return Logs(name, chosen, True, logs_module.read_live(self.kube, ns, name, live, tail))
+        saved = logs_module.read_saved(
+            self.kube,
+            job,
+            chosen,
+            selection,
+            image,
+            reader_timeout,
+            f"tfmw logs {name} --attempt {chosen}",
+            on_wait,
+        )
+        if not saved.folder_exists:
+            raise TfmwError(
+                f"attempt {chosen} of {name} has no pods and no saved logs "
+                f"(no logs/attempt-{chosen}/ in its folder)",
+                "the operator saves a pod's log when it deletes the pod; "
+                "see whether the pods started (tfmw describe)",
+            )
+        entries = logs_module.choose_saved(saved, selection)
+        if not entries:
+            found = ", ".join(sorted(saved.listing)) or "nothing"
+            raise TfmwError(
+                f"no saved log of {selection.describe()} in attempt {chosen} of {name}",
+                f"logs/attempt-{chosen}/ holds: {found}",
+            )
+        return Logs(name, chosen, False, entries)
+
+    def follow_logs(
+        self,
+        name: str,
+        worker: int | None = None,
+        role: str | None = None,
+        all: bool = False,
+        tail: int | None = None,
+        namespace: str | None = None,
+    ) -> Iterator[tuple[str, str]]:
+        """(pod stem, line) as the current attempt's pods write them, until they end."""
+        selection = logs_module.LogSelection(worker, role, None, all, tail)
+        job, attempt, live = self._log_plan(name, selection, namespace)
+        if not live:
+            raise TfmwError(
+                f"no running pod of {selection.describe()} in attempt {attempt} of {name} to follow",
+                f"read what was saved: tfmw logs {name} --attempt {attempt}",
+            )
+        ns = render.as_str(render.as_dict(job.get("metadata")).get("namespace"))
+        return logs_module.follow_live(self.kube, ns, name, live, tail)
+
+    def last_log_lines(self, job: Json, count: int = 10) -> tuple[str, list[str]]:
+        """(whose, lines) of the worker that failed the job, while its pod exists; else from
+        its status message (the end of its log, kept by the kubelet's termination message)."""
+        meta, status = render.as_dict(job.get("metadata")), render.as_dict(job.get("status"))
+        history = [render.as_dict(e) for e in render.as_list(status.get("history"))]
+        entry = history[0] if history else {}
+        pod, container = render.as_str(entry.get("pod")), render.as_str(entry.get("container"))
+        if pod:
+            with contextlib.suppress(ApiError, TfmwError):
+                text = self.kube.log(render.as_str(meta.get("namespace")), pod, container, count)
+                if text.strip():
+                    return f"pod {pod}", render.printable(text).splitlines()[-count:]
+        message = render.as_str(entry.get("message")) or render.as_str(status.get("message"))
+        return (
+            ("its status message", render.printable(message).splitlines()[-count:]) if message else ("", [])
+        )
+
+    # ---- waiting, deleting, versions ----
+
+    def wait(
+        self,
+        name: str,
+        for_: str = "Succeeded",
+        timeout: float = DEFAULT_WAIT_TIMEOUT,
+        namespace: str | None = None,
+        display: bool = True,
+        out: TextIO | None = None,
+        interval: float = 1.0,
+    ) -> Json:
+        """Until the job is `for_` (Succeeded, Running, Failed or Finished); the job. Raises
+        JobFailed (with the reason and the last log lines) when it cannot get there, and
+        WaitTimeout after `timeout` seconds. Shows a progress bar: in place on a terminal, in a
+        notebook's output, a line per change elsewhere."""
+        ns = self._ns(namespace)
+        stream = out or sys.stdout
+        view: wait_module.View = wait_module.choose_view(stream) if display else wait_module.NullView()
+        job, verdict = wait_module.wait_for(
+            lambda: self.kube.get_or_none(job_path(ns, name)), for_, timeout, view, interval
+        )
+        if not verdict.ok:
+            whose, lines = self.last_log_lines(job)
+            detail = [f"last lines of {whose}:", *(f"  {line}" for line in lines)] if lines else []
+            hint = render.read_log_hint(job)
+            raise wait_module.JobFailed(
+                verdict.summary, "\n".join([*detail, *([f"the whole log: {hint}"] if hint else [])]), job
+            )
+        return job
+
+    def delete(self, name: str, namespace: str | None = None) -> None:
+        """The job; its pods, Service and ConfigMap go with it (owner references)."""
+        try:
+            self.kube.delete(job_path(self._ns(namespace), name), {"propagationPolicy": "Background"})
+        except ApiError as error:
+            if error.not_found:
+                raise TfmwError(
+                    f'tfmwjobs.tfmw.dev "{name}" not found in namespace {self._ns(namespace)}'
+                ) from None
+            raise
+
+    def served_versions(self) -> list[str] | None:
+        """The versions of tfmw.dev the API server serves ([] without the CRD; None: unknown)."""
+        try:
+            group = self.kube.get(f"/apis/{names.GROUP}")
+        except ApiError as error:
+            return [] if error.not_found else None
+        return [
+            render.as_str(render.as_dict(v).get("version")) for v in render.as_list(group.get("versions"))
+        ]
+
+    def operator_version(self) -> version_module.OperatorVersion:
+        ns = self.operator_namespace
+        tried = []
+        try:
+            published = self.kube.get(core_path(ns, "configmaps", names.VERSION_CONFIGMAP))
+            found = render.as_str(render.as_dict(published.get("data")).get("version"))
+            if found:
+                return version_module.OperatorVersion(found, f"ConfigMap {ns}/{names.VERSION_CONFIGMAP}")
+            tried.append(f"ConfigMap {ns}/{names.VERSION_CONFIGMAP} has no `version`")
+        except ApiError as error:
+            why = "not published" if error.not_found else error.message
+            tried.append(f"ConfigMap {ns}/{names.VERSION_CONFIGMAP}: {why}")
+        try:
+            deployment = self.kube.get(
+                f"/apis/apps/v1/namespaces/{ns}/deployments/{names.OPERATOR_DEPLOYMENT}"
+            )
+            labels = render.as_dict(render.as_dict(deployment.get("metadata")).get("labels"))
+            found = render.as_str(labels.get("app.kubernetes.io/version"))
+            if not found:
+                pod_spec = render.as_dict(
+                    render.as_dict(render.as_dict(deployment.get("spec")).get("template")).get("spec")
+                )
+                containers = [render.as_dict(c) for c in render.as_list(pod_spec.get("containers"))]
+                found = (
+                    version_module.image_tag(render.as_str(containers[0].get("image"))) if containers else ""
+                )
+            if found:
+                return version_module.OperatorVersion(
+                    found, f"the image of Deployment {ns}/{names.OPERATOR_DEPLOYMENT}"
+                )
+        except ApiError as error:
+            why = "not found" if error.not_found else error.message
+            tried.append(f"Deployment {ns}/{names.OPERATOR_DEPLOYMENT}: {why}")
+        return version_module.OperatorVersion(version_module.UNKNOWN, "; ".join(tried))
+
+    def version(self) -> Json:
+        client = version_module.client_version()
+        operator = self.operator_version()
+        served = self.served_versions()
+        verdict = version_module.compatibility(client, operator.version, served)
+        return {
+            "client": client,
+            "operator": operator.version,
+            "operatorSource": operator.source,
+            "served": served,
+            "compatible": verdict.compatible,
+            "reason": verdict.reason,
+        }

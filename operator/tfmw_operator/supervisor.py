@@ -1,0 +1,1325 @@
+"""tfmw's in-pod supervisor: a worker's program restarted in place, on the operator's word.
+
+The operator copies this one file into a worker's main container (an init container and an
+emptyDir at /tfmw) and runs the template's command under it, as PID 1:
+
+    python3 /tfmw/supervisor.py [--grace-seconds S] [--stop-seconds S] ... -- COMMAND [ARG...]
+
+It runs COMMAND as a child in a process group of its own and forwards signals to it; streams
+the child's output to its own stdout/stderr (`kubectl logs`) and into
+`$TFMW_SHARED_DIR/logs/attempt-<a>/<stem>.log`; reports each child's start and end in
+`$TFMW_SHARED_DIR/.tfmw/pods/<stem>.json`; and when a child ends it does not exit but waits for
+the operator's `$TFMW_SHARED_DIR/.tfmw/control.json` to start the next attempt's child, only once
+the operator says every pod of that attempt is waiting (a barrier: TensorFlow never sees two
+incarnations of one gang). Without `TFMW_SHARED_DIR` it only runs the child and exits with its
+code. docs/supervisor.md is the protocol for people.
+
+It runs under whatever python3 the worker's image has, not the operator's: the standard library
+only, Python 3.9's syntax and library, one file that imports nothing of tfmw. The wire names
+below are those of `tfmw_operator.contract`; tests/unit/operator/test_supervisor.py holds them
+equal.
+"""
+
+from __future__ import annotations
+
+import signal
+
+# The kernel drops a signal sent to PID 1 that PID 1 has no handler for, so a SIGTERM arriving
+# while Python imports the rest of this file would be lost, and the pod would wait out its whole
+# grace period. The handler is the first thing in place; the main loop acts on what it recorded.
+# Before it, while Python starts and compiles this file, only a blocked signal is kept (a blocked
+# signal is never dropped: it stays pending): BOOTSTRAP below blocks them first.
+FORWARDED_SIGNALS = (
+    signal.SIGTERM,
+    signal.SIGINT,
+    signal.SIGHUP,
+    signal.SIGQUIT,
+    signal.SIGUSR1,
+    signal.SIGUSR2,
+)
+_received: list[int] = []
+
+
+def _record(signum: int, frame: object) -> None:
+    _received.append(signum)
+
+
+if __name__ == "__main__":
+    for _signum in FORWARDED_SIGNALS:
+        signal.signal(_signum, _record)
+    signal.pthread_sigmask(signal.SIG_UNBLOCK, FORWARDED_SIGNALS)  # what BOOTSTRAP held comes now
+
+import argparse  # noqa: E402
+import collections  # noqa: E402
+import contextlib  # noqa: E402
+import dataclasses  # noqa: E402
+import errno  # noqa: E402
+import json  # noqa: E402
+import os  # noqa: E402
+import re  # noqa: E402
+import select  # noqa: E402
+import selectors  # noqa: E402
+import stat  # noqa: E402
+import sys  # noqa: E402
+import threading  # noqa: E402
+import time  # noqa: E402
+from collections.abc import Callable, Mapping, Sequence  # noqa: E402
+
+# ---- how the operator runs it ----
+
+# `python3 -I -S -c BOOTSTRAP -- COMMAND [ARG...]`: the signals blocked before this file is even
+# read and compiled (docs/supervisor.md has the times), then the file run as `python3 <path>`
+# would. -I -S: none of the image's or the user's Python settings (PYTHONPATH, a json.py in the
+# working directory, site's .pth files) reaches the supervisor; its child gets them all.
+INSTALLED_PATH = "/tfmw/supervisor.py"
+BOOTSTRAP = (
+    "import signal;"
+    "signal.pthread_sigmask(signal.SIG_BLOCK,(signal.SIGTERM,signal.SIGINT,signal.SIGHUP,"
+    "signal.SIGQUIT,signal.SIGUSR1,signal.SIGUSR2));"
+    "import runpy,sys;"
+    f"sys.argv[0]={INSTALLED_PATH!r};"
+    "runpy.run_path(sys.argv[0],run_name='__main__')"
+)
+
+
+def wrapped_command(
+    command: Sequence[str],
+    options: Sequence[str] = (),
+    path: str = INSTALLED_PATH,
+    python: str = "python3",
+) -> list[str]:
+    """A container's command and args, run under the supervisor installed at `path`."""
+    bootstrap = BOOTSTRAP.replace(repr(INSTALLED_PATH), repr(path))
+    return [python, "-I", "-S", "-c", bootstrap, *options, "--", *command]
+
+
+# ---- the wire: tfmw_operator.contract's names, repeated so that this file stands alone ----
+
+JOB_NAME_ENV = "TFMW_JOB_NAME"
+JOB_UID_ENV = "TFMW_JOB_UID"
+REPLICA_TYPE_ENV = "TFMW_REPLICA_TYPE"
+REPLICA_INDEX_ENV = "TFMW_REPLICA_INDEX"
+ATTEMPT_ENV = "TFMW_ATTEMPT"
+SHARED_DIR_ENV = "TFMW_SHARED_DIR"
+STACKS_PATH_ENV = "TFMW_STACKS_PATH"
+# The pod's own UID, when the operator passes it (the downward API's metadata.uid): reports
+# then name the pod incarnation that wrote them.
+POD_UID_ENV = "TFMW_POD_UID"
+REPLICA_TYPES = ("chief", "worker", "ps", "evaluator")
+
+CONTROL_DIR = ".tfmw"
+CONTROL_FILE = "control.json"
+REPORTS_DIR = "pods"
+LOGS_DIR = "logs"
+
+CONTROL_JOB_UID = "jobUid"
+CONTROL_ATTEMPT = "attempt"
+CONTROL_START = "start"
+CONTROL_STACKS = "stacks"
+CONTROL_EXIT = "exit"
+CONTROL_STOP_SECONDS = "stopSeconds"
+
+# A report's states. "starting" is in the contract but never written here: the report goes from
+# "waiting" to "running" right after the child's exec, the earliest moment there is a child.
+STATE_RUNNING = "running"
+STATE_EXITED = "exited"
+STATE_WAITING = "waiting"
+
+# ---- bounds (docs/supervisor.md says why each is what it is) ----
+
+DEFAULT_GRACE_SECONDS = 30.0  # the pod's terminationGracePeriodSeconds, Kubernetes' default
+# Kept of the grace for the last report and the exit, before the kubelet's SIGKILL.
+REPORT_MARGIN_SECONDS = 2.0
+# A child stopped for a gang restart gets this long after SIGTERM before SIGKILL: more than the
+# trainer's own save budget (TFMW_SAVE_SECONDS, 20 s by default).
+DEFAULT_STOP_SECONDS = 30.0
+MAX_STOP_SECONDS = 86400.0
+DEFAULT_LOG_MAX_BYTES = 10 * 1024 * 1024  # per file; one earlier file is kept beside it
+# With nothing asked of it after its child's end for this long, the supervisor exits with the
+# child's code: an operator that is gone (uninstalled, or an older one that reads no reports)
+# then sees the pod end and restarts the gang the old way.
+DEFAULT_EXITED_WAIT_SECONDS = 600.0
+DEFAULT_POLL_SECONDS = 0.1
+CONTROL_MAX_BYTES = 64 * 1024
+STACKS_ID_MAX_CHARS = 256
+MAX_ATTEMPT = 1_000_000
+DRAIN_SECONDS = 1.0  # after the child's end, how long its output may still come
+SYNC_SECONDS = 1.0  # the log is fdatasync'ed at most this often while output comes
+LOG_BUFFER_MAX_BYTES = 8 * 1024 * 1024  # output waiting for a slow volume; beyond, dropped and counted
+FLUSH_SECONDS = 5.0  # at an exit not bounded by a grace: how long to wait for the volume
+REPORT_RETRY_SECONDS = 1.0  # a report that could not be written is written again after this
+LOG_OPEN_WAIT_SECONDS = 2.0  # a child starts once its attempt's log folder exists, or after this
+READ_CHUNK = 65536
+
+# Signals a child starts with at their default action: those Python ignores (SIGPIPE, SIGXFSZ)
+# as the program would have without us, and those the supervisor handles.
+RESET_SIGNALS = (signal.SIGPIPE, signal.SIGXFSZ, signal.SIGCHLD, *FORWARDED_SIGNALS)
+STEM_PATTERN = re.compile(r"[a-z0-9](?:[-a-z0-9]{0,61}[a-z0-9])?\Z")
+UNSIGNED = re.compile(r"[0-9]{1,9}\Z")
+
+
+def say(message: str) -> None:
+    """The supervisor's own lines, on its stderr (kubectl logs)."""
+    _write_all(2, f"tfmw-supervisor: {message}\n".encode(errors="replace"))
+
+
+def _write_all(fd: int, data: bytes) -> None:
+    view = memoryview(data)
+    while view:
+        try:
+            written = os.write(fd, view)
+        except BlockingIOError:
+            select.select([], [fd], [], 1.0)  # a non-blocking stdout that is full
+            continue
+        except InterruptedError:
+            continue
+        except OSError:
+            return  # nowhere to write: the child's output still goes to the log
+        view = view[written:]
+
+
+def rfc3339(seconds: float) -> str:
+    millis = int(seconds * 1000) % 1000
+    return time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime(seconds)) + f".{millis:03d}Z"
+
+
+# ---- what is read: the control file, the identity, the cgroup's OOM counter ----
+
+
+@dataclasses.dataclass(frozen=True)
+class Control:
+    """The operator's word, from a control file that names this job."""
+
+    attempt: int
+    start: bool
+    stacks: str | None
+    exit: bool
+    # How long a child being stopped (for this attempt, or to exit) gets between SIGTERM and
+    # SIGKILL; None: --stop-seconds. 0 when there is nothing to save (a peer died on its own).
+    stop_seconds: float | None = None
+
+
+def parse_control(raw: bytes, job_uid: str) -> Control | None:
+    """The control file's content, or None when it is not a well-formed word for this job.
+
+    Anything unexpected ignores the whole file rather than part of it: a half-understood
+    control must not start a child.
+    """
+    try:
+        doc = json.loads(raw.decode("utf-8"))
+    except (UnicodeDecodeError, ValueError, RecursionError):
+        return None
+    if not isinstance(doc, dict) or doc.get(CONTROL_JOB_UID) != job_uid:
+        return None
+    attempt = doc.get(CONTROL_ATTEMPT)
+    if type(attempt) is not int or not 0 <= attempt <= MAX_ATTEMPT:
+        return None
+    start = doc.get(CONTROL_START, False)
+    exit_ = doc.get(CONTROL_EXIT, False)
+    stacks = doc.get(CONTROL_STACKS)
+    if not isinstance(start, bool) or not isinstance(exit_, bool):
+        return None
+    if stacks is not None and (not isinstance(stacks, str) or not 0 < len(stacks) <= STACKS_ID_MAX_CHARS):
+        return None
+    stop_seconds = doc.get(CONTROL_STOP_SECONDS)
+    if stop_seconds is not None and (
+        type(stop_seconds) not in (int, float) or not 0 <= stop_seconds <= MAX_STOP_SECONDS
+    ):
+        return None  # NaN and infinities fail the range too
+    return Control(
+        attempt=attempt,
+        start=start,
+        stacks=stacks,
+        exit=exit_,
+        stop_seconds=None if stop_seconds is None else float(stop_seconds),
+    )
+
+
+def pod_stem(environ: Mapping[str, str], hostname: str) -> str | None:
+    """`<replica type>-<index>` (worker-3): what this pod's logs and report are named by."""
+    replica_type = environ.get(REPLICA_TYPE_ENV, "")
+    index = environ.get(REPLICA_INDEX_ENV, "")
+    if replica_type in REPLICA_TYPES and UNSIGNED.match(index):
+        return f"{replica_type}-{int(index)}"
+    job = environ.get(JOB_NAME_ENV, "")
+    if job and hostname.startswith(job + "-"):
+        stem = hostname[len(job) + 1 :]
+        if STEM_PATTERN.match(stem):
+            return stem
+    return None
+
+
+def attempt_from_env(environ: Mapping[str, str]) -> int:
+    raw = environ.get(ATTEMPT_ENV, "")
+    return int(raw) if UNSIGNED.match(raw) and int(raw) <= MAX_ATTEMPT else 0
+
+
+def oom_kill_count(text: str) -> int | None:
+    """`oom_kill` of cgroup v2's memory.events or v1's memory.oom_control (both "key value")."""
+    for line in text.splitlines():
+        key, _, value = line.partition(" ")
+        if key == "oom_kill" and UNSIGNED.match(value.strip()):
+            return int(value.strip())
+    return None
+
+
+def oom_counter_candidates(proc_self_cgroup: str, root: str = "/sys/fs/cgroup") -> list[str]:
+    """Where this process's cgroup counts OOM kills, most specific first.
+
+    /proc/self/cgroup names the cgroup as seen from the cgroup namespace; a container with a
+    namespace of its own sees it as "/" and has it mounted at the root, one without sees the
+    host's path. cgroup v2 ("0::<path>", memory.events: hierarchical) comes before v1's
+    memory controller ("<n>:...memory...:<path>", memory.oom_control).
+    """
+    v2: list[str] = []
+    v1: list[str] = []
+    for line in proc_self_cgroup.splitlines():
+        parts = line.split(":", 2)
+        if len(parts) != 3 or not parts[2].startswith("/"):
+            continue
+        hierarchy, controllers, path = parts
+        path = path.rstrip("/")
+        if hierarchy == "0" and controllers == "":
+            v2 += [f"{root}{path}/memory.events", f"{root}/memory.events"]
+        elif "memory" in controllers.split(","):
+            v1 += [f"{root}/memory{path}/memory.oom_control", f"{root}/memory/memory.oom_control"]
+    unique: list[str] = []
+    for path in v2 + v1:
+        if path not in unique:
+            unique.append(path)
+    return unique
+
+
+class OomCounter:
+    """The container cgroup's OOM-kill counter: it rising during a child's life is an OOM kill."""
+
+    def __init__(self, path: str | None) -> None:
+        self.path = path
+
+    @classmethod
+    def find(cls) -> OomCounter:
+        try:
+            with open("/proc/self/cgroup") as file:
+                candidates = oom_counter_candidates(file.read(65536))
+        except OSError:
+            return cls(None)
+        for path in candidates:
+            counter = cls(path)
+            if counter.read() is not None:
+                return counter
+        return cls(None)
+
+    def read(self) -> int | None:
+        if self.path is None:
+            return None
+        try:
+            with open(self.path) as file:
+                return oom_kill_count(file.read(65536))
+        except OSError:
+            return None
+
+
+def signal_caught(pid: int, signum: int) -> bool:
+    """Whether process `pid` has a handler for `signum` (/proc/<pid>/status, SigCgt).
+
+    A program that has none would die of SIGUSR1, its default action: a stacks request is
+    sent only to a program that asked for it by handling the signal.
+    """
+    try:
+        with open(f"/proc/{pid}/status") as file:
+            for line in file:
+                if line.startswith("SigCgt:"):
+                    return bool(int(line.split()[1], 16) >> (signum - 1) & 1)
+    except (OSError, ValueError, IndexError):
+        pass
+    return False
+
+
+# ---- the job's folder, never through a link ----
+
+_DIR_FLAGS = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC
+
+
+def open_dir(parent: int, name: str, create: bool) -> int:
+    """`name` inside directory `parent`, a directory and not a link to one (ELOOP/ENOTDIR)."""
+    if create:
+        with contextlib.suppress(FileExistsError):
+            os.mkdir(name, 0o755, dir_fd=parent)
+    return os.open(name, _DIR_FLAGS, dir_fd=parent)
+
+
+def read_bounded(parent: int, name: str, limit: int) -> bytes | None:
+    """A regular file's content, at most `limit` bytes; None for anything else.
+
+    O_NONBLOCK: a FIFO put in its place never blocks the open; O_NOFOLLOW: a link is refused.
+    """
+    try:
+        fd = os.open(
+            name, os.O_RDONLY | os.O_NONBLOCK | os.O_NOFOLLOW | os.O_NOCTTY | os.O_CLOEXEC, dir_fd=parent
+        )
+    except OSError:
+        return None
+    try:
+        info = os.fstat(fd)
+        if not stat.S_ISREG(info.st_mode) or info.st_size > limit:
+            return None
+        chunks: list[bytes] = []
+        size = 0
+        while size <= limit:
+            chunk = os.read(fd, limit + 1 - size)
+            if not chunk:
+                break
+            chunks.append(chunk)
+            size += len(chunk)
+        return None if size > limit else b"".join(chunks)
+    except OSError:
+        return None
+    finally:
+        os.close(fd)
+
+
+class JobFolder:
+    """The job's folder as this pod mounts it; every path below it is opened without links."""
+
+    def __init__(self, path: str) -> None:
+        self.path = path
+        self._fd: int | None = None
+
+    def fd(self) -> int:
+        if self._fd is None:
+            self._fd = os.open(self.path, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
+        return self._fd
+
+    def control_signature(self) -> tuple[int, ...] | None:
+        """What changes when the control file is replaced or rewritten; None: no regular file."""
+        try:
+            info = os.stat(f"{CONTROL_DIR}/{CONTROL_FILE}", dir_fd=self.fd(), follow_symlinks=False)
+        except OSError:
+            return None
+        if not stat.S_ISREG(info.st_mode):
+            return None
+        return (info.st_dev, info.st_ino, info.st_size, info.st_mtime_ns, info.st_ctime_ns)
+
+    def read_control(self, job_uid: str) -> Control | None:
+        try:
+            control_dir = open_dir(self.fd(), CONTROL_DIR, create=False)
+        except OSError:
+            return None
+        try:
+            raw = read_bounded(control_dir, CONTROL_FILE, CONTROL_MAX_BYTES)
+        finally:
+            os.close(control_dir)
+        return None if raw is None else parse_control(raw, job_uid)
+
+    def write_report(self, stem: str, doc: Mapping[str, object]) -> None:
+        """`.tfmw/pods/<stem>.json`, atomically (a temporary file, then rename); OSError if not."""
+        body = (json.dumps(doc, sort_keys=True, separators=(",", ":")) + "\n").encode()
+        control_dir = open_dir(self.fd(), CONTROL_DIR, create=True)
+        try:
+            reports = open_dir(control_dir, REPORTS_DIR, create=True)
+        finally:
+            os.close(control_dir)
+        try:
+            temporary = f".{stem}.json.tmp"
+            with contextlib.suppress(FileNotFoundError):  # one left by a supervisor killed mid-write
+                os.unlink(temporary, dir_fd=reports)
+            fd = os.open(
+                temporary,
+                os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC,
+                0o644,
+                dir_fd=reports,
+            )
+            try:
+                _write_file(fd, body)
+            finally:
+                os.close(fd)
+            os.rename(temporary, f"{stem}.json", src_dir_fd=reports, dst_dir_fd=reports)
+        finally:
+            os.close(reports)
+
+    def open_log(self, attempt: int, stem: str, max_bytes: int) -> LogFile:
+        logs = open_dir(self.fd(), LOGS_DIR, create=True)
+        try:
+            attempt_dir = open_dir(logs, f"attempt-{attempt}", create=True)
+        finally:
+            os.close(logs)
+        try:
+            return LogFile(attempt_dir, f"{stem}.log", max_bytes)
+        except BaseException:
+            os.close(attempt_dir)
+            raise
+
+
+def _write_file(fd: int, data: bytes) -> None:
+    view = memoryview(data)
+    while view:
+        view = view[os.write(fd, view) :]
+
+
+class LogFile:
+    """A child's output in one attempt: appended as it comes, capped, its end always kept.
+
+    When `<stem>.log` reaches `max_bytes` it becomes `<stem>.log.1` (an older `.1` is dropped)
+    and a new `<stem>.log` begins with a line saying so: at most about twice `max_bytes` per
+    pod and attempt, and the last `max_bytes` at least always there.
+    """
+
+    def __init__(self, dir_fd: int, name: str, max_bytes: int) -> None:
+        self.dir_fd = dir_fd
+        self.name = name
+        self.max_bytes = max_bytes
+        self.fd = self._open()
+        self.size = os.fstat(self.fd).st_size
+        self.total = self.size  # bytes of this attempt's output so far, in every file
+        self.dirty = False
+
+    def _open(self) -> int:
+        # O_NONBLOCK: a FIFO in the log's place fails (ENXIO) rather than blocks.
+        flags = os.O_WRONLY | os.O_CREAT | os.O_APPEND | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC
+        fd = os.open(self.name, flags, 0o644, dir_fd=self.dir_fd)
+        if not stat.S_ISREG(os.fstat(fd).st_mode):
+            os.close(fd)
+            raise OSError(errno.EINVAL, f"{self.name} is not a regular file")
+        return fd
+
+    def write(self, data: bytes) -> None:
+        if self.size >= self.max_bytes:
+            self._rotate()
+        _write_file(self.fd, data)
+        self.size += len(data)
+        self.total += len(data)
+        self.dirty = True
+
+    def _rotate(self) -> None:
+        os.close(self.fd)
+        previous = self.name + ".1"
+        os.rename(self.name, previous, src_dir_fd=self.dir_fd, dst_dir_fd=self.dir_fd)
+        kept = self.size
+        self.fd = self._open()
+        self.size = 0
+        note = (
+            f"tfmw-supervisor: {self.total} bytes of output came before this line: the last {kept} of them "
+            f"are in {previous}, {self.total - kept} before those were dropped (each file is capped at "
+            f"{self.max_bytes} bytes)\n"
+        ).encode()
+        _write_file(self.fd, note)
+        self.size = len(note)
+
+    def sync(self) -> None:
+        if self.dirty:
+            self.dirty = False
+            os.fdatasync(self.fd)
+
+    def close(self) -> None:
+        try:
+            self.sync()
+        finally:
+            os.close(self.fd)
+            os.close(self.dir_fd)
+
+
+# ---- the volume's thread ----
+
+
+@dataclasses.dataclass
+class _Command:
+    kind: str  # "open", "output", "dropped", "close", "report"
+    data: bytes = b""
+    attempt: int = 0
+    dropped: int = 0
+    report: dict[str, object] | None = None
+    state: str = ""
+    fatal: bool = False
+    done: threading.Event | None = None  # set once carried out
+
+
+@dataclasses.dataclass(frozen=True)
+class ReportResult:
+    state: str
+    attempt: int
+    fatal: bool
+    error: str | None
+
+
+class Volume:
+    """Everything that touches the job's folder, on one thread of its own.
+
+    A slow or hung volume (an NFS server gone) then stalls only this thread: the child's output
+    still reaches kubectl logs, signals are still forwarded and children reaped, and the pod
+    still ends within its grace. Output waiting for the volume is bounded; beyond the bound it
+    is dropped from the log (never from stdout), and the log says how much.
+    """
+
+    def __init__(
+        self,
+        folder: JobFolder,
+        job_uid: str,
+        stem: str,
+        log_max_bytes: int,
+        poll_seconds: float,
+        notify: Callable[[], None],
+    ) -> None:
+        self.folder = folder
+        self.job_uid = job_uid
+        self.stem = stem
+        self.log_max_bytes = log_max_bytes
+        self.poll_seconds = poll_seconds
+        self._notify = notify
+        self._cond = threading.Condition()
+        self._commands: collections.deque[_Command] = collections.deque()
+        self._buffered = 0
+        self._drop: _Command | None = None
+        self._stopping = False
+        # What the thread tells the main thread, appended here before `notify`.
+        self.controls: collections.deque[Control | None] = collections.deque()
+        self.results: collections.deque[ReportResult] = collections.deque()
+        self._log: LogFile | None = None
+        self._log_warned = False
+        self._last_signature: tuple[int, ...] | None = None
+        self._last_control: Control | None = None
+        self._polled = False
+        self.failure: str | None = None  # the thread ended on an error of this file's own
+        self._thread = threading.Thread(target=self._run, name="tfmw-volume", daemon=True)
+
+    # -- the main thread's side --
+
+    def start(self) -> None:
+        self._thread.start()
+
+    def _put(self, command: _Command) -> None:
+        with self._cond:
+            self._commands.append(command)
+            self._cond.notify()
+
+    def open_log(self, attempt: int) -> threading.Event:
+        """Open the attempt's log (and so make its folder, where TFMW_STACKS_PATH points)."""
+        done = threading.Event()
+        self._put(_Command("open", attempt=attempt, done=done))
+        return done
+
+    def output(self, data: bytes) -> None:
+        with self._cond:
+            if self._buffered + len(data) > LOG_BUFFER_MAX_BYTES:
+                if self._drop is None:
+                    self._drop = _Command("dropped")
+                    self._commands.append(self._drop)
+                self._drop.dropped += len(data)
+                return
+            self._drop = None
+            self._buffered += len(data)
+            self._commands.append(_Command("output", data=data))
+            self._cond.notify()
+
+    def close_log(self, trailer: bytes) -> None:
+        self._put(_Command("close", data=trailer))
+
+    def report(self, doc: dict[str, object], state: str, attempt: int, fatal: bool) -> None:
+        self._put(_Command("report", report=doc, state=state, attempt=attempt, fatal=fatal))
+
+    def stop(self) -> None:
+        with self._cond:
+            self._stopping = True
+            self._cond.notify()
+
+    def join(self, timeout: float) -> bool:
+        self._thread.join(max(0.0, timeout))
+        return not self._thread.is_alive()
+
+    # -- the thread --
+
+    def _run(self) -> None:
+        try:
+            self._loop()
+        except BaseException as error:  # a bug here must end the pod visibly, not leave it waiting
+            self.failure = f"{type(error).__name__}: {error}"
+            self._notify()
+
+    def _loop(self) -> None:
+        next_poll = 0.0
+        next_sync: float | None = None
+        while True:
+            with self._cond:
+                while not self._commands and not self._stopping:
+                    now = time.monotonic()
+                    wake = next_poll if next_sync is None else min(next_poll, next_sync)
+                    if wake <= now:
+                        break
+                    self._cond.wait(wake - now)
+                commands = list(self._commands)
+                self._commands.clear()
+                self._buffered = 0
+                self._drop = None
+                stopping = self._stopping
+            for command in commands:
+                self._do(command)
+                if command.done is not None:
+                    command.done.set()
+            now = time.monotonic()
+            if self._log is not None and self._log.dirty and next_sync is None:
+                next_sync = now + SYNC_SECONDS
+            if next_sync is not None and now >= next_sync:
+                next_sync = None
+                self._log_io(lambda log: log.sync())
+            if stopping:
+                self._close_log(b"")
+                return
+            if now >= next_poll:
+                self._poll()
+                next_poll = time.monotonic() + self.poll_seconds
+
+    def _do(self, command: _Command) -> None:
+        if command.kind == "open":
+            self._close_log(b"")
+            try:
+                self._log = self.folder.open_log(command.attempt, self.stem, self.log_max_bytes)
+                self._log_warned = False
+            except OSError as error:
+                say(f"no log on the volume for attempt {command.attempt}: {error}")
+        elif command.kind == "output":
+            data = command.data
+            self._log_io(lambda log: log.write(data))
+        elif command.kind == "dropped":
+            note = f"\ntfmw-supervisor: {command.dropped} bytes of output dropped here: the volume was slow\n"
+            self._log_io(lambda log: log.write(note.encode()))
+        elif command.kind == "close":
+            self._close_log(command.data)
+        elif command.kind == "report" and command.report is not None:
+            failure: str | None = None
+            try:
+                self.folder.write_report(self.stem, command.report)
+            except OSError as error:
+                failure = str(error)
+            self.results.append(ReportResult(command.state, command.attempt, command.fatal, failure))
+            self._notify()
+
+    def _log_io(self, action: Callable[[LogFile], None]) -> None:
+        if self._log is None:
+            return
+        try:
+            action(self._log)
+        except OSError as error:
+            if not self._log_warned:
+                self._log_warned = True
+                say(f"the log on the volume stopped: {error}")
+            try:
+                os.close(self._log.fd)
+                os.close(self._log.dir_fd)
+            except OSError:
+                pass
+            self._log = None
+
+    def _close_log(self, trailer: bytes) -> None:
+        if self._log is None:
+            return
+        if trailer:
+            self._log_io(lambda log: log.write(trailer))
+        log, self._log = self._log, None
+        if log is not None:
+            try:
+                log.close()
+            except OSError as error:
+                say(f"the log on the volume could not be closed: {error}")
+
+    def _poll(self) -> None:
+        """Stat the control file; read it only when it changed; tell the main thread news."""
+        try:
+            signature = self.folder.control_signature()
+        except OSError:
+            signature = None
+        if self._polled and signature == self._last_signature:
+            return
+        self._last_signature = signature
+        control = None if signature is None else self.folder.read_control(self.job_uid)
+        if self._polled and control == self._last_control:
+            return
+        self._polled = True
+        self._last_control = control
+        self.controls.append(control)
+        self._notify()
+
+
+# ---- the child ----
+
+
+@dataclasses.dataclass
+class ChildEnd:
+    attempt: int
+    exit_code: int
+    signal: int | None
+    oom_killed: bool | None
+    started_at: float
+    finished_at: float
+
+    def fields(self) -> dict[str, object]:
+        return {
+            "attempt": self.attempt,
+            "exitCode": self.exit_code,
+            "signal": self.signal,
+            "oomKilled": self.oom_killed,
+            "startedAt": rfc3339(self.started_at),
+            "finishedAt": rfc3339(self.finished_at),
+        }
+
+
+@dataclasses.dataclass
+class Child:
+    pid: int
+    attempt: int
+    started_at: float
+    oom_before: int | None
+    pipes: dict[int, int]  # our reading end -> the fd (1 or 2) its output goes to
+    stopping: bool = False
+    kill_at: float | None = None  # monotonic: SIGKILL to its group then
+    status: int | None = None  # waitpid's, once reaped
+
+
+@dataclasses.dataclass(frozen=True)
+class Settings:
+    command: tuple[str, ...]
+    grace_seconds: float
+    stop_seconds: float
+    log_max_bytes: int
+    exited_wait_seconds: float
+    poll_seconds: float
+
+
+@dataclasses.dataclass(frozen=True)
+class Identity:
+    """Who this supervisor is in the job; None (plain mode) without a shared folder."""
+
+    shared_dir: str
+    job_uid: str
+    stem: str
+    pod_uid: str | None
+    pod_name: str
+
+
+def identity_from_env(environ: Mapping[str, str], hostname: str) -> Identity | None:
+    shared_dir = environ.get(SHARED_DIR_ENV, "")
+    if not shared_dir:
+        return None
+    job_uid = environ.get(JOB_UID_ENV, "")
+    stem = pod_stem(environ, hostname)
+    if not job_uid or len(job_uid) > 128 or stem is None:
+        say(f"{SHARED_DIR_ENV} is set, {JOB_UID_ENV} or this pod's place is not: running the command alone")
+        return None
+    pod_uid = environ.get(POD_UID_ENV) or None
+    return Identity(shared_dir, job_uid, stem, pod_uid[:128] if pod_uid else None, hostname[:253])
+
+
+class Supervisor:
+    def __init__(self, settings: Settings, identity: Identity | None, environ: Mapping[str, str]) -> None:
+        self.settings = settings
+        self.identity = identity
+        self.environ = dict(environ)
+        self.env_attempt = attempt_from_env(environ)
+        self.oom = OomCounter.find() if identity is not None else OomCounter(None)
+        self.selector = selectors.DefaultSelector()
+        self.wake_read, self.wake_write = os.pipe()
+        os.set_blocking(self.wake_read, False)
+        os.set_blocking(self.wake_write, False)
+        self.volume: Volume | None = None
+        if identity is not None:
+            self.volume = Volume(
+                JobFolder(identity.shared_dir),
+                identity.job_uid,
+                identity.stem,
+                settings.log_max_bytes,
+                settings.poll_seconds,
+                self._wake,
+            )
+        self.child: Child | None = None
+        self.last_end: ChildEnd | None = None
+        self.last_attempt_run: int | None = None
+        self.target = self.env_attempt  # the attempt this pod is to run next, or runs
+        self.control: Control | None = None
+        self.started_up = False
+        self.state: str | None = None
+        self.waiting_reported: int | None = None
+        self.stacks_served: str | None = None
+        self.stacks_delivered = False
+        self.exit_requested = False
+        self.terminating: int | None = None  # the signal that ends the supervisor
+        self.terminate_deadline: float | None = None  # monotonic: the grace's end, less the margin
+        self.exited_deadline: float | None = None
+        self.retry_report_at: float | None = None  # monotonic: a report that failed is written again
+        self.exit_code: int | None = None
+
+    def _wake(self) -> None:
+        with contextlib.suppress(OSError):  # the pipe is full: the main loop wakes anyway
+            os.write(self.wake_write, b"\0")
+
+    # ---- the loop ----
+
+    def run(self) -> int:
+        signal.set_wakeup_fd(self.wake_write, warn_on_full_buffer=False)
+        signal.signal(signal.SIGCHLD, _record)
+        for signum in FORWARDED_SIGNALS:  # the same handler, if main() was not run as a script
+            signal.signal(signum, _record)
+        self.selector.register(self.wake_read, selectors.EVENT_READ)
+        if self.volume is not None:
+            self.volume.start()
+        else:
+            self.started_up = True
+            self._spawn(self.env_attempt)
+        while self.exit_code is None:
+            self._handle_signals()
+            self._reap()
+            if self.exit_code is None and self.volume is not None:
+                self._handle_volume()
+            if self.exit_code is None:
+                self._handle_deadlines()
+            if self.exit_code is None:
+                self._wait()
+        return self._finish(self.exit_code)
+
+    def _wait(self) -> None:
+        deadlines = [
+            d for d in (self.terminate_deadline, self.exited_deadline, self.retry_report_at) if d is not None
+        ]
+        if self.child is not None and self.child.kill_at is not None:
+            deadlines.append(self.child.kill_at)
+        timeout = None if not deadlines else max(0.0, min(deadlines) - time.monotonic())
+        for key, _ in self.selector.select(timeout):
+            if key.fd == self.wake_read:
+                self._drain_wake()
+            elif self.child is not None and key.fd in self.child.pipes:
+                self._pump(self.child, key.fd)
+
+    def _drain_wake(self) -> None:
+        try:
+            while os.read(self.wake_read, 4096):
+                pass
+        except OSError:
+            pass  # empty: signals and the volume's news are in their queues
+
+    def _pump(self, child: Child, fd: int) -> None:
+        """Pass on what the child wrote; at the end of its output, close the pipe."""
+        try:
+            data = os.read(fd, READ_CHUNK)
+        except BlockingIOError:
+            return
+        except OSError:
+            data = b""
+        if not data:
+            self.selector.unregister(fd)
+            os.close(fd)
+            del child.pipes[fd]
+            return
+        _write_all(child.pipes[fd], data)
+        if self.volume is not None:
+            self.volume.output(data)
+
+    def _say(self, message: str) -> None:
+        say(message)
+        if self.volume is not None and self.child is not None and self.child.status is None:
+            self.volume.output(f"tfmw-supervisor: {message}\n".encode(errors="replace"))
+
+    def _handle_signals(self) -> None:
+        while _received:
+            signum = _received.pop(0)
+            if signum == signal.SIGCHLD:
+                continue  # the loop reaps next
+            child = self.child if self.child is not None and self.child.status is None else None
+            if signum in (signal.SIGTERM, signal.SIGINT):
+                if self.terminating is None:
+                    self.terminating = signum
+                    grace = self.settings.grace_seconds
+                    self.terminate_deadline = time.monotonic() + grace - min(REPORT_MARGIN_SECONDS, grace / 2)
+                if child is None:
+                    self.exit_code = self._last_code(128 + signum)
+                    return
+                self._signal_child(child, signum)
+                child.stopping = True
+                if child.kill_at is None or child.kill_at > (self.terminate_deadline or 0.0):
+                    child.kill_at = self.terminate_deadline
+            elif child is not None:
+                self._signal_child(child, signum)
+
+    def _last_code(self, otherwise: int) -> int:
+        """The exit code of the command's end this pod last reported, if that is its state."""
+        if self.state == STATE_EXITED and self.last_end is not None:
+            return self.last_end.exit_code
+        return otherwise
+
+    @staticmethod
+    def _signal_child(child: Child, signum: int) -> None:
+        with contextlib.suppress(OSError):  # it has just ended: reaped next
+            os.kill(child.pid, signum)
+
+    def _reap(self) -> None:
+        """As PID 1, reap every child: ours, and orphans the kernel hands us."""
+        while True:
+            try:
+                pid, status = os.waitpid(-1, os.WNOHANG)
+            except ChildProcessError:
+                return
+            except InterruptedError:
+                continue
+            if pid == 0:
+                return
+            if self.child is not None and pid == self.child.pid and self.child.status is None:
+                self.child.status = status
+                self._child_ended(self.child)
+
+    def _handle_deadlines(self) -> None:
+        now = time.monotonic()
+        child = self.child
+        if child is not None and child.status is None and child.kill_at is not None and now >= child.kill_at:
+            self._say(f"attempt {child.attempt}: the command did not end in time; SIGKILL")
+            self._kill_group(child)
+            child.kill_at = None
+        if self.retry_report_at is not None and now >= self.retry_report_at:
+            self.retry_report_at = None
+            self._report_current()
+        if self.exited_deadline is not None and now >= self.exited_deadline and self.child is None:
+            waited = self.settings.exited_wait_seconds
+            say(f"nothing asked of this pod in {waited:g} s since its command ended: exiting")
+            self.exit_code = self.last_end.exit_code if self.last_end is not None else 0
+
+    @staticmethod
+    def _kill_group(child: Child) -> None:
+        with contextlib.suppress(OSError):
+            os.killpg(child.pid, signal.SIGKILL)
+        with contextlib.suppress(OSError):  # it may have left its group
+            os.kill(child.pid, signal.SIGKILL)
+
+    # ---- the child's life ----
+
+    def _spawn(self, attempt: int) -> None:
+        env = dict(self.environ)
+        file_actions: list[tuple[int, int, int]] = []
+        pipes: dict[int, int] = {}
+        ends: list[int] = []
+        if self.identity is not None and self.volume is not None:
+            env[ATTEMPT_ENV] = str(attempt)
+            env[STACKS_PATH_ENV] = os.path.join(
+                self.identity.shared_dir, LOGS_DIR, f"attempt-{attempt}", f"{self.identity.stem}.stacks"
+            )
+            if not self.volume.open_log(attempt).wait(LOG_OPEN_WAIT_SECONDS):
+                say(f"attempt {attempt}: the volume is slow; starting before its log folder is made")
+            for target in (1, 2):
+                read_end, write_end = os.pipe()
+                pipes[read_end] = target
+                ends.append(write_end)
+                file_actions.append((os.POSIX_SPAWN_DUP2, write_end, target))
+        oom_before = self.oom.read()
+        started_at = time.time()
+        self.last_attempt_run = attempt
+        self.target = max(self.target, attempt)
+        self.waiting_reported = None
+        self.exited_deadline = None
+        try:
+            pid = os.posix_spawnp(
+                self.settings.command[0],
+                list(self.settings.command),
+                env,
+                file_actions=file_actions,
+                setpgroup=0,
+                setsigdef=RESET_SIGNALS,
+            )
+        except OSError as error:
+            for fd in pipes:
+                os.close(fd)
+            code = 127 if error.errno == errno.ENOENT else 126  # as a shell says it
+            say(f"attempt {attempt}: cannot run {self.settings.command[0]!r}: {error.strerror}")
+            self.child = Child(-1, attempt, started_at, oom_before, {}, status=code << 8)
+            self._child_ended(self.child)
+            return
+        finally:
+            for fd in ends:
+                os.close(fd)
+        self.child = Child(pid, attempt, started_at, oom_before, pipes)
+        for fd in pipes:
+            os.set_blocking(fd, False)
+            self.selector.register(fd, selectors.EVENT_READ)
+        self.state = STATE_RUNNING
+        if self.volume is not None:
+            self._say(f"attempt {attempt}: started {os.path.basename(self.settings.command[0])} (pid {pid})")
+            self._report(STATE_RUNNING, attempt, fatal=False)
+        if self.terminating is not None:  # a SIGTERM came while it was being started
+            self._signal_child(self.child, self.terminating)
+            self.child.stopping = True
+            self.child.kill_at = self.terminate_deadline
+
+    def _child_ended(self, child: Child) -> None:
+        finished_at = time.time()
+        status = child.status if child.status is not None else 0
+        if child.pid > 0:
+            self._kill_group(child)  # what it left running ends with it, as when PID 1 ends
+            self._drain(child)
+        if os.WIFSIGNALED(status):
+            signum: int | None = os.WTERMSIG(status)
+            code = 128 + os.WTERMSIG(status)
+        else:
+            signum = None
+            code = os.WEXITSTATUS(status)
+        oom_after = self.oom.read()
+        oom = None if child.oom_before is None or oom_after is None else oom_after > child.oom_before
+        end = ChildEnd(child.attempt, code, signum, oom, child.started_at, finished_at)
+        self.last_end = end
+        self.child = None
+        how = f"signal {signum}" if signum is not None else f"exit code {code}"
+        line = f"attempt {child.attempt}: the command ended: {how}{', OOM-killed' if oom else ''}"
+        if self.volume is None:  # alone, as if it were not there
+            self.exit_code = code
+            return
+        say(line)
+        self.volume.close_log(f"tfmw-supervisor: {line}\n".encode())
+        if self.terminating is not None or self.exit_requested:
+            self.state = STATE_EXITED
+            self._report(STATE_EXITED, child.attempt, fatal=False)
+            self.exit_code = code
+            return
+        if self.target > child.attempt:  # stopped for a restart: the barrier is next
+            self._report_waiting()
+            self._apply_control()
+            return
+        self.state = STATE_EXITED
+        self._report(STATE_EXITED, child.attempt, fatal=True)
+        if self.settings.exited_wait_seconds > 0:
+            self.exited_deadline = time.monotonic() + self.settings.exited_wait_seconds
+        self._apply_control()
+
+    def _drain(self, child: Child) -> None:
+        """The rest of its output, until its pipes close or DRAIN_SECONDS pass."""
+        deadline = time.monotonic() + DRAIN_SECONDS
+        while child.pipes:
+            left = deadline - time.monotonic()
+            if left <= 0:
+                break
+            for key, _ in self.selector.select(left):
+                if key.fd == self.wake_read:
+                    self._drain_wake()
+                elif key.fd in child.pipes:
+                    self._pump(child, key.fd)
+        for fd in list(child.pipes):  # held open by something that escaped its group
+            self.selector.unregister(fd)
+            os.close(fd)
+        child.pipes.clear()
+
+    # ---- the operator's word ----
+
+    def _handle_volume(self) -> None:
+        assert self.volume is not None
+        if self.volume.failure is not None and not self.exit_requested:
+            # It cannot report any more: the command runs on alone, and the pod ends with it, as
+            # it would without a supervisor (the operator then restarts the gang the old way).
+            say(f"the volume thread failed ({self.volume.failure}): this pod cannot report any more")
+            self.exit_requested = True
+            if self.child is None:
+                self.exit_code = self.last_end.exit_code if self.last_end is not None else 70  # EX_SOFTWARE
+            return
+        while self.volume.controls:
+            control = self.volume.controls.popleft()
+            if not self.started_up:
+                self._start_up(control)
+            elif control is not None:
+                self.control = control
+                self._apply_control()
+            if self.exit_code is not None:
+                return
+        while self.volume.results:
+            result = self.volume.results.popleft()
+            if result.error is None:
+                continue
+            say(f"the {result.state} report of attempt {result.attempt} could not be written: {result.error}")
+            if result.fatal and self.child is None and self.state == STATE_EXITED and self.last_end:
+                say("the operator cannot see this pod's end: exiting with the command's code")
+                self.exit_code = self.last_end.exit_code
+                return
+            if result.state == self.state and self.retry_report_at is None:
+                self.retry_report_at = time.monotonic() + REPORT_RETRY_SECONDS
+
+    def _start_up(self, control: Control | None) -> None:
+        """The first look at the control file decides whether the child starts at once."""
+        self.started_up = True
+        if control is None or control.attempt < self.env_attempt:
+            # No word for this job (a first attempt, or a restart the operator made by
+            # re-creating the pods): start as a pod always did.
+            self.control = control
+            self.stacks_served = control.stacks if control is not None else None
+            self._spawn(self.env_attempt)
+            return
+        self.control = control
+        self.stacks_served = control.stacks  # a request made before this pod was is not for it
+        self._apply_control()
+
+    def _apply_control(self) -> None:
+        control = self.control
+        if control is None:
+            return
+        if control.exit:
+            self._exit_on_request()
+            return
+        if control.stacks != self.stacks_served:
+            self._serve_stacks(control.stacks)
+        self.target = max(self.target, control.attempt)
+        child = self.child
+        if child is not None:
+            if child.attempt < self.target:
+                self._stop(child, f"attempt {self.target} begins: stopping attempt {child.attempt}")
+            return
+        if self.last_attempt_run is not None and self.target <= self.last_attempt_run:
+            return  # its child ran; nothing new is asked
+        if control.attempt == self.target and control.start:
+            self._spawn(self.target)
+        elif self.waiting_reported != self.target:
+            self._report_waiting()
+
+    def _exit_on_request(self) -> None:
+        if self.exit_requested:
+            return
+        self.exit_requested = True
+        child = self.child
+        if child is None:
+            say("the operator asked this pod to exit")
+            self.exit_code = self._last_code(0)
+            return
+        self._stop(child, f"the operator asked this pod to exit: stopping attempt {child.attempt}")
+
+    def _stop(self, child: Child, why: str) -> None:
+        """SIGTERM to the command, SIGKILL to its group after the stop bound (at once if 0).
+
+        Asked again with a shorter bound (the operator learnt there is nothing to save), the
+        shorter one holds.
+        """
+        bound = self.settings.stop_seconds
+        if self.control is not None and self.control.stop_seconds is not None:
+            bound = self.control.stop_seconds
+        deadline = time.monotonic() + bound
+        if child.stopping and child.kill_at is not None and child.kill_at <= deadline:
+            return
+        first = not child.stopping
+        child.stopping = True
+        if bound <= 0:
+            self._say(f"{why}: SIGKILL")
+            self._kill_group(child)
+            child.kill_at = None
+            return
+        if first:
+            self._say(f"{why}: SIGTERM, SIGKILL after {bound:g} s")
+            self._signal_child(child, signal.SIGTERM)
+        child.kill_at = deadline
+
+    def _serve_stacks(self, request: str | None) -> None:
+        self.stacks_served = request
+        self.stacks_delivered = False
+        child = self.child
+        if request is not None and child is not None and child.status is None:
+            if signal_caught(child.pid, signal.SIGUSR1):
+                self._signal_child(child, signal.SIGUSR1)
+                self.stacks_delivered = True
+                self._say(f"stacks request {request!r}: SIGUSR1 sent to pid {child.pid}")
+            else:
+                self._say(f"stacks request {request!r}: the command does not handle SIGUSR1; not sent")
+        if self.state is not None:
+            attempt = child.attempt if child is not None else self.target
+            self._report(self.state, attempt, fatal=False)
+
+    # ---- reports ----
+
+    def _report_waiting(self) -> None:
+        self.state = STATE_WAITING
+        self.waiting_reported = self.target
+        self.exited_deadline = None
+        self._report(STATE_WAITING, self.target, fatal=False)
+
+    def _report_current(self) -> None:
+        if self.state == STATE_RUNNING and self.child is not None:
+            self._report(STATE_RUNNING, self.child.attempt, fatal=False)
+        elif self.state == STATE_WAITING:
+            self._report(STATE_WAITING, self.target, fatal=False)
+        elif self.state == STATE_EXITED and self.last_end is not None:
+            self._report(STATE_EXITED, self.last_end.attempt, fatal=True)
+
+    def _report(self, state: str, attempt: int, fatal: bool) -> None:
+        assert self.identity is not None and self.volume is not None
+        doc: dict[str, object] = {
+            "jobUid": self.identity.job_uid,
+            "pod": self.identity.pod_name,
+            "attempt": attempt,
+            "state": state,
+            "exitCode": None,
+            "signal": None,
+            "oomKilled": None,
+            "startedAt": None,
+            "finishedAt": None,
+            "stacks": self.stacks_served,
+            "stacksDelivered": self.stacks_delivered,
+            "updatedAt": rfc3339(time.time()),
+        }
+        if self.identity.pod_uid is not None:
+            doc["podUid"] = self.identity.pod_uid
+        end = self.last_end
+        if state == STATE_RUNNING and self.child is not None:
+            doc["startedAt"] = rfc3339(self.child.started_at)
+        elif state == STATE_EXITED and end is not None:
+            doc.update(end.fields())
+        if end is not None and (state != STATE_EXITED or end.attempt != attempt):
+            doc["previous"] = end.fields()  # the last child's end, for the time each phase took
+        self.volume.report(doc, state, attempt, fatal)
+
+    def _finish(self, code: int) -> int:
+        if self.volume is not None:
+            self.volume.stop()
+            if self.terminate_deadline is not None:
+                budget = self.terminate_deadline + REPORT_MARGIN_SECONDS / 2 - time.monotonic()
+            else:
+                budget = FLUSH_SECONDS
+            if not self.volume.join(budget):
+                say("the volume did not answer in time: the last report or log lines may be missing")
+        signal.set_wakeup_fd(-1)
+        return code
+
+
+def parse_args(argv: Sequence[str]) -> Settings:
+    argv = list(argv)
+    if "--" in argv:
+        split = argv.index("--")
+        options, command = argv[:split], argv[split + 1 :]
+    elif argv and not argv[0].startswith("-"):
+        options, command = [], argv
+    else:
+        options, command = argv, []
+    parser = argparse.ArgumentParser(
+        prog="supervisor.py",
+        usage="%(prog)s [options] -- COMMAND [ARG...]",
+        description=__doc__.split("\n")[0],
+    )
+    parser.add_argument("--grace-seconds", type=float, default=DEFAULT_GRACE_SECONDS)
+    parser.add_argument("--stop-seconds", type=float, default=DEFAULT_STOP_SECONDS)
+    parser.add_argument("--log-max-bytes", type=int, default=DEFAULT_LOG_MAX_BYTES)
+    parser.add_argument("--exited-wait-seconds", type=float, default=DEFAULT_EXITED_WAIT_SECONDS)
+    parser.add_argument("--poll-seconds", type=float, default=DEFAULT_POLL_SECONDS)
+    args = parser.parse_args(options)
+    if not command:
+        parser.error("no command: supervisor.py [options] -- COMMAND [ARG...]")
+    if not 0 <= args.grace_seconds <= 86400 or not 0 <= args.stop_seconds <= 86400:
+        parser.error("--grace-seconds and --stop-seconds are 0 to 86400")
+    if not 4096 <= args.log_max_bytes <= 2**40:
+        parser.error("--log-max-bytes is 4096 to 2**40")
+    if not 0 <= args.exited_wait_seconds <= 10**7 or not 0.01 <= args.poll_seconds <= 10:
+        parser.error("--exited-wait-seconds is 0 (for ever) to 10**7; --poll-seconds 0.01 to 10")
+    return Settings(
+        command=tuple(command),
+        grace_seconds=args.grace_seconds,
+        stop_seconds=args.stop_seconds,
+        log_max_bytes=args.log_max_bytes,
+        exited_wait_seconds=args.exited_wait_seconds,
+        poll_seconds=args.poll_seconds,
+    )
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    settings = parse_args(sys.argv[1:] if argv is None else argv)
+    identity = identity_from_env(os.environ, os.uname().nodename)
+    return Supervisor(settings, identity, os.environ).run()
+
+
+if __name__ == "__main__":
+    _code = main()
+    for _stream in (sys.stdout, sys.stderr):
+        with contextlib.suppress(OSError, ValueError):
+            _stream.flush()
+    os._exit(_code)  # not waiting for a volume thread stuck on a dead server

@@ -1,0 +1,223 @@
+"""What get, describe and wait print, from the API's JSON."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+from tfmw_client import render
+from unit.client.jobs import NOW, ago, failed, job, pod, running
+
+
+def squash(text: str) -> str:
+    """Runs of spaces as one: the assertions are about content, not column widths."""
+    return "\n".join(" ".join(line.split()) for line in text.splitlines())
+
+
+@pytest.mark.parametrize(
+    ("seconds", "shown"),
+    [
+        (0, "0s"),
+        (45, "45s"),
+        (119, "119s"),
+        (200, "3m20s"),
+        (300, "5m"),
+        (65 * 60, "65m"),
+        (3 * 3600 + 300, "3h5m"),
+        (30 * 3600, "30h"),
+        (3 * 86400 + 4 * 3600, "3d4h"),
+        (100 * 86400, "100d"),
+    ],
+)
+def test_durations_read_as_kubectl_prints_them(seconds: float, shown: str) -> None:
+    assert render.human_duration(seconds) == shown
+
+
+def test_the_bar_fills_with_the_percentage() -> None:
+    assert render.bar(0, 10, ascii_only=True) == "[----------]"
+    assert render.bar(70, 10, ascii_only=True) == "[#######---]"
+    assert render.bar(100, 10) == "[" + "█" * 10 + "]"
+    assert render.bar(None, 4) == "[....]"
+
+
+def test_percent_comes_from_the_status_else_steps_else_epochs() -> None:
+    assert render.percent_of({"percent": 42.0, "step": 1, "totalSteps": 2}) == 42.0
+    assert render.percent_of({"step": 30, "totalSteps": 120, "epoch": 9, "totalEpochs": 10}) == 25.0
+    assert render.percent_of({"epoch": 3, "totalEpochs": 4}) == 75.0
+    assert render.percent_of({"epoch": 3}) is None
+    assert render.percent_of({"percent": 250}) == 100.0
+
+
+def test_the_progress_line_has_bar_percentage_epochs_eta_and_metrics() -> None:
+    line = render.progress_line(running()["status"]["progress"], 10, ascii_only=True)
+    assert line == "[#######---]   70%  7/10 epochs  ETA 4s  loss=0.0412 accuracy=0.9871"
+
+
+def test_the_table_lists_jobs_as_kubectl_columns_with_a_bar() -> None:
+    table = render.job_table([running("b"), job("a")], NOW, ascii_only=True).splitlines()
+    assert table[0].split() == ["NAME", "PHASE", "READY", "RESTARTS", "PROGRESS", "ETA", "AGE"]
+    assert table[1].split() == ["a", "Pending", "-", "0", "-", "-", "5m"]
+    assert table[2].split() == ["b", "Running", "2/2", "1", "[#######---]", "7/10", "4s", "5m"]
+
+
+def test_wide_and_all_namespaces_add_their_columns() -> None:
+    table = render.job_table([failed()], NOW, wide=True, all_namespaces=True).splitlines()
+    assert table[0].split()[:2] == ["NAMESPACE", "NAME"]
+    assert " ".join(table[0].split()).endswith("COMPLETED REASON METRICS LAST CAUSE")
+    assert table[1].split() == [
+        "default",
+        "broken",
+        "Failed",
+        "-",
+        "0",
+        "-",
+        "-",
+        "5m",
+        "1",
+        "10s",
+        "WorkerFailed",
+        "-",
+        "Error",
+    ]
+
+
+def test_pods_are_listed_by_role_chief_first_newest_attempt_first() -> None:
+    pods = [
+        pod("mnist", "worker-1", 1),
+        pod("mnist", "worker-0", 1),
+        pod("mnist", "worker-2", 0, phase="Failed"),
+    ]
+    rows = render.pods_table(pods, NOW).splitlines()
+    assert [r.split()[:3] for r in rows[1:]] == [
+        ["chief", "0", "mnist-worker-0"],
+        ["worker", "1", "mnist-worker-1"],
+        ["worker", "2", "mnist-worker-2"],
+    ]
+
+
+def test_a_pods_status_reads_as_kubectls() -> None:
+    waiting = pod("j", "worker-0")
+    waiting["status"]["containerStatuses"][0]["state"] = {"waiting": {"reason": "ImagePullBackOff"}}
+    assert render.pod_state(waiting) == "ImagePullBackOff"
+    going = pod("j", "worker-0")
+    going["metadata"]["deletionTimestamp"] = ago(1)
+    assert render.pod_state(going) == "Terminating"
+    oom = pod("j", "worker-0", phase="Failed")
+    oom["status"]["containerStatuses"][0]["state"] = {"terminated": {"reason": "OOMKilled", "exitCode": 137}}
+    assert render.pod_state(oom) == "OOMKilled"
+    init = pod("j", "worker-0", phase="Pending")
+    init["status"]["initContainerStatuses"] = [{"state": {"terminated": {"exitCode": 3, "reason": "Error"}}}]
+    assert render.pod_state(init) == "Init:Error"
+
+
+def test_only_the_conditions_that_matter_now_are_shown() -> None:
+    shown = render.conditions_that_matter(running()["status"]["conditions"])
+    assert [c["type"] for c in shown] == ["Running"]  # not Created (done), not Stalled False
+
+
+def test_history_is_a_table_with_the_log_relative_to_the_jobs_folder() -> None:
+    rows = render.history_table(running()).splitlines()
+    assert rows[0].split() == [
+        "ATTEMPT",
+        "OUTCOME",
+        "CAUSE",
+        "WORKER",
+        "NODE",
+        "EXIT",
+        "CHECKPOINT",
+        "EPOCHS",
+        "LOST",
+        "LOG",
+    ]
+    assert rows[1].split() == [
+        "0",
+        "Restarted",
+        "OOMKilled",
+        "1",
+        "tfmw-node",
+        "137",
+        "epoch",
+        "4",
+        "(checkpoints/ckpt-4)",
+        "1",
+        "logs/attempt-0/worker-1.log",
+    ]
+    assert render.read_log_hint(running()) == "tfmw logs mnist --attempt 0 --worker 1"
+
+
+def test_describe_shows_phase_progress_pods_conditions_history_and_events() -> None:
+    events = [
+        {
+            "type": "Warning",
+            "reason": "GangRestart",
+            "message": "worker 1 OOMKilled",
+            "lastTimestamp": ago(100),
+        }
+    ]
+    text = squash(
+        render.describe(
+            running(),
+            [pod("mnist", "worker-0", 1), pod("mnist", "worker-1", 1)],
+            events,
+            NOW,
+            ascii_only=True,
+        )
+    )
+    assert "Phase: Running (attempt 1; 1 of 3 gang restarts used)" in text
+    assert "Progress: [##############------] 70% 7/10 epochs ETA 4s loss=0.0412 accuracy=0.9871" in text
+    assert "Checkpoint: epoch 6 (checkpoints/ckpt-6)" in text
+    assert "chief 0 mnist-worker-0 Running 1/1 1 tfmw-node 60s" in text
+    assert "AllWorkersRunning" in text and "PodsCreated" not in text
+    assert "attempt 0: worker 1 (pod mnist-worker-1) was OOMKilled" in text
+    assert "The failed worker's log: tfmw logs mnist --attempt 0 --worker 1" in text
+    assert "GangRestart" in text
+
+
+def test_describe_of_a_new_job_says_what_is_missing() -> None:
+    text = squash(render.describe(job(), [], None, NOW))
+    assert "Progress: (no progress reported yet)" in text
+    assert "(none: no attempt has ended)" in text
+    assert "Events:" not in text  # not readable: left out, not shown empty
+
+
+def test_terminal_escapes_in_messages_are_made_harmless() -> None:
+    hostile = failed()
+    hostile["status"]["message"] = "boom\x1b[2J\x1b]0;owned\x07 end"
+    text = render.describe(hostile, [], [], NOW)
+    assert "\x1b" not in text and "\x07" not in text
+
+
+_anything: Any = st.recursive(
+    st.none() | st.booleans() | st.integers() | st.floats() | st.text(max_size=5),
+    lambda inner: st.lists(inner, max_size=3) | st.dictionaries(st.text(max_size=8), inner, max_size=4),
+    max_leaves=12,
+)
+
+
+@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(
+    status=st.dictionaries(
+        st.sampled_from(
+            [
+                "phase",
+                "progress",
+                "history",
+                "conditions",
+                "attempt",
+                "restarts",
+                "readyWorkers",
+                "message",
+                "reason",
+            ]
+        ),
+        _anything,
+    ),
+    spec=st.dictionaries(st.sampled_from(["workers", "runPolicy", "sharedVolume"]), _anything),
+)
+def test_a_malformed_status_never_breaks_the_rendering(status: dict[str, Any], spec: dict[str, Any]) -> None:
+    hostile = job()
+    hostile["status"], hostile["spec"] = status, spec
+    render.describe(hostile, [], [], NOW)
+    render.job_table([hostile], NOW, wide=True, all_namespaces=True)

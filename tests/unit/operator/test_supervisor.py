@@ -1,0 +1,823 @@
+"""The in-pod supervisor, run as it runs in a pod: a real process with real children and signals,
+a temporary folder as the job's folder, and (for PID 1's rules) a PID namespace of its own.
+
+SUPERVISOR_TEST_PYTHON=<python3.9> runs the supervisor under another interpreter than the
+tests' own: it runs under whatever python3 a worker's image has.
+"""
+
+from __future__ import annotations
+
+import ast
+import json
+import os
+import random
+import shutil
+import signal
+import subprocess
+import sys
+import time
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, TypeVar
+
+import pytest
+from tfmw_operator import contract, supervisor
+
+SUPERVISOR = Path(supervisor.__file__)
+PYTHON = os.environ.get("SUPERVISOR_TEST_PYTHON", sys.executable)
+UID = "2b5c7d0e-1111-4222-8333-944445555666"
+STEM = "worker-1"
+T = TypeVar("T")
+
+
+def wait_for(what: Callable[[], T | None], timeout: float = 10.0, why: str = "") -> T:
+    deadline = time.monotonic() + timeout
+    while True:
+        value = what()
+        if value:
+            return value
+        if time.monotonic() > deadline:
+            raise AssertionError(f"not within {timeout} s: {why}")
+        time.sleep(0.005)
+
+
+@dataclass
+class Run:
+    process: subprocess.Popen[bytes]
+    out: Path
+    err: Path
+
+    def code(self, timeout: float = 10.0) -> int:
+        return self.process.wait(timeout)
+
+    def alive(self) -> bool:
+        return self.process.poll() is None
+
+    def stdout(self) -> str:
+        return self.out.read_text(errors="replace")
+
+    def stderr(self) -> str:
+        return self.err.read_text(errors="replace")
+
+
+@dataclass
+class Job:
+    folder: Path
+    scratch: Path
+    env: dict[str, str] = field(default_factory=dict)
+    runs: list[Run] = field(default_factory=list)
+
+    def control(self, **fields: Any) -> float:
+        """Write the control file as the operator does (atomically); the time it appeared."""
+        doc = {"jobUid": UID, **fields}
+        (self.folder / ".tfmw").mkdir(exist_ok=True)
+        partial = self.folder / ".tfmw" / ".control.json.partial"
+        partial.write_text(json.dumps(doc))
+        os.replace(partial, self.folder / ".tfmw" / "control.json")
+        return time.time()
+
+    def report(self, stem: str = STEM) -> dict[str, Any] | None:
+        try:
+            doc = json.loads((self.folder / ".tfmw" / "pods" / f"{stem}.json").read_text())
+        except FileNotFoundError:
+            return None
+        assert isinstance(doc, dict)
+        return doc
+
+    def wait_report(self, timeout: float = 10.0, **expected: Any) -> dict[str, Any]:
+        def matching() -> dict[str, Any] | None:
+            doc = self.report()
+            if doc is not None and all(doc.get(key) == value for key, value in expected.items()):
+                return doc
+            return None
+
+        return wait_for(matching, timeout, f"a report with {expected}; the last: {self.report()}")
+
+    def said(self, attempt: int, line: str) -> bool:
+        """Whether the command printed `line` (a whole line: the log also holds its command line)."""
+        return line in self.log(attempt).splitlines()
+
+    def log(self, attempt: int, stem: str = STEM) -> str:
+        path = self.folder / "logs" / f"attempt-{attempt}" / f"{stem}.log"
+        return path.read_text(errors="replace") if path.exists() else ""
+
+    def start(self, *command: str, options: tuple[str, ...] = (), env: dict[str, str] | None = None) -> Run:
+        index = len(self.runs)
+        out, err = self.scratch / f"out-{index}", self.scratch / f"err-{index}"
+        with out.open("wb") as stdout, err.open("wb") as stderr:
+            process = subprocess.Popen(
+                supervisor.wrapped_command(command, options, str(SUPERVISOR), PYTHON),
+                env=self.env if env is None else env,
+                stdout=stdout,
+                stderr=stderr,
+                cwd=self.scratch,
+            )
+        run = Run(process, out, err)
+        self.runs.append(run)
+        return run
+
+
+@pytest.fixture
+def job(tmp_path: Path) -> Iterator[Job]:
+    folder, scratch = tmp_path / "job", tmp_path / "scratch"
+    folder.mkdir()
+    scratch.mkdir()
+    env = {
+        "PATH": os.environ.get("PATH", "/usr/bin:/bin"),
+        "TFMW_SHARED_DIR": str(folder),
+        "TFMW_JOB_UID": UID,
+        "TFMW_JOB_NAME": "mnist",
+        "TFMW_REPLICA_TYPE": "worker",
+        "TFMW_REPLICA_INDEX": "1",
+        "TFMW_ATTEMPT": "0",
+    }
+    made = Job(folder, scratch, env)
+    yield made
+    for run in made.runs:  # a failed test leaves no supervisor or child behind
+        if run.alive():
+            run.process.send_signal(signal.SIGKILL)
+            run.process.wait()
+
+
+def sh(script: str) -> tuple[str, ...]:
+    return ("sh", "-c", script)
+
+
+# A child that ends at SIGTERM, saying so, with 143 as a shell's default would.
+TERM_ENDS = sh('trap "echo got-term; exit 143" TERM; echo ready; while :; do sleep 0.02; done')
+
+
+# ---- pure: what is read ----
+
+
+def test_a_control_is_trusted_only_well_formed_and_naming_this_job() -> None:
+    good = {"jobUid": UID, "attempt": 3, "start": True, "stacks": "r-1"}
+    assert supervisor.parse_control(json.dumps(good).encode(), UID) == supervisor.Control(
+        3, True, "r-1", False
+    )
+    assert supervisor.parse_control(
+        json.dumps({"jobUid": UID, "attempt": 0}).encode(), UID
+    ) == supervisor.Control(0, False, None, False)
+    assert supervisor.parse_control(json.dumps({**good, "exit": True}).encode(), UID) == supervisor.Control(
+        3, True, "r-1", True
+    )
+    refused: list[object] = [
+        {**good, "jobUid": "another job"},
+        {k: v for k, v in good.items() if k != "jobUid"},
+        {**good, "attempt": True},
+        {**good, "attempt": -1},
+        {**good, "attempt": 3.0},
+        {**good, "attempt": "3"},
+        {**good, "attempt": 10**7},
+        {**good, "start": "yes"},
+        {**good, "start": 1},
+        {**good, "stacks": 7},
+        {**good, "stacks": ""},
+        {**good, "stacks": "x" * 300},
+        {**good, "exit": "true"},
+        {**good, "stopSeconds": -1},
+        {**good, "stopSeconds": "5"},
+        {**good, "stopSeconds": True},
+        {**good, "stopSeconds": 10**6},
+        [good],
+        "just a string",
+    ]
+    for doc in refused:
+        assert supervisor.parse_control(json.dumps(doc).encode(), UID) is None, doc
+    for stop in (0, 2.5):
+        parsed = supervisor.parse_control(json.dumps({**good, "stopSeconds": stop}).encode(), UID)
+        assert parsed is not None and parsed.stop_seconds == stop
+    infinite = json.dumps(good)[:-1] + ', "stopSeconds": 1e999}'
+    assert supervisor.parse_control(infinite.encode(), UID) is None
+    for raw in (b"", b"{", b"\xff\xfe", b"[" * 100_000, b'{"attempt": 1e999}', b"null"):
+        assert supervisor.parse_control(raw, UID) is None, raw[:20]
+
+
+def test_the_pod_stem_comes_from_the_replica_set_or_else_the_hostname() -> None:
+    env = {"TFMW_JOB_NAME": "mnist", "TFMW_REPLICA_TYPE": "ps", "TFMW_REPLICA_INDEX": "2"}
+    assert supervisor.pod_stem(env, "anything") == "ps-2"
+    assert supervisor.pod_stem({**env, "TFMW_REPLICA_INDEX": "007"}, "x") == "ps-7"
+    assert supervisor.pod_stem({"TFMW_JOB_NAME": "mnist"}, "mnist-evaluator-0") == "evaluator-0"
+    assert supervisor.pod_stem({**env, "TFMW_REPLICA_TYPE": "../x"}, "mnist-worker-3") == "worker-3"
+    assert supervisor.pod_stem({**env, "TFMW_REPLICA_INDEX": "1/.."}, "mnist-chief-0") == "chief-0"
+    assert supervisor.pod_stem({**env, "TFMW_REPLICA_INDEX": "²"}, "other-worker-1") is None
+    assert supervisor.pod_stem({"TFMW_JOB_NAME": "mnist"}, "mnist-") is None
+    assert supervisor.pod_stem({"TFMW_JOB_NAME": "mnist"}, "mnist-../../etc") is None
+    assert supervisor.pod_stem({}, "mnist-worker-0") is None
+
+
+def test_the_attempt_from_the_environment_is_a_small_number_or_zero() -> None:
+    assert supervisor.attempt_from_env({"TFMW_ATTEMPT": "4"}) == 4
+    for raw in ("", "-1", "x", "1e3", "99999999999"):
+        assert supervisor.attempt_from_env({"TFMW_ATTEMPT": raw}) == 0
+
+
+def test_oom_kills_are_counted_from_cgroup_v2_and_v1_files() -> None:
+    v2 = "low 0\nhigh 0\nmax 12\noom 3\noom_kill 2\noom_group_kill 0\n"
+    v1 = "oom_kill_disable 0\nunder_oom 0\noom_kill 5\n"
+    assert supervisor.oom_kill_count(v2) == 2
+    assert supervisor.oom_kill_count(v1) == 5
+    assert supervisor.oom_kill_count("oom 3\n") is None
+    assert supervisor.oom_kill_count("oom_kill lots\n") is None
+
+
+def test_the_oom_counter_is_looked_for_in_this_process_cgroup_v2_first() -> None:
+    namespaced_v2 = "0::/\n"
+    assert supervisor.oom_counter_candidates(namespaced_v2, "/c") == ["/c/memory.events"]
+    host_view_v2 = "0::/kubepods.slice/pod1/cri-abc.scope\n"
+    assert supervisor.oom_counter_candidates(host_view_v2, "/c") == [
+        "/c/kubepods.slice/pod1/cri-abc.scope/memory.events",
+        "/c/memory.events",
+    ]
+    hybrid = "12:cpu,cpuacct:/x\n4:memory:/kubepods/pod1/abc\n0::/\n"
+    assert supervisor.oom_counter_candidates(hybrid, "/c") == [
+        "/c/memory.events",
+        "/c/memory/kubepods/pod1/abc/memory.oom_control",
+        "/c/memory/memory.oom_control",
+    ]
+    assert supervisor.oom_counter_candidates("garbage\n1:cpu:/\n", "/c") == []
+
+
+def test_the_wire_names_are_the_contracts() -> None:
+    """The supervisor stands alone in a worker's image, so it repeats contract.py's names."""
+    shared = [name for name in dir(supervisor) if name.endswith("_ENV") and hasattr(contract, name)]
+    assert {"JOB_NAME_ENV", "JOB_UID_ENV", "ATTEMPT_ENV", "SHARED_DIR_ENV"} <= set(shared)
+    for name in shared:
+        assert getattr(supervisor, name) == getattr(contract, name), name
+    for name in dir(supervisor):
+        if name.endswith("_ENV"):
+            assert getattr(supervisor, name).startswith(contract.RESERVED_ENV_PREFIX), name
+
+
+def test_the_bootstrap_runs_the_file_as_a_script_with_the_command_after_the_options() -> None:
+    wrapped = supervisor.wrapped_command(
+        ["python", "-m", "x", "--flag"], ["--grace-seconds", "60"], "/opt/s.py"
+    )
+    assert wrapped[:4] == ["python3", "-I", "-S", "-c"]
+    assert "'/opt/s.py'" in wrapped[4] and "/tfmw" not in wrapped[4]
+    assert wrapped[5:] == ["--grace-seconds", "60", "--", "python", "-m", "x", "--flag"]
+    assert supervisor.parse_args(wrapped[5:]).command == ("python", "-m", "x", "--flag")
+    assert supervisor.parse_args(wrapped[5:]).grace_seconds == 60
+
+
+def test_the_users_python_settings_do_not_reach_the_supervisor_but_do_reach_the_command(job: Job) -> None:
+    shadow = job.scratch / "shadow"
+    shadow.mkdir()
+    for module in ("json", "selectors", "argparse", "dataclasses"):
+        (shadow / f"{module}.py").write_text(
+            "raise SystemExit('the user's module, not the standard library')"
+        )
+    (job.scratch / "json.py").write_text("raise SystemExit('a json.py in the working directory')")
+    run = job.start(*sh('echo "PYTHONPATH=$PYTHONPATH"'), env={**job.env, "PYTHONPATH": str(shadow)})
+    assert job.wait_report(state="exited")["exitCode"] == 0
+    assert f"PYTHONPATH={shadow}" in run.stdout()
+
+
+def test_the_file_is_python_3_9_and_imports_only_the_standard_library() -> None:
+    source = SUPERVISOR.read_text()
+    tree = ast.parse(source, feature_version=(3, 9))
+    imported: set[str] = set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import):
+            imported |= {alias.name.split(".")[0] for alias in node.names}
+        elif isinstance(node, ast.ImportFrom) and node.module:
+            imported.add(node.module.split(".")[0])
+    assert imported <= set(sys.stdlib_module_names) | {"__future__"}, imported - set(sys.stdlib_module_names)
+    # Used at run time, these would fail on 3.9 (annotations are strings: `from __future__`).
+    for newer in (
+        "match ",
+        "kw_only=",
+        "slots=True",
+        "zip(strict",
+        "removeprefix",
+        "ExceptionGroup",
+        "TaskGroup",
+    ):
+        assert newer not in source, newer
+
+
+# ---- alone: without a shared folder ----
+
+
+def test_without_a_shared_folder_it_only_runs_the_command_and_exits_with_its_code(job: Job) -> None:
+    env = {k: v for k, v in job.env.items() if k != "TFMW_SHARED_DIR"}
+    run = job.start(*sh("echo out; echo err >&2; exit 7"), env=env)
+    assert run.code() == 7
+    assert run.stdout() == "out\n"
+    assert run.stderr() == "err\n"
+    assert list(job.folder.iterdir()) == []
+    killed = job.start(*sh("kill -KILL $$"), env=env)
+    assert killed.code() == 128 + signal.SIGKILL
+
+
+def test_alone_a_sigterm_is_forwarded_and_the_supervisor_ends_when_the_command_does(job: Job) -> None:
+    env = {k: v for k, v in job.env.items() if k != "TFMW_SHARED_DIR"}
+    run = job.start(*TERM_ENDS, env=env)
+    wait_for(lambda: "ready" in run.stdout(), why="the command started")
+    began = time.monotonic()
+    run.process.send_signal(signal.SIGTERM)
+    assert run.code() == 143
+    assert time.monotonic() - began < 1.0
+    assert "got-term" in run.stdout()
+
+
+def test_a_command_that_cannot_run_ends_as_a_shell_says(job: Job) -> None:
+    run = job.start("/nonexistent/program", options=("--exited-wait-seconds", "0.2"))
+    report = job.wait_report(state="exited")
+    assert report["exitCode"] == 127
+    assert run.code() == 127
+    assert "cannot run '/nonexistent/program'" in run.stderr()
+
+
+# ---- with the job's folder: reports, logs, the operator's word ----
+
+
+def test_a_child_end_is_reported_and_the_next_attempt_waits_for_the_barrier(job: Job) -> None:
+    script = 'echo "attempt=$TFMW_ATTEMPT stacks=$TFMW_STACKS_PATH"; echo to-stderr >&2; exit 170'
+    run = job.start(*sh(script))
+    first = job.wait_report(state="exited", attempt=0)
+    assert first["exitCode"] == 170 and first["signal"] is None and first["jobUid"] == UID
+    assert first["startedAt"] <= first["finishedAt"]
+    assert first["oomKilled"] in (False, None)  # None where this machine has no counter
+    assert "attempt=0 " in job.log(0) and "to-stderr" in job.log(0)
+    assert "attempt=0 " in run.stdout() and "to-stderr" in run.stderr()  # kubectl logs still works
+    time.sleep(0.3)
+    assert run.alive(), "a supervisor whose child ended waits for the operator"
+
+    job.control(attempt=1, start=False)
+    waiting = job.wait_report(state="waiting", attempt=1)
+    assert waiting["previous"]["exitCode"] == 170 and waiting["previous"]["attempt"] == 0
+    time.sleep(0.3)
+    assert job.log(1) == "", "no child before the operator raises start"
+
+    job.control(attempt=1, start=True)
+    second = job.wait_report(state="exited", attempt=1)
+    assert second["exitCode"] == 170 and "previous" not in second  # its own end is the report
+    stacks = job.folder / "logs" / "attempt-1" / f"{STEM}.stacks"
+    assert f"attempt=1 stacks={stacks}" in job.log(1)
+    assert run.alive()
+    run.process.send_signal(signal.SIGTERM)
+    assert run.code(2) == 170, "a pod deleted after its child's end exits with the child's code"
+
+
+def test_a_higher_attempt_stops_a_running_child_and_reports_it_waiting(job: Job) -> None:
+    run = job.start(*TERM_ENDS)
+    job.wait_report(state="running", attempt=0)
+    wait_for(lambda: job.said(0, "ready"), why="the command started")
+    job.control(attempt=1, start=False)
+    waiting = job.wait_report(state="waiting", attempt=1)
+    assert waiting["previous"]["exitCode"] == 143 and waiting["previous"]["signal"] is None
+    assert "got-term" in job.log(0)
+    assert "attempt 1 begins: stopping attempt 0" in job.log(0)
+    job.control(attempt=1, start=True)
+    job.wait_report(state="running", attempt=1)
+    wait_for(lambda: job.said(1, "ready"), why="the next attempt's command started")
+    assert run.alive()
+
+
+def test_a_child_that_ignores_sigterm_is_killed_with_its_group_after_the_stop_bound(job: Job) -> None:
+    pidfile = job.scratch / "grandchild"
+    script = f'trap "" TERM; sleep 1000 & echo $! > {pidfile}; echo ready; wait'
+    job.start(*sh(script), options=("--stop-seconds", "0.5"))
+    wait_for(lambda: job.said(0, "ready") and pidfile.exists() and pidfile.read_text().strip(), why="started")
+    grandchild = int(pidfile.read_text())
+    asked = job.control(attempt=1, start=False)
+    waiting = job.wait_report(state="waiting", attempt=1)
+    stopped_after = time.time() - asked
+    assert waiting["previous"]["signal"] == signal.SIGKILL
+    assert waiting["previous"]["exitCode"] == 128 + signal.SIGKILL
+    assert 0.4 < stopped_after < 2.0, stopped_after
+    assert wait_for(lambda: not _running(grandchild), 2.0, "the grandchild killed with its group")
+
+
+def test_a_stop_with_nothing_to_save_kills_at_once(job: Job) -> None:
+    """stopSeconds 0: a peer died on its own, the survivors hang in a collective: no SIGTERM."""
+    job.start(*sh('trap "" TERM; echo ready; while :; do sleep 0.02; done'))
+    wait_for(lambda: job.said(0, "ready"), why="the command started")
+    asked = job.control(attempt=1, start=False, stopSeconds=0)
+    waiting = job.wait_report(state="waiting", attempt=1)
+    assert time.time() - asked < 0.5
+    assert waiting["previous"]["signal"] == signal.SIGKILL
+    assert "stopping attempt 0: SIGKILL" in job.log(0)
+
+
+def _running(pid: int) -> bool:
+    try:
+        state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
+    except FileNotFoundError:
+        return False
+    return state != "Z"
+
+
+def test_pod_deletion_forwards_sigterm_and_exits_as_soon_as_the_child_ends(job: Job) -> None:
+    run = job.start(*TERM_ENDS)
+    wait_for(lambda: job.said(0, "ready"), why="the command started")
+    began = time.monotonic()
+    run.process.send_signal(signal.SIGTERM)
+    assert run.code() == 143
+    assert time.monotonic() - began < 1.0
+    report = job.wait_report(state="exited", attempt=0)
+    assert report["exitCode"] == 143
+
+
+def test_pod_deletion_kills_a_child_that_ignores_sigterm_within_the_grace(job: Job) -> None:
+    run = job.start(
+        *sh('trap "" TERM; echo ready; while :; do sleep 0.02; done'), options=("--grace-seconds", "2")
+    )
+    wait_for(lambda: job.said(0, "ready"), why="the command started")
+    began = time.monotonic()
+    run.process.send_signal(signal.SIGTERM)
+    assert run.code() == 128 + signal.SIGKILL
+    took = time.monotonic() - began
+    assert 0.9 < took < 1.9, f"killed at grace - min(2 s, grace/2) = 1 s, not at the grace's end: {took}"
+    report = job.wait_report(state="exited")
+    assert report["signal"] == signal.SIGKILL
+
+
+def test_pod_deletion_while_waiting_exits_at_once(job: Job) -> None:
+    job.control(attempt=0, start=False)
+    run = job.start(*sh("echo never"))
+    job.wait_report(state="waiting", attempt=0)
+    began = time.monotonic()
+    run.process.send_signal(signal.SIGTERM)
+    assert run.code() == 128 + signal.SIGTERM
+    assert time.monotonic() - began < 0.5
+    assert "never" not in run.stdout()
+
+
+@pytest.mark.parametrize(
+    ("control", "env_attempt", "starts_at_once", "runs_attempt"),
+    [
+        (None, 0, True, 0),  # a first attempt: no control yet
+        ({"attempt": 0, "start": True}, 0, True, 0),
+        ({"attempt": 0, "start": False}, 0, False, 0),  # the operator holds it at the barrier
+        ({"attempt": 2, "start": False}, 1, False, 2),  # the gang went on while this pod was made
+        ({"attempt": 0, "start": False}, 1, True, 1),  # no word for this attempt: a re-created gang
+        ({"attempt": 5, "start": False, "jobUid": "an earlier job"}, 0, True, 0),  # not this job's
+    ],
+)
+def test_at_start_up_the_control_file_decides_whether_the_child_starts_at_once(
+    job: Job, control: dict[str, Any] | None, env_attempt: int, starts_at_once: bool, runs_attempt: int
+) -> None:
+    if control is not None:
+        job.control(**control)
+    run = job.start(
+        *sh('echo "attempt=$TFMW_ATTEMPT"; exit 3'), env={**job.env, "TFMW_ATTEMPT": str(env_attempt)}
+    )
+    if starts_at_once:
+        report = job.wait_report(state="exited")
+    else:
+        job.wait_report(state="waiting", attempt=runs_attempt)
+        time.sleep(0.3)
+        assert "attempt=" not in run.stdout()
+        job.control(attempt=runs_attempt, start=True)
+        report = job.wait_report(state="exited")
+    assert report["attempt"] == runs_attempt
+    assert f"attempt={runs_attempt}\n" in run.stdout()
+
+
+def test_a_control_file_that_is_not_a_plain_file_for_this_job_is_ignored(job: Job) -> None:
+    """While it waits at the barrier, none of these may start the child, or block the supervisor."""
+    job.control(attempt=1, start=False)
+    run = job.start(*sh("echo started; sleep 100"), env={**job.env, "TFMW_ATTEMPT": "1"})
+    job.wait_report(state="waiting", attempt=1)
+    control_dir = job.folder / ".tfmw"
+    control = control_dir / "control.json"
+    elsewhere = job.scratch / "elsewhere"
+    elsewhere.mkdir()
+    good = json.dumps({"jobUid": UID, "attempt": 1, "start": True})
+    (elsewhere / "control.json").write_text(good)
+
+    def symlink() -> None:
+        control.unlink()
+        control.symlink_to(elsewhere / "control.json")
+
+    def fifo() -> None:
+        control.unlink(missing_ok=True)
+        os.mkfifo(control)
+
+    def huge() -> None:
+        control.unlink()
+        control.write_text(good + " " * (supervisor.CONTROL_MAX_BYTES + 1))
+
+    def linked_folder() -> None:
+        shutil.rmtree(control_dir)
+        control_dir.symlink_to(elsewhere)
+
+    def unlinked_folder() -> None:
+        control_dir.unlink()
+        control_dir.mkdir()
+        (control_dir / "pods").mkdir()
+
+    hostile: list[Callable[[], object]] = [
+        symlink,
+        fifo,
+        huge,
+        lambda: job.control(attempt=1, start=True, jobUid="another job"),
+        lambda: job.control(attempt=True, start=True),
+        lambda: control.write_text('{"jobUid": "' + UID + '", "attempt": 1, "start": true'),
+        lambda: control.write_bytes(b"\x00" * 100),
+        linked_folder,
+        unlinked_folder,
+    ]
+    for make in hostile:
+        make()
+        time.sleep(0.35)
+        assert "started" not in run.stdout(), make
+        assert run.alive(), make
+    fifo()
+    time.sleep(0.3)
+    job.control(attempt=1, start=True)  # replaces the FIFO: the supervisor never blocked on it
+    job.wait_report(state="running", attempt=1)
+    wait_for(lambda: "started" in run.stdout(), why="the child started on a good control file")
+
+
+STACKS_PROGRAM = """
+import faulthandler, os, signal, sys, time
+dump = open(os.environ["TFMW_STACKS_PATH"], "w")
+faulthandler.register(signal.SIGUSR1, file=dump, all_threads=True)
+def waiting_in_a_known_frame():
+    print("ready", flush=True)
+    time.sleep(100)
+waiting_in_a_known_frame()
+"""
+
+
+def test_a_stacks_request_reaches_a_program_that_handles_sigusr1(job: Job) -> None:
+    run = job.start(PYTHON, "-c", STACKS_PROGRAM)
+    job.wait_report(state="running", attempt=0)
+    wait_for(lambda: job.said(0, "ready"), why="the program handles SIGUSR1")
+    job.control(attempt=0, start=True, stacks="request-1")
+    report = job.wait_report(stacks="request-1")
+    assert report["stacksDelivered"] is True and report["state"] == "running"
+    stacks = job.folder / "logs" / "attempt-0" / f"{STEM}.stacks"
+    dumped = wait_for(lambda: stacks.read_text() if stacks.exists() else None, why="the stacks dumped")
+    assert "waiting_in_a_known_frame" in dumped
+    assert run.alive()
+
+
+def test_a_stacks_request_never_kills_a_program_that_does_not_handle_sigusr1(job: Job) -> None:
+    run = job.start(*sh("echo ready; exec sleep 100"))
+    wait_for(lambda: job.said(0, "ready"), why="the command started")
+    job.control(attempt=0, start=True, stacks="request-2")
+    report = job.wait_report(stacks="request-2")
+    assert report["stacksDelivered"] is False
+    time.sleep(0.3)
+    assert job.report() is not None and job.report()["state"] == "running"  # type: ignore[index]
+    assert run.alive()
+
+
+def test_a_stacks_request_older_than_the_pod_is_not_served(job: Job) -> None:
+    job.control(attempt=0, start=True, stacks="before-this-pod")
+    job.start(PYTHON, "-c", STACKS_PROGRAM)
+    report = job.wait_report(state="running")
+    assert report["stacks"] == "before-this-pod" and report["stacksDelivered"] is False
+    wait_for(lambda: job.said(0, "ready"), why="the program started")
+    assert not (job.folder / "logs" / "attempt-0" / f"{STEM}.stacks").read_text()
+
+
+def test_exit_in_the_control_stops_the_child_and_ends_the_supervisor(job: Job) -> None:
+    run = job.start(*TERM_ENDS, options=("--stop-seconds", "5"))
+    wait_for(lambda: job.said(0, "ready"), why="the command started")
+    job.control(attempt=0, exit=True)
+    assert run.code() == 143
+    assert job.wait_report(state="exited")["exitCode"] == 143
+
+    other = Job(job.folder, job.scratch, {**job.env, "TFMW_REPLICA_INDEX": "2"}, job.runs)
+    waiting = other.start(*sh("echo never"))
+    assert waiting.code() == 0
+    assert "never" not in waiting.stdout()
+
+
+def test_the_log_is_capped_its_end_kept_and_it_says_where_the_rest_went(job: Job) -> None:
+    lines = 60_000  # 3.3 MB through a 1 MiB cap
+    program = f"import sys\nfor i in range({lines}): sys.stdout.write(f'line {{i:08d}} ' + 'x' * 40 + '\\n')"
+    run = job.start(PYTHON, "-c", program, options=("--log-max-bytes", str(1 << 20)))
+    job.wait_report(state="exited", exitCode=0)
+    assert run.stdout().count("\n") == lines, "stdout gets everything"
+    current = job.folder / "logs" / "attempt-0" / f"{STEM}.log"
+    previous = current.with_name(current.name + ".1")
+    assert previous.stat().st_size <= (1 << 20) + supervisor.READ_CHUNK
+    assert current.stat().st_size <= (1 << 20) + supervisor.READ_CHUNK + 1000
+    text = current.read_text()
+    assert text.startswith("tfmw-supervisor: ") and f"are in {previous.name}" in text.splitlines()[0]
+    assert f"line {lines - 1:08d} " in text
+    assert "the command ended: exit code 0" in text.splitlines()[-1]
+    assert "line 00000000 " not in previous.read_text() + text
+
+
+def test_a_pod_that_cannot_report_its_child_end_exits_with_the_child_code(job: Job) -> None:
+    (job.folder / ".tfmw").mkdir()
+    (job.folder / ".tfmw" / "pods").write_text("a file where the reports' folder should be")
+    run = job.start(*sh("exit 5"))
+    assert run.code() == 5
+    assert "cannot see this pod's end" in run.stderr()
+
+
+def test_with_nothing_asked_after_the_child_end_it_exits_after_a_bound(job: Job) -> None:
+    run = job.start(*sh("exit 9"), options=("--exited-wait-seconds", "0.5"))
+    job.wait_report(state="exited")
+    began = time.monotonic()
+    assert run.code() == 9
+    assert 0.2 < time.monotonic() - began < 2.0
+
+
+# ---- as PID 1, in a PID namespace of its own ----
+
+
+def _pid1(job: Job, *command: str, bootstrap: bool = True) -> tuple[subprocess.Popen[bytes], int]:
+    """The supervisor as PID 1 of a new PID namespace; its PID as this test sees it."""
+    if bootstrap:
+        supervised = supervisor.wrapped_command(command, (), str(SUPERVISOR), PYTHON)
+    else:
+        supervised = [PYTHON, str(SUPERVISOR), "--", *command]
+    process = subprocess.Popen(
+        ["unshare", "--pid", "--fork", "--kill-child", *supervised],
+        env=job.env,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
+    children = Path(f"/proc/{process.pid}/task/{process.pid}/children")
+    pid = int(wait_for(lambda: children.read_text().split(), 5.0, "unshare's child")[0])
+    return process, pid
+
+
+def _children(pid: int) -> list[int]:
+    try:
+        return [int(p) for p in Path(f"/proc/{pid}/task/{pid}/children").read_text().split()]
+    except FileNotFoundError:
+        return []
+
+
+def _signal_mask(pid: int, mask: str, signum: int) -> bool:
+    """Whether `signum` is in /proc/<pid>/status's `mask` (SigCgt: caught, SigBlk: blocked)."""
+    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+        if line.startswith(f"{mask}:"):
+            return bool(int(line.split()[1], 16) >> (signum - 1) & 1)
+    return False
+
+
+def _catches(pid: int, signum: int) -> bool:
+    return _signal_mask(pid, "SigCgt", signum)
+
+
+def test_as_pid_1_a_sigterm_while_python_starts_is_kept_by_the_bootstrap(job: Job) -> None:
+    """PID 1's signals without a handler are dropped, blocked ones are kept pending: the
+    bootstrap blocks them before the file is read and compiled."""
+    process, pid = _pid1(job, "sleep", "100")
+    wait_for(lambda: _signal_mask(pid, "SigBlk", signal.SIGTERM), 5.0, "SIGTERM blocked")
+    os.kill(pid, signal.SIGTERM)
+    began = time.monotonic()
+    assert process.wait(5) == 128 + signal.SIGTERM
+    assert time.monotonic() - began < 2.0
+
+
+def test_as_pid_1_a_sigterm_during_start_up_is_not_lost(job: Job) -> None:
+    """Run as `python3 supervisor.py`, the handler is in place before the imports."""
+    process, pid = _pid1(job, "sleep", "100", bootstrap=False)
+    wait_for(lambda: _catches(pid, signal.SIGTERM), 5.0, "the SIGTERM handler")
+    os.kill(pid, signal.SIGSTOP)  # held right after the handler was installed, before the loop runs
+    spawned_before = bool(_children(pid))
+    os.kill(pid, signal.SIGTERM)
+    os.kill(pid, signal.SIGCONT)
+    began = time.monotonic()
+    assert process.wait(5) == 128 + signal.SIGTERM, f"child spawned before the SIGTERM: {spawned_before}"
+    assert time.monotonic() - began < 2.0
+
+
+def test_as_pid_1_it_reaps_the_orphans_it_inherits(job: Job) -> None:
+    process, pid = _pid1(job, *sh("setsid sleep 0.3 & echo ready; sleep 100"))
+    job.wait_report(state="running")
+    wait_for(lambda: job.said(0, "ready"), why="the command started")
+    child = wait_for(lambda: _children(pid), why="the command's process")[0]
+    os.kill(child, signal.SIGKILL)  # the sleep it left behind is now PID 1's
+    job.wait_report(state="exited")
+    time.sleep(0.6)
+    assert _children(pid) == [], "no zombie left: the orphan was reaped"
+    os.kill(pid, signal.SIGTERM)
+    assert process.wait(5) == 128 + signal.SIGKILL
+
+
+# ---- OOM, in a memory cgroup of the test's own ----
+
+
+def _memory_cgroup(name: str, limit: int) -> tuple[Path, Path] | None:
+    """A child of this process's memory cgroup, limited to `limit` bytes without swap: (its
+    folder, the file a process joins it through); None where cgroups are not writable here."""
+    for line in Path("/proc/self/cgroup").read_text().splitlines():
+        hierarchy, controllers, path = line.split(":", 2)
+        if hierarchy == "0" and controllers == "":
+            base = Path("/sys/fs/cgroup") / path.lstrip("/")
+            settings = {"memory.max": str(limit), "memory.swap.max": "0"}
+        elif "memory" in controllers.split(","):
+            base = Path("/sys/fs/cgroup/memory") / path.lstrip("/")
+            settings = {"memory.limit_in_bytes": str(limit), "memory.memsw.limit_in_bytes": str(limit)}
+        else:
+            continue
+        folder = base / name
+        try:
+            folder.mkdir()
+        except OSError:
+            continue
+        try:
+            for setting, value in settings.items():
+                if (folder / setting).exists():
+                    (folder / setting).write_text(value)
+        except OSError:
+            folder.rmdir()
+            continue
+        if (folder / "memory.events").exists() or (folder / "memory.oom_control").exists():
+            return folder, folder / "cgroup.procs"
+        folder.rmdir()
+    return None
+
+
+def test_an_oom_kill_is_told_from_the_cgroup_counter(job: Job) -> None:
+    cgroup = _memory_cgroup(f"tfmw-supervisor-test-{os.getpid()}", 96 << 20)
+    if cgroup is None:
+        pytest.skip("needs a writable memory cgroup (root, cgroup v1 or v2 with the memory controller)")
+    folder, procs = cgroup
+    try:
+        hog = "chunks = []\nwhile True: chunks.append(b'x' * (16 << 20))"
+        join = f'echo $$ > {procs} && exec "$@"'
+        command = ("sh", "-c", join, "sh", PYTHON, str(SUPERVISOR), "--exited-wait-seconds", "0.5", "--")
+        with (job.scratch / "oom-out").open("wb") as out:
+            oom = subprocess.run(
+                [*command, PYTHON, "-c", hog], env=job.env, stdout=out, stderr=out, timeout=30
+            )
+        report = job.report()
+        assert report is not None, (job.scratch / "oom-out").read_text()
+        assert report["oomKilled"] is True and report["signal"] == signal.SIGKILL
+        assert oom.returncode == 128 + signal.SIGKILL
+        subprocess.run([*command, "true"], env=job.env, timeout=30, check=True)
+        report = job.report()
+        assert report is not None and report["oomKilled"] is False and report["exitCode"] == 0
+    finally:
+        wait_for(lambda: not procs.read_text().split(), 5.0, "the cgroup emptied")
+        folder.rmdir()
+
+
+# ---- what it costs ----
+
+
+def _cpu_seconds(pid: int) -> float:
+    """CPU time of all the process's threads, in nanoseconds' precision (not clock ticks)."""
+    tasks = Path(f"/proc/{pid}/task")
+    return sum(int((task / "schedstat").read_text().split()[0]) for task in tasks.iterdir()) / 1e9
+
+
+def test_latencies_and_idle_cost(job: Job) -> None:
+    """Control start -> the child's exec; a child's exit -> its report on disk; idle CPU.
+
+    Printed with -s (docs/benchmarks.md has the figures); bounded loosely here so that a
+    regression by an order of magnitude fails.
+    """
+    stamps = job.scratch / "stamps"
+    script = f"date +%s.%N >> {stamps}.start; date +%s.%N > {stamps}.end; exit 7"
+    run = job.start(*sh(script))
+    job.wait_report(state="exited", attempt=0)
+    start_latency: list[float] = []
+    report_latency: list[float] = []
+    phases = random.Random(39)
+    for attempt in range(1, 21):
+        # The operator's word comes at any moment of the supervisor's polling cycle, not just
+        # after a report (which follows a poll closely).
+        time.sleep(phases.uniform(0, 0.2))
+        asked = job.control(attempt=attempt, start=True)
+        report = job.wait_report(state="exited", attempt=attempt)
+        child_began = float(Path(f"{stamps}.start").read_text().split()[-1])
+        child_ended = float(Path(f"{stamps}.end").read_text())
+        start_latency.append(child_began - asked)
+        written = (job.folder / ".tfmw" / "pods" / f"{STEM}.json").stat().st_mtime_ns / 1e9
+        report_latency.append(written - child_ended)
+        assert report["exitCode"] == 7
+    start_latency.sort()
+    report_latency.sort()
+
+    idle_seconds = 10.0
+    before = _cpu_seconds(run.process.pid)
+    time.sleep(idle_seconds)
+    waiting_cpu = (_cpu_seconds(run.process.pid) - before) / idle_seconds
+
+    running = job.start(*sh("sleep 100"), env={**job.env, "TFMW_REPLICA_INDEX": "2"})
+    time.sleep(0.5)
+    before = _cpu_seconds(running.process.pid)
+    time.sleep(idle_seconds)
+    running_cpu = (_cpu_seconds(running.process.pid) - before) / idle_seconds
+
+    def summary(values: list[float]) -> str:
+        return f"median {values[len(values) // 2] * 1000:.1f} ms, max {values[-1] * 1000:.1f} ms"
+
+    print(f"\ncontrol start -> child's first instruction (sh + date): {summary(start_latency)}")
+    print(f"child's exit -> its report renamed into place: {summary(report_latency)}")
+    print(f"idle CPU: {waiting_cpu * 100:.3f} % waiting, {running_cpu * 100:.3f} % beside a quiet child")
+    rss = [
+        line
+        for line in Path(f"/proc/{running.process.pid}/status").read_text().splitlines()
+        if "VmRSS" in line
+    ]
+    print(f"the supervisor's memory: {rss[0].split(':')[1].strip()}")
+    assert start_latency[len(start_latency) // 2] < 0.5
+    assert report_latency[-1] < 0.5
+    assert waiting_cpu < 0.02 and running_cpu < 0.02
