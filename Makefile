@@ -54,7 +54,7 @@ lint: install ## ruff, mypy --strict, the import contract (.importlinter), helm 
 	$(VENV)/bin/ruff check .
 	$(VENV)/bin/ruff format --check .
 	$(VENV)/bin/mypy operator/tfmw_operator trainer/tfmw_trainer client/tfmw_client tests
-	PYTHONPATH=operator:trainer $(VENV)/bin/lint-imports
+	PYTHONPATH=operator:trainer:client $(VENV)/bin/lint-imports
 	hack/bin/helm lint --strict --quiet charts/tfmw
 
 ##@ Tests

@@ -10,13 +10,14 @@ from pathlib import Path
 from kube import REPO
 
 LINT_IMPORTS = Path(sys.executable).parent / "lint-imports"
+PARTS = ("operator", "trainer", "client")
 
 
 def lint_imports(tree: Path) -> subprocess.CompletedProcess[str]:
     return subprocess.run(
         [str(LINT_IMPORTS), "--config", str(tree / ".importlinter"), "--no-cache"],
         cwd=tree,
-        env={"PYTHONPATH": f"{tree / 'operator'}:{tree / 'trainer'}", "PATH": "/usr/bin:/bin"},
+        env={"PYTHONPATH": ":".join(str(tree / part) for part in PARTS), "PATH": "/usr/bin:/bin"},
         capture_output=True,
         text=True,
         timeout=120,
@@ -30,7 +31,7 @@ def test_the_tree_keeps_the_contract() -> None:
 
 def copy_of_the_tree(tmp_path: Path) -> Path:
     tree = tmp_path / "tree"
-    for part in ("operator", "trainer"):
+    for part in PARTS:
         shutil.copytree(REPO / part, tree / part, ignore=shutil.ignore_patterns("__pycache__"))
     shutil.copy(REPO / ".importlinter", tree / ".importlinter")
     return tree
