@@ -74,3 +74,39 @@ def test_the_evaluator_stops_at_once_on_sigterm_while_it_waits(tmp_path: Path) -
         job.wait_line(THE_EVALUATOR, r"^evaluator watching ", STARTUP)
         job.signal(THE_EVALUATOR, signal.SIGTERM)
         assert job.wait_exit(THE_EVALUATOR, 10) == 143
+
+
+def test_a_lost_worker_stops_the_gang_with_170_and_its_restart_resumes_from_the_backup(
+    tmp_path: Path,
+) -> None:
+    """MultiWorkerMirroredStrategy survives no lost replica: the chief and the other worker
+    exit 170, tfmw restarts the gang (never the evaluator) and it resumes from the last epoch
+    saved, while the evaluator goes on evaluating, to the final checkpoint."""
+    epochs, steps = 5, 100
+    env = {"EPOCHS": str(epochs), "STEPS_PER_EPOCH": str(steps)}
+    with LocalJob(PROGRAM, tmp_path, workers=2, chief=True, evaluator=True, extra_env=env) as job:
+        job.start_all()
+        job.wait_line(THE_CHIEF, r"^chief epoch=2 ", STARTUP)
+        job.signal(WORKERS[1], signal.SIGKILL)
+        assert job.wait_exit(THE_CHIEF, 60) == 170, job.outputs()
+        assert job.wait_exit(WORKERS[0], 60) == 170, job.outputs()
+        (lost,) = job.lines(THE_CHIEF, r"^chief lost a peer, the gang restarts: (.*)$")
+        print(f"the chief's last words: {lost[0]}")
+        progress = job.read_json("progress.json")
+        assert progress is not None
+        saved = progress["checkpointEpoch"]
+        assert 2 <= saved < epochs, progress
+
+        assert job.running[THE_EVALUATOR].process.poll() is None  # untouched by the gang's end
+        for task in [THE_CHIEF, *WORKERS]:
+            job.start(task, attempt=1)
+        assert job.wait_exit(THE_CHIEF, STARTUP) == 0, job.outputs()
+        resumed = [int(m[1]) for m in job.lines(THE_CHIEF, r"^chief epoch=(\d+) ", attempt=1)]
+        assert resumed[0] in (saved + 1, saved + 2) and resumed[-1] == epochs, resumed  # see the PS test
+        marker = job.read_json(MARKER_FILE)
+        assert marker is not None and marker["attempt"] == 1
+
+        assert job.wait_exit(THE_EVALUATOR, 60) == 0, job.outputs()
+        evaluated = [int(m[1]) for m in job.lines(THE_EVALUATOR, EVALUATED)]
+        print(f"checkpoints evaluated across the restart: {evaluated}")
+        assert evaluated == sorted(set(evaluated)) and evaluated[-1] == epochs

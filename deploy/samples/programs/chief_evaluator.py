@@ -3,6 +3,7 @@
 import json
 import os
 import signal
+import sys
 import threading
 import time
 
@@ -84,6 +85,10 @@ callbacks = [
     tf.keras.callbacks.ModelCheckpoint(os.path.join(checkpoints, "ckpt-{epoch}"), save_weights_only=True),
     Progress(),
 ]
-history = model.fit(data, epochs=EPOCHS, steps_per_epoch=STEPS, verbose=0, callbacks=callbacks)
+try:
+    history = model.fit(data, epochs=EPOCHS, steps_per_epoch=STEPS, verbose=0, callbacks=callbacks)
+except (tf.errors.UnavailableError, tf.errors.AbortedError) as error:  # a peer died or froze
+    print(f"{role} lost a peer, the gang restarts: {error.message.splitlines()[0]}", flush=True)
+    sys.exit(170)  # from 128 up: a restart from the last backup, not a program error
 if role == "chief":  # last, once training is done: the job is Succeeded when this file appears
     write_json(env["TFMW_MARKER_PATH"], {**who, "metrics": {"loss": history.history["loss"][-1]}})

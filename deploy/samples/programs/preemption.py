@@ -78,11 +78,15 @@ handler = tf.distribute.experimental.PreemptionCheckpointHandler(  # restores th
 )
 iterator = iter(data)
 print(f"{env['TFMW_ROLE']} start step={int(optimizer.iterations.numpy())}", flush=True)
-while (step := int(optimizer.iterations.numpy())) < EPOCHS * STEPS:
-    loss = handler.run(train_step, iterator)  # one step; saves and exits when a worker was told to stop
-    step += 1
-    if step % STEPS == 0:
-        print(f"{env['TFMW_ROLE']} epoch={step // STEPS} step={step} loss={float(loss):.4f}", flush=True)
-        report(step, metrics={"loss": float(loss)})
+try:
+    while (step := int(optimizer.iterations.numpy())) < EPOCHS * STEPS:
+        loss = handler.run(train_step, iterator)  # one step; saves and exits when a worker was told to stop
+        step += 1
+        if step % STEPS == 0:
+            print(f"{env['TFMW_ROLE']} epoch={step // STEPS} step={step} loss={float(loss):.4f}", flush=True)
+            report(step, metrics={"loss": float(loss)})
+except (tf.errors.UnavailableError, tf.errors.AbortedError) as error:  # a peer died without notice
+    print(f"{env['TFMW_ROLE']} lost a peer, the gang restarts: {error.message.splitlines()[0]}", flush=True)
+    sys.exit(170)  # from 128 up: a restart from the last save, not a program error
 if chief:  # last, once training is done: the job is Succeeded when this file appears
     write_json(env["TFMW_MARKER_PATH"], {**who, "step": int(optimizer.iterations.numpy())})
