@@ -108,7 +108,8 @@ def build_parser() -> Parser:
     )
     submit.add_argument(
         "path",
-        help="a Python script, or a folder (train.py, main.py or --entrypoint); then -- ARGS for the program",
+        help="a Python script ('-': from standard input), or a folder (train.py, main.py or --entrypoint); "
+        "then -- ARGS for the program",
     )
     submit.add_argument("--workers", type=positive, default=1, help="worker pods (default 1)")
     submit.add_argument(

@@ -114,10 +114,15 @@ class Client:
         dry_run: bool = False,
         **options: Any,
     ) -> Submission:
-        """A script or a folder, in a ConfigMap owned by the job, run by a new job."""
+        """A script or a folder (`-`: a script read from standard input), in a ConfigMap owned
+        by the job, run by a new job."""
         source = Path(path)
-        program = package.collect(source, entrypoint)
-        stem = Path(program.entrypoint).stem if source.is_file() else source.resolve().name
+        if str(path) == "-":
+            program = package.Program((package.ProgramFile("train.py", sys.stdin.buffer.read()),), "train.py")
+            stem = "train"
+        else:
+            program = package.collect(source, entrypoint)
+            stem = Path(program.entrypoint).stem if source.is_file() else source.resolve().name
         job_name = manifests.check_job_name(name) if name else manifests.job_name_from(stem)
         submission = self._submit(program, job_name, list(args), dry_run, options)
         submission.warnings += [f"left out {s}" for s in program.skipped]

@@ -28,6 +28,7 @@ README_MAX_LINES = 250
 PROGRAM_MAX_LINES = 60
 DOCS = [
     "architecture.md",
+    "cli.md",
     "reference.md",
     "training-program.md",
     "troubleshooting.md",
