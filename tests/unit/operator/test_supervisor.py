@@ -18,6 +18,7 @@ import sys
 import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
+from functools import partial
 from pathlib import Path
 from typing import Any, TypeVar
 
@@ -85,18 +86,18 @@ class Job:
         assert isinstance(doc, dict)
         return doc
 
-    def wait_report(self, timeout: float = 10.0, **expected: Any) -> dict[str, Any]:
+    def wait_report(self, timeout: float = 10.0, stem: str = STEM, **expected: Any) -> dict[str, Any]:
         def matching() -> dict[str, Any] | None:
-            doc = self.report()
+            doc = self.report(stem)
             if doc is not None and all(doc.get(key) == value for key, value in expected.items()):
                 return doc
             return None
 
-        return wait_for(matching, timeout, f"a report with {expected}; the last: {self.report()}")
+        return wait_for(matching, timeout, f"a report with {expected}; the last: {self.report(stem)}")
 
-    def said(self, attempt: int, line: str) -> bool:
+    def said(self, attempt: int, line: str, stem: str = STEM) -> bool:
         """Whether the command printed `line` (a whole line: the log also holds its command line)."""
-        return line in self.log(attempt).splitlines()
+        return line in self.log(attempt, stem).splitlines()
 
     def log(self, attempt: int, stem: str = STEM) -> str:
         path = self.folder / "logs" / f"attempt-{attempt}" / f"{stem}.log"
@@ -768,21 +769,21 @@ def _cpu_seconds(pid: int) -> float:
 
 
 def test_latencies_and_idle_cost(job: Job) -> None:
-    """Control start -> the child's exec; a child's exit -> its report on disk; idle CPU.
+    """Control start -> the child's exec; a child's exit -> its report on disk; a higher attempt
+    -> the survivor's `waiting` on disk; idle CPU and memory.
 
     Printed with -s (docs/benchmarks.md has the figures); bounded loosely here so that a
     regression by an order of magnitude fails.
     """
+    phases = random.Random(39)  # the operator's word comes at any moment of a polling cycle
+
     stamps = job.scratch / "stamps"
     script = f"date +%s.%N >> {stamps}.start; date +%s.%N > {stamps}.end; exit 7"
-    run = job.start(*sh(script))
+    ending = job.start(*sh(script))
     job.wait_report(state="exited", attempt=0)
     start_latency: list[float] = []
     report_latency: list[float] = []
-    phases = random.Random(39)
     for attempt in range(1, 21):
-        # The operator's word comes at any moment of the supervisor's polling cycle, not just
-        # after a report (which follows a poll closely).
         time.sleep(phases.uniform(0, 0.2))
         asked = job.control(attempt=attempt, start=True)
         report = job.wait_report(state="exited", attempt=attempt)
@@ -792,32 +793,51 @@ def test_latencies_and_idle_cost(job: Job) -> None:
         written = (job.folder / ".tfmw" / "pods" / f"{STEM}.json").stat().st_mtime_ns / 1e9
         report_latency.append(written - child_ended)
         assert report["exitCode"] == 7
-    start_latency.sort()
-    report_latency.sort()
+
+    # A second pod of the gang, whose child ends at once on SIGTERM: how long a survivor takes
+    # to be at the barrier once the operator raises the attempt.
+    survivor = job.start(
+        *sh('trap "exit 143" TERM; echo ready; sleep 100 & wait'),
+        env={**job.env, "TFMW_REPLICA_INDEX": "2", "TFMW_ATTEMPT": "21"},
+    )
+    stop_latency: list[float] = []
+    for attempt in range(21, 31):
+        job.wait_report(stem="worker-2", state="running", attempt=attempt)
+        wait_for(partial(job.said, attempt, "ready", "worker-2"), why="the survivor's child started")
+        time.sleep(phases.uniform(0, 0.2))
+        asked = job.control(attempt=attempt + 1, start=False)
+        job.wait_report(stem="worker-2", state="waiting", attempt=attempt + 1)
+        written = (job.folder / ".tfmw" / "pods" / "worker-2.json").stat().st_mtime_ns / 1e9
+        stop_latency.append(written - asked)
+        job.wait_report(state="waiting", attempt=attempt + 1)  # the other pod is at the barrier too
+        job.control(attempt=attempt + 1, start=True)
+    job.wait_report(stem="worker-2", state="running", attempt=31)
+    job.wait_report(state="exited", attempt=31)
 
     idle_seconds = 10.0
-    before = _cpu_seconds(run.process.pid)
+    before = (_cpu_seconds(ending.process.pid), _cpu_seconds(survivor.process.pid))
     time.sleep(idle_seconds)
-    waiting_cpu = (_cpu_seconds(run.process.pid) - before) / idle_seconds
+    exited_cpu = (_cpu_seconds(ending.process.pid) - before[0]) / idle_seconds
+    running_cpu = (_cpu_seconds(survivor.process.pid) - before[1]) / idle_seconds
+    status = Path(f"/proc/{survivor.process.pid}/status").read_text().splitlines()
+    rss = next(line for line in status if line.startswith("VmRSS:")).split(":")[1].strip()
 
-    running = job.start(*sh("sleep 100"), env={**job.env, "TFMW_REPLICA_INDEX": "2"})
-    time.sleep(0.5)
-    before = _cpu_seconds(running.process.pid)
-    time.sleep(idle_seconds)
-    running_cpu = (_cpu_seconds(running.process.pid) - before) / idle_seconds
+    for values in (start_latency, report_latency, stop_latency):
+        values.sort()
 
     def summary(values: list[float]) -> str:
         return f"median {values[len(values) // 2] * 1000:.1f} ms, max {values[-1] * 1000:.1f} ms"
 
-    print(f"\ncontrol start -> child's first instruction (sh + date): {summary(start_latency)}")
-    print(f"child's exit -> its report renamed into place: {summary(report_latency)}")
-    print(f"idle CPU: {waiting_cpu * 100:.3f} % waiting, {running_cpu * 100:.3f} % beside a quiet child")
-    rss = [
-        line
-        for line in Path(f"/proc/{running.process.pid}/status").read_text().splitlines()
-        if "VmRSS" in line
-    ]
-    print(f"the supervisor's memory: {rss[0].split(':')[1].strip()}")
+    print(f"\ncontrol start -> the child's first instruction (sh + date): {summary(start_latency)}")
+    print(f"a child's exit -> its exited report renamed into place: {summary(report_latency)}")
+    print(
+        f"a higher attempt -> the survivor's waiting report (SIGTERM, exit, report): {summary(stop_latency)}"
+    )
+    print(
+        f"idle CPU: {exited_cpu * 100:.3f} % after its child's end, {running_cpu * 100:.3f} % beside a quiet child"
+    )
+    print(f"the supervisor's memory (VmRSS): {rss}")
     assert start_latency[len(start_latency) // 2] < 0.5
     assert report_latency[-1] < 0.5
-    assert waiting_cpu < 0.02 and running_cpu < 0.02
+    assert stop_latency[len(stop_latency) // 2] < 0.5
+    assert exited_cpu < 0.02 and running_cpu < 0.02
