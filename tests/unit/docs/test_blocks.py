@@ -33,6 +33,7 @@ DOCS = [
     "training-program.md",
     "troubleshooting.md",
     "storage.md",
+    "supervisor.md",
     "kueue.md",
     "local-cluster.md",
     "benchmarks.md",
