@@ -616,6 +616,17 @@ def test_a_pod_that_cannot_report_its_child_end_exits_with_the_child_code(job: J
     assert "cannot see this pod's end" in run.stderr()
 
 
+def test_a_report_that_could_not_be_written_is_written_again(job: Job) -> None:
+    job.control(attempt=0, start=False)
+    blocker = job.folder / ".tfmw" / "pods"
+    blocker.write_text("a file where the reports' folder should be")
+    run = job.start(*sh("echo never"))
+    wait_for(lambda: "could not be written" in run.stderr(), why="the waiting report failed")
+    blocker.unlink()
+    job.wait_report(timeout=3.0, state="waiting", attempt=0)
+    assert run.alive()
+
+
 def test_with_nothing_asked_after_the_child_end_it_exits_after_a_bound(job: Job) -> None:
     run = job.start(*sh("exit 9"), options=("--exited-wait-seconds", "0.5"))
     job.wait_report(state="exited")
