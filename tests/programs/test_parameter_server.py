@@ -3,7 +3,6 @@ two workers and a parameter server, each with the environment tfmw gives its pod
 
 from __future__ import annotations
 
-import math
 import os
 import signal
 from pathlib import Path
@@ -40,7 +39,6 @@ def test_trains_to_the_end_and_the_chief_writes_the_marker_last(tmp_path: Path) 
         marker = job.read_json(MARKER_FILE)
         assert marker is not None and marker["step"] == marker["updates"] == epochs * steps, marker
         assert (marker["jobUid"], marker["attempt"]) == (JOB_UID, 0)
-        assert math.isfinite(marker["metrics"]["loss"])
         progress = job.read_json("progress.json")
         assert progress is not None
         assert {k: progress[k] for k in ("epoch", "totalEpochs", "step", "totalSteps")} == {
@@ -51,6 +49,7 @@ def test_trains_to_the_end_and_the_chief_writes_the_marker_last(tmp_path: Path) 
         }
         assert (progress["checkpointEpoch"], progress["checkpointStep"]) == (epochs, epochs * steps)
         assert set(progress["metrics"]) == {"loss", "accuracy"}
+        assert (tmp_path / "backup").is_dir()  # kept: a chief restarted after the end resumes there
         # The marker comes last: after the final progress report.
         assert os.stat(tmp_path / MARKER_FILE).st_mtime_ns >= os.stat(tmp_path / "progress.json").st_mtime_ns
 
