@@ -3,7 +3,8 @@
 # the image just built: a rebuilt image rolls the Deployment.
 set -euo pipefail
 source "$(dirname "$0")/lib.sh"
-kubectl apply -k "$repo/deploy/overlays/local" >/dev/null
+# Server-side: the CRD (four pod template schemas) is too large for client-side apply's annotation.
+kubectl apply --server-side --force-conflicts -k "$repo/deploy/overlays/local" >/dev/null
 kubectl wait --for condition=established crd/tfmwjobs.tfmw.dev --timeout=60s >/dev/null
 image_id=$(buildah inspect --type image --format '{{.FromImageID}}' tfmw-operator:dev 2>/dev/null | cut -c1-16 || true)
 if [[ -n $image_id ]]; then

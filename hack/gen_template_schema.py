@@ -102,17 +102,29 @@ def pod_spec_schema(openapi: Json) -> Json:
     return spec
 
 
+# Every pod template of a job: the workers', and the chief's, parameter servers' and
+# evaluator's of their own.
+TEMPLATES = (
+    ("template",),
+    ("chief", "template"),
+    ("parameterServers", "template"),
+    ("evaluator", "template"),
+)
+
+
 def with_template_schema(crd: Json, spec: Json) -> Json:
     version = crd["spec"]["versions"][0]
-    template = version["schema"]["openAPIV3Schema"]["properties"]["spec"]["properties"]["template"]
-    template["properties"]["spec"] = spec
+    job_spec = version["schema"]["openAPIV3Schema"]["properties"]["spec"]
+    for path in TEMPLATES:
+        node = job_spec
+        for field in path:
+            node = node["properties"][field]
+        node["properties"]["spec"] = spec
     return crd
 
 
 def render(crd: Json) -> str:
-    header = (
-        "# Generated in part by hack/gen_template_schema.py (spec.template.spec); edit the rest by hand.\n"
-    )
+    header = "# Generated in part by hack/gen_template_schema.py (the pod template schemas); edit the rest by hand.\n"  # noqa: E501
     return header + yaml.safe_dump(crd, sort_keys=False, width=120)
 
 

@@ -169,7 +169,7 @@ deploy() {
   [[ $(cat "$state/image" 2>/dev/null) != "$node_image" ]] || builder=buildah
   TFMW_IMAGE_BUILDER=$builder TFMW_KIND_CLUSTER=$cluster TFMW_KIND_KUBECONFIG=$kind_kubeconfig "$repo/hack/images.sh"
   existed=$(kubectl -n tfmw-system get deployment/tfmw-operator -o name 2>/dev/null || true)
-  kubectl apply -k "$repo/deploy/overlays/local" >/dev/null
+  kubectl apply --server-side --force-conflicts -k "$repo/deploy/overlays/local" >/dev/null
   # The same tag with a new build: the running pods must start again to take it.
   [[ -z $existed ]] || kubectl -n tfmw-system rollout restart deployment/tfmw-operator >/dev/null
   kubectl -n tfmw-system rollout status deployment/tfmw-operator --timeout=180s >/dev/null

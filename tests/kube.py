@@ -71,7 +71,8 @@ def applied(*paths: Path) -> Iterator[None]:
     for path in paths:
         found = kubectl("get", "-f", str(path), "-o", "yaml", check=False)
         before.append((path, found.stdout if found.returncode == 0 else None))
-        kubectl("apply", "-f", str(path))
+        # Server-side: the CRD is too large for client-side apply's annotation.
+        kubectl("apply", "--server-side", "--force-conflicts", "-f", str(path))
     try:
         yield
     finally:
@@ -81,8 +82,24 @@ def applied(*paths: Path) -> Iterator[None]:
             else:
                 restored = yaml.safe_load(saved)
                 for item in restored.get("items", [restored]):
-                    item["metadata"].pop("resourceVersion", None)
-                kubectl("apply", "-f", "-", input=yaml.safe_dump(restored), check=False)
+                    for field in (
+                        "resourceVersion",
+                        "managedFields",
+                        "uid",
+                        "creationTimestamp",
+                        "generation",
+                    ):
+                        item["metadata"].pop(field, None)
+                    item.pop("status", None)
+                kubectl(
+                    "apply",
+                    "--server-side",
+                    "--force-conflicts",
+                    "-f",
+                    "-",
+                    input=yaml.safe_dump(restored),
+                    check=False,
+                )
 
 
 def wait_for(what: str, probe: Callable[[], T | None], timeout: float = 30, interval: float = 0.1) -> T:

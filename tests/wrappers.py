@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import Any
 
 from tfmw_operator.api.names import API_VERSION, KIND
-from tfmw_operator.api.spec import JobSpec, parse_job, parse_spec
+from tfmw_operator.api.spec import JobSpec, Member, ReplicaType, parse_job, parse_spec
 from tfmw_operator.api.times import format_time
 from tfmw_operator.contract import DEFAULT_MARKER_FILE, MARKER_ATTEMPT, MARKER_JOB_UID
 from tfmw_operator.core.builders import build_pod, build_service
@@ -86,6 +86,31 @@ class JobWrapper:
         self._job["spec"]["template"]["spec"].update(fields)
         return self
 
+    def role(self, field: str, image: str = "tfmw-trainer:dev", **more: Any) -> JobWrapper:
+        """A replica set of its own: `chief`, `parameterServers` (more: replicas) or `evaluator`."""
+        self._job["spec"][field] = {
+            **more,
+            "template": {"spec": {"containers": [{"name": "tensorflow", "image": image}]}},
+        }
+        return self
+
+    def chief(self) -> JobWrapper:
+        return self.role("chief")
+
+    def parameter_servers(self, replicas: int = 1) -> JobWrapper:
+        return self.role("parameterServers", replicas=replicas)
+
+    def evaluator(self) -> JobWrapper:
+        return self.role("evaluator")
+
+    def rules(self, *rules: Json) -> JobWrapper:
+        """runPolicy.failureRules."""
+        return self.run_policy(failureRules=list(rules))
+
+    def without_shared_volume(self, policy: str = "ChiefExitCode") -> JobWrapper:
+        del self._job["spec"]["sharedVolume"]
+        return self.completion(policy=policy)
+
     def simulated(self) -> JobWrapper:
         """Pods bound to the simulated node, where the test plays the kubelet."""
         return self.pod_spec(nodeName=SIM_NODE, tolerations=[{"operator": "Exists"}])
@@ -148,10 +173,11 @@ def simulated_job(name: str, workers: int = 2) -> JobWrapper:
 class PodWrapper:
     """A worker pod as the API server returns it, built by the operator's own builder."""
 
-    def __init__(self, job_obj: Json, index: int, attempt: int = 0) -> None:
-        self._pod = build_pod(parse_job(job_obj), index, attempt)
+    def __init__(self, job_obj: Json, index: int, attempt: int = 0, replica_type: str = "worker") -> None:
+        self._pod = build_pod(parse_job(job_obj), Member(ReplicaType(replica_type), index), attempt)
         self._pod["metadata"]["creationTimestamp"] = format_time(T0)
-        self._pod["metadata"]["uid"] = f"pod-uid-{index}-{attempt}"
+        kind = "" if replica_type == "worker" else f"{replica_type}-"
+        self._pod["metadata"]["uid"] = f"pod-uid-{kind}{index}-{attempt}"
         self._pod["status"] = {"phase": "Pending"}
 
     def created(self, seconds: float) -> PodWrapper:
@@ -254,8 +280,8 @@ class PodWrapper:
         return copy.deepcopy(self._pod)
 
 
-def pod(job_obj: Json, index: int, attempt: int = 0) -> PodWrapper:
-    return PodWrapper(job_obj, index, attempt)
+def pod(job_obj: Json, index: int, attempt: int = 0, replica_type: str = "worker") -> PodWrapper:
+    return PodWrapper(job_obj, index, attempt, replica_type)
 
 
 def container_env(container: Json) -> dict[str, str]:

@@ -22,12 +22,27 @@ RESERVED_ENV_PREFIX: Final = "TFMW_"
 JOB_NAME_ENV: Final = "TFMW_JOB_NAME"
 JOB_UID_ENV: Final = "TFMW_JOB_UID"
 NAMESPACE_ENV: Final = "TFMW_NAMESPACE"
-WORKER_INDEX_ENV: Final = "TFMW_WORKER_INDEX"
-NUM_WORKERS_ENV: Final = "TFMW_NUM_WORKERS"
+# The pod's place: its role (chief, worker, ps, evaluator; worker 0 is the chief when the
+# job has no chief of its own), its replica set and its index in that set.
+ROLE_ENV: Final = "TFMW_ROLE"
+REPLICA_TYPE_ENV: Final = "TFMW_REPLICA_TYPE"
+REPLICA_INDEX_ENV: Final = "TFMW_REPLICA_INDEX"
+WORKER_INDEX_ENV: Final = "TFMW_WORKER_INDEX"  # only in the worker set's pods: their index
+NUM_WORKERS_ENV: Final = "TFMW_NUM_WORKERS"  # pods in the worker set in this attempt
 ATTEMPT_ENV: Final = "TFMW_ATTEMPT"
+# Where the job has a shared volume:
 SHARED_DIR_ENV: Final = "TFMW_SHARED_DIR"  # the job's folder, as the pod mounts it
 MARKER_PATH_ENV: Final = "TFMW_MARKER_PATH"
 PROGRESS_PATH_ENV: Final = "TFMW_PROGRESS_PATH"
+EVALUATION_PATH_ENV: Final = "TFMW_EVALUATION_PATH"  # the evaluator's metrics
+STEP_TIMES_PATH_ENV: Final = "TFMW_STEP_TIMES_PATH"  # each training pod's own compute time per step
+STACKS_PATH_ENV: Final = "TFMW_STACKS_PATH"  # where a program dumps its threads' stacks on SIGUSR1
+
+# The replica sets, and the pods' roles.
+CHIEF: Final = "chief"
+WORKER: Final = "worker"
+PS: Final = "ps"
+EVALUATOR: Final = "evaluator"
 
 # ---- what the operator writes in the job's folder, and the workers' check of it ----
 
@@ -41,6 +56,21 @@ FOLDER_CHECK_MISMATCH_EXIT_CODE: Final = 3
 
 DEFAULT_MARKER_FILE: Final = "multiworker-complete.txt"  # spec.completion.markerFile
 PROGRESS_FILE: Final = "progress.json"
+EVALUATION_FILE: Final = "evaluation.json"  # written by the evaluator
+STEP_TIMES_FOLDER: Final = "steps"  # steps/<pod stem>.json: each training pod's compute times
+LOGS_FOLDER: Final = "logs"  # logs/attempt-<a>/<pod stem>.log and .stacks
+
+
+def pod_stem(replica_type: str, index: int) -> str:
+    """How a pod of a job is named in its files: `worker-3`, `chief-0`, `ps-1`, `evaluator-0`
+    (the pod's own name is `<job>-<stem>`)."""
+    return f"{replica_type}-{index}"
+
+
+def attempt_logs_folder(attempt: int) -> str:
+    """Inside the job's folder: where an attempt's logs and stacks are kept."""
+    return f"{LOGS_FOLDER}/attempt-{attempt}"
+
 
 # The marker: any content ends the job well. A JSON object may name the job it was
 # written for (a marker of an earlier job of the same name is then never counted) and
@@ -64,6 +94,10 @@ PROGRESS_ATTEMPT: Final = "attempt"
 PROGRESS_CHECKPOINT_EPOCH: Final = "checkpointEpoch"
 PROGRESS_CHECKPOINT_STEP: Final = "checkpointStep"
 PROGRESS_CHECKPOINT_PATH: Final = "checkpointPath"
+
+# The evaluator's document: the progress document's keys (metrics, epoch, step, updatedAt,
+# jobUid) and the checkpoint its figures are of.
+EVALUATION_CHECKPOINT: Final = "checkpoint"
 
 
 def marker_job_uid(marker: Mapping[str, object]) -> object:

@@ -576,7 +576,9 @@ def main() -> None:
     os.environ.setdefault("KUBECONFIG", LOCAL_KUBECONFIG)
     os.environ["PATH"] = f"{REPO / 'hack' / 'bin'}:{os.environ['PATH']}"
     began = time.monotonic()
-    kubectl("apply", "-f", str(REPO / "crds" / "tfmwjobs.tfmw.dev.yaml"))
+    kubectl(
+        "apply", "--server-side", "--force-conflicts", "-f", str(REPO / "crds" / "tfmwjobs.tfmw.dev.yaml")
+    )
     resume_deployed_operator = pause_deployed_operator()
     kube = ClusterClient()
     say("building the TFJob controller (once) and creating its CRD ...")

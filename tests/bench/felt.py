@@ -69,7 +69,7 @@ from kubernetes import client
 from kubernetes.client.exceptions import ApiException
 from kubernetes.watch.watch import iter_resp_lines
 from tfmw_operator.api.names import LABEL_ATTEMPT, LABEL_JOB_NAME
-from tfmw_operator.api.spec import parse_job
+from tfmw_operator.api.spec import Member, parse_job
 from tfmw_operator.contract import OWNER_FILE
 from tfmw_operator.core.builders import build_pod, build_service
 from tfmw_operator.core.pods import observe_pod
@@ -435,7 +435,7 @@ def floor_objects(
         "blockOwnerDeletion": True,
     }
     service = build_service(spec)
-    pods = [build_pod(spec, index, attempt) for index in range(spec.workers)]
+    pods = [build_pod(spec, Member.worker(index), attempt) for index in range(spec.workers)]
     for obj in (service, *pods):
         obj["metadata"]["ownerReferences"] = [dict(reference)]
     return service, pods

@@ -24,7 +24,7 @@ from bench.control_plane import THREADS
 from bench.peer import NO_SCHEDULER
 from bench.stats import say
 from kube import LOCAL_KUBECONFIG, ClusterClient
-from tfmw_operator.api.spec import JobSpec, parse_spec
+from tfmw_operator.api.spec import JobSpec, Member, parse_spec
 from tfmw_operator.core.builders import build_pod
 from tfmw_operator.core.owned import Owned
 from tfmw_operator.kube.client import Kube, connection_info
@@ -47,7 +47,7 @@ def job_spec(namespace: str, name: str) -> JobSpec:
 
 def create_pods(kube: ClusterClient, namespace: str, count: int) -> None:
     specs = [job_spec(namespace, f"r{j}") for j in range((count + WORKERS - 1) // WORKERS)]
-    pods = [build_pod(specs[i // WORKERS], i % WORKERS, 0) for i in range(count)]
+    pods = [build_pod(specs[i // WORKERS], Member.worker(i % WORKERS), 0) for i in range(count)]
     for pod in pods:
         pod["metadata"].pop("ownerReferences", None)  # no job exists: the garbage collector would take them
     with ThreadPoolExecutor(THREADS) as pool:

@@ -82,7 +82,7 @@ from kube import (
     wait_for,
 )
 from kubernetes.client.exceptions import ApiException
-from tfmw_operator.api.spec import JobSpec, parse_spec
+from tfmw_operator.api.spec import JobSpec, Member, parse_spec
 from tfmw_operator.core.builders import build_pod, build_service
 from watching import follow_in_thread
 from wrappers import JobWrapper, write_marker
@@ -606,7 +606,7 @@ class Floor(Contender):
             kube.core.create_namespaced_service(self.namespace, build_service(spec))
         spec = self.specs[name]
         for index in range(WORKERS):
-            kube.core.create_namespaced_pod(self.namespace, build_pod(spec, index, attempt))
+            kube.core.create_namespaced_pod(self.namespace, build_pod(spec, Member.worker(index), attempt))
 
     def delete_gang(self, kube: ClusterClient, uids: dict[str, str]) -> None:
         for pod, uid in uids.items():
@@ -1033,7 +1033,9 @@ def main() -> None:
     nodes = kwok_nodes(kube)
     if not nodes:
         raise SystemExit("no kwok node is Ready: run `make kwok-up` (hack/kwok.sh up) first")
-    kubectl("apply", "-f", str(REPO / "crds" / "tfmwjobs.tfmw.dev.yaml"))
+    kubectl(
+        "apply", "--server-side", "--force-conflicts", "-f", str(REPO / "crds" / "tfmwjobs.tfmw.dev.yaml")
+    )
     resume_deployed_operator = pause_deployed_operator()
     say(f"{JOBS} jobs x {WORKERS} workers on {nodes} kwok nodes; building the TFJob controller (once) ...")
     binary = install_tfjob_crd(kube)

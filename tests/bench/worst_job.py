@@ -29,7 +29,9 @@ CONTAINERS = int(os.environ.get("TFMW_WORST_CONTAINERS", "1"))
 
 def main() -> None:
     os.environ.setdefault("KUBECONFIG", LOCAL_KUBECONFIG)
-    kubectl("apply", "-f", str(REPO / "crds" / "tfmwjobs.tfmw.dev.yaml"))
+    kubectl(
+        "apply", "--server-side", "--force-conflicts", "-f", str(REPO / "crds" / "tfmwjobs.tfmw.dev.yaml")
+    )
     kube = ClusterClient()
     namespace = f"worst-{'n' * 45}-{int(time.time()) % 10**10:010d}"[:63]
     kube.core.create_namespace({"metadata": {"name": namespace}})

@@ -283,7 +283,7 @@ def test_helm_install_train_and_uninstall(registry: None) -> None:
 def test_kustomize_apply_train_and_delete(registry: None) -> None:
     forget_images()
     t0 = time.monotonic()
-    kubectl("apply", "-k", str(REPO / "deploy"))
+    kubectl("apply", "--server-side", "-k", str(REPO / "deploy"))
     kubectl("wait", "--for", "condition=established", f"crd/{CRD}", "--timeout=60s")
     kubectl("apply", "-f", str(STORAGE))
     operator_pods_pulled_and_ready()

@@ -189,8 +189,213 @@ INVALID: list[tuple[str, Callable[[Json], None], str]] = [
     ),
 ]
 
+
+def both(*changes: Callable[[Json], None]) -> Callable[[Json], None]:
+    def change(m: Json) -> None:
+        for one in changes:
+            one(m)
+
+    return change
+
+
+def template() -> Json:
+    return {"spec": {"containers": [{"name": "tensorflow", "image": "tfmw-trainer:dev"}]}}
+
+
+def rules(*listed: Json) -> Callable[[Json], None]:
+    return run_policy(failureRules=list(listed))
+
+
+INVALID += [
+    ("chief without template", spec(chief={}), "spec.chief.template"),
+    (
+        "chief template without containers",
+        spec(chief={"template": {"spec": {"containers": []}}}),
+        "spec.chief.template.spec.containers",
+    ),
+    (
+        "typo in the evaluator's template",
+        spec(evaluator={"template": {"spec": {"containers": [{"name": "e", "image": "x", "imagee": "y"}]}}}),
+        'unknown field "spec.evaluator.template.spec.containers[0].imagee"',
+    ),
+    (
+        "zero parameter servers",
+        spec(parameterServers={"replicas": 0, "template": template()}),
+        "spec.parameterServers.replicas",
+    ),
+    (
+        "65 parameter servers",
+        spec(parameterServers={"replicas": 65, "template": template()}),
+        "spec.parameterServers.replicas",
+    ),
+    (
+        "workers and parameter servers past 1024",
+        spec(workers=1000, parameterServers={"replicas": 25, "template": template()}),
+        "spec.workers and spec.parameterServers.replicas together must be at most 1024",
+    ),
+    (
+        "TF_CONFIG in the parameter servers' template",
+        spec(
+            parameterServers={
+                "template": {
+                    "spec": {
+                        "containers": [
+                            {"name": "ps", "image": "x", "env": [{"name": "TF_CONFIG", "value": "{}"}]}
+                        ]
+                    }
+                }
+            }
+        ),
+        "TF_CONFIG",
+    ),
+    (
+        "the job's claim mounted again by the chief",
+        spec(
+            chief={
+                "template": {
+                    "spec": {
+                        "containers": [{"name": "c", "image": "x"}],
+                        "volumes": [{"name": "again", "persistentVolumeClaim": {"claimName": "tfmw-shared"}}],
+                    }
+                }
+            }
+        ),
+        "spec.chief.template.spec.volumes: a volume mounts claim tfmw-shared again",
+    ),
+    (
+        "name too long with an evaluator",
+        lambda m: m.update(
+            metadata={"name": "e" * 52}, spec={**m["spec"], "evaluator": {"template": template()}}
+        ),
+        "metadata.name",
+    ),
+    ("unknown completion policy", completion(policy="AnyExit"), "spec.completion.policy"),
+    (
+        "no shared volume under Marker",
+        delete("spec", "sharedVolume"),
+        "spec.sharedVolume is required: the chief writes its completion marker there",
+    ),
+    ("a rule without action", rules({"onExitCodes": [42]}), "spec.runPolicy.failureRules[0].action"),
+    ("an unknown action", rules({"action": "Ignore"}), "spec.runPolicy.failureRules[0].action"),
+    (
+        "an exit code past 255",
+        rules({"action": "Fail", "onExitCodes": [256]}),
+        "spec.runPolicy.failureRules[0].onExitCodes[0]",
+    ),
+    (
+        "an empty list of exit codes",
+        rules({"action": "Fail", "onExitCodes": []}),
+        "spec.runPolicy.failureRules[0].onExitCodes",
+    ),
+    (
+        "exit code 0",
+        rules({"action": "Fail", "onExitCodes": [0, 1]}),
+        "exit code 0 is a success, never a failure",
+    ),
+    (
+        "In and NotIn",
+        rules({"action": "Fail", "onExitCodes": [1], "onExitCodesNotIn": [2]}),
+        "takes onExitCodes or onExitCodesNotIn, not both",
+    ),
+    (
+        "an unknown cause",
+        rules({"action": "Fail", "onCauses": ["Sunspots"]}),
+        "spec.runPolicy.failureRules[0].onCauses[0]",
+    ),
+    (
+        "an unknown role",
+        rules({"action": "Fail", "onRoles": ["coordinator"]}),
+        "spec.runPolicy.failureRules[0].onRoles[0]",
+    ),
+    (
+        "ps without parameter servers",
+        rules({"action": "Fail", "onRoles": ["ps"]}),
+        "spec.runPolicy.failureRules[0].onRoles names ps, but the job has no spec.parameterServers",
+    ),
+    (
+        "evaluator without an evaluator",
+        rules({"action": "Restart", "onExitCodes": [1]}, {"action": "Fail", "onRoles": ["evaluator"]}),
+        "spec.runPolicy.failureRules[1].onRoles names evaluator",
+    ),
+    (
+        "a catch-all before other rules",
+        rules(
+            {"action": "Restart", "onExitCodes": [42]},
+            {"action": "Fail"},
+            {"action": "Restart", "onCauses": ["Evicted"]},
+        ),
+        "spec.runPolicy.failureRules[1] has no on... field, so it matches every failure",
+    ),
+    (
+        "a rule shadowed by an earlier one",
+        rules(
+            {"action": "RestartNotCounted", "onExitCodes": [42, 43]},
+            {"action": "Restart", "onCauses": ["OOMKilled"]},
+            {"action": "Fail", "onExitCodes": [43, 42]},
+        ),
+        "spec.runPolicy.failureRules[2] matches exactly what an earlier rule matches",
+    ),
+    (
+        "ProgressStalled without a progress deadline",
+        rules({"action": "Fail", "onCauses": ["ProgressStalled"]}),
+        "spec.runPolicy.failureRules[0].onCauses is ProgressStalled, which only spec.runPolicy.progressDeadlineSeconds can cause",
+    ),
+    (
+        "exit codes with a cause that has none",
+        rules({"action": "Fail", "onCauses": ["PodDeleted"], "onExitCodes": [1]}),
+        "come with no exit code",
+    ),
+    (
+        "a rule's name too long",
+        rules({"action": "Fail", "name": "n" * 64}),
+        "spec.runPolicy.failureRules[0].name",
+    ),
+    (
+        "33 rules",
+        rules(*({"action": "Fail", "onExitCodes": [c]} for c in range(1, 34))),
+        "spec.runPolicy.failureRules",
+    ),
+]
+
+VALID: list[tuple[str, Callable[[Json], None]]] = [
+    ("a chief of its own", spec(chief={"template": template()})),
+    (
+        "chief, parameter servers and an evaluator",
+        spec(
+            chief={"template": template()},
+            parameterServers={"replicas": 2, "template": template()},
+            evaluator={"template": template()},
+        ),
+    ),
+    (
+        "no shared volume under ChiefExitCode",
+        both(delete("spec", "sharedVolume"), completion(policy="ChiefExitCode")),
+    ),
+    ("AllWorkersExitCode with a shared volume", completion(policy="AllWorkersExitCode")),
+    (
+        "the PreemptionCheckpointHandler rule, as the issue writes it",
+        rules({"onExitCodes": [42], "action": "RestartNotCounted"}),
+    ),
+    (
+        "rules on every field, a catch-all last",
+        both(
+            spec(parameterServers={"template": template()}),
+            run_policy(progressDeadlineSeconds=60),
+            rules(
+                {"name": "preempted", "action": "RestartNotCounted", "onExitCodes": [42]},
+                {"action": "Fail", "onExitCodesNotIn": [137, 143], "onRoles": ["ps"]},
+                {"action": "Restart", "onCauses": ["NodeLost"], "nodeFault": True},
+                {"action": "Fail", "onCauses": ["ProgressStalled"]},
+                {"action": "Restart", "onDisruption": True},
+                {"action": "Fail"},
+            ),
+        ),
+    ),
+]
+
 IMMUTABLE: list[tuple[str, Callable[[Json], None], str]] = [
     ("workers", spec(workers=3), "spec.workers is immutable"),
+    ("chief", spec(chief={"template": template()}), "spec.chief is immutable"),
     ("port", spec(port=3333), "spec.port is immutable"),
     ("sharedVolume", spec(sharedVolume={"claimName": "other"}), "spec.sharedVolume is immutable"),
     ("template", container(image="other:1"), "spec.template is immutable"),
@@ -238,6 +443,14 @@ def test_immutable_fields_cannot_change(
     change(changed)
     result = apply(admission_namespace, changed)
     assert result.returncode != 0 and message in result.stderr, result.stderr
+
+
+@pytest.mark.parametrize(("case", "change"), VALID, ids=[c[0] for c in VALID])
+def test_valid_manifest_is_accepted(
+    admission_namespace: str, case: str, change: Callable[[Json], None]
+) -> None:
+    result = apply(admission_namespace, mutate(change), "--dry-run=server")
+    assert result.returncode == 0, f"{case}: {result.stderr}"
 
 
 def test_run_policy_may_change(admission_namespace: str) -> None:

@@ -15,6 +15,7 @@ LABEL_JOB_NAME: Final = "tfmw.dev/job-name"
 LABEL_REPLICA_INDEX: Final = "tfmw.dev/replica-index"
 LABEL_ATTEMPT: Final = "tfmw.dev/attempt"
 LABEL_ROLE: Final = "tfmw.dev/role"
+LABEL_REPLICA_TYPE: Final = "tfmw.dev/replica-type"
 
 # Kueue's plain-pod groups: a job that names a LocalQueue runs its workers as one group.
 LABEL_QUEUE_NAME: Final = "kueue.x-k8s.io/queue-name"

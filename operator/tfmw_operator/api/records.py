@@ -108,6 +108,39 @@ def records(kind: type[Record], limit: int | None = None) -> Codec:
     return Codec(load, lambda value: [item.to_json() for item in value])
 
 
+def keyed(kind: type[Record], key_field: str) -> Codec:
+    """A JSON object of records by a key each holds in `key_field` (a status's per-role counts,
+    `replicas.worker.running`): written without the key inside, read back with it."""
+
+    def load(value: object) -> tuple[Record, ...] | None:
+        if not isinstance(value, dict):
+            return None
+        found = (
+            kind.from_json({**item, key_field: key}) for key, item in value.items() if isinstance(item, dict)
+        )
+        return tuple(item for item in found if item is not None)
+
+    def dump(value: tuple[Record, ...]) -> Json:
+        rendered = {}
+        for item in value:
+            json = item.to_json()
+            rendered[str(json.pop(key_field))] = json
+        return rendered
+
+    return Codec(load, dump)
+
+
+def strings(limit: int | None = None) -> Codec:
+    """A list of strings; what is not a string is left out."""
+
+    def load(value: object) -> tuple[str, ...] | None:
+        if not isinstance(value, list):
+            return None
+        return tuple(item for item in value[:limit] if isinstance(item, str))
+
+    return Codec(load, list)
+
+
 def wire(key: str, codec: Codec, *, required: bool = False, omit_empty: bool = False) -> Mapping[str, Any]:
     """A field's JSON: its key and codec. `required`: a record without it is not read at
     all. A field is written unless it is None, or, with `omit_empty`, empty or zero."""

@@ -6,12 +6,22 @@ the core never depends on which API server version served the object.
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from dataclasses import dataclass
 from enum import StrEnum
 
-from tfmw_operator.api.names import LABEL_QUEUE_NAME
+from tfmw_operator.api.names import API_VERSION, KIND, LABEL_QUEUE_NAME
 from tfmw_operator.api.objects import Json
-from tfmw_operator.contract import DEFAULT_MARKER_FILE, PROGRESS_FILE
+from tfmw_operator.contract import (
+    CHIEF,
+    DEFAULT_MARKER_FILE,
+    EVALUATION_FILE,
+    EVALUATOR,
+    PROGRESS_FILE,
+    PS,
+    WORKER,
+    pod_stem,
+)
 
 DEFAULT_PORT = 2222
 DEFAULT_MOUNT_PATH = "/shared"
@@ -40,6 +50,82 @@ class CleanPodPolicy(StrEnum):
     NONE = "None"
 
 
+class CompletionPolicy(StrEnum):
+    """What ends a job well."""
+
+    MARKER = "Marker"  # the chief writes its marker on the shared volume
+    CHIEF_EXIT_CODE = "ChiefExitCode"  # the chief's main container exits 0
+    ALL_WORKERS_EXIT_CODE = "AllWorkersExitCode"  # the chief's and every worker's exit 0
+
+
+class RuleAction(StrEnum):
+    RESTART = "Restart"  # counted against backoffLimit
+    RESTART_NOT_COUNTED = "RestartNotCounted"
+    FAIL = "Fail"
+
+
+class ReplicaType(StrEnum):
+    """A job's replica sets, in TF_CONFIG's words."""
+
+    CHIEF = CHIEF
+    WORKER = WORKER
+    PS = PS
+    EVALUATOR = EVALUATOR
+
+    @property
+    def rank(self) -> int:
+        """The order the sets are listed, launched and reported in."""
+        return _RANKS[self]
+
+
+_RANKS = {ReplicaType.CHIEF: 0, ReplicaType.WORKER: 1, ReplicaType.PS: 2, ReplicaType.EVALUATOR: 3}
+
+
+@dataclass(frozen=True)
+class Member:
+    """One pod's place in a job: `<job>-<type>-<index>`."""
+
+    type: ReplicaType
+    index: int
+
+    @classmethod
+    def worker(cls, index: int) -> Member:
+        return cls(ReplicaType.WORKER, index)
+
+    @property
+    def stem(self) -> str:
+        return pod_stem(self.type, self.index)
+
+    @property
+    def order(self) -> tuple[int, int]:
+        return self.type.rank, self.index
+
+
+@dataclass(frozen=True)
+class ReplicaSet:
+    type: ReplicaType
+    replicas: int
+    template: Json
+
+
+@dataclass(frozen=True)
+class FailureRule:
+    """An entry of runPolicy.failureRules: it matches a failure when every matcher it has
+    matches (a rule with none matches all), and then its action decides."""
+
+    action: RuleAction
+    name: str = ""
+    exit_codes: frozenset[int] | None = None  # onExitCodes: the main container's exit code is one of these
+    exit_codes_not_in: frozenset[int] | None = None  # onExitCodesNotIn: it has one, and not one of these
+    causes: frozenset[str] | None = None  # onCauses, in status.history's words
+    roles: frozenset[str] | None = None  # onRoles: the failed pod's role
+    disruption: bool | None = None  # onDisruption: the pod was taken away (evicted, deleted, node lost)
+    node_fault: bool = False  # the failed pod's node is to blame (runPolicy.nodeExclusion)
+
+    def describe(self, position: int) -> str:
+        return f"failureRules[{position}]" + (f" ({self.name})" if self.name else "")
+
+
 @dataclass(frozen=True)
 class RunPolicy:
     restart_policy: RestartPolicy = RestartPolicy.EXIT_CODE
@@ -53,6 +139,7 @@ class RunPolicy:
     restart_grace_seconds: int = DEFAULT_RESTART_GRACE_SECONDS
     progress_deadline_seconds: int | None = None  # None: a job's progress is not watched
     progress_deadline_policy: ProgressDeadlinePolicy = ProgressDeadlinePolicy.RESTART
+    failure_rules: tuple[FailureRule, ...] = ()  # the user's, tried before restartPolicy's own
 
 
 @dataclass(frozen=True)
@@ -64,16 +151,69 @@ class JobSpec:
     uid: str
     workers: int
     port: int
-    claim_name: str
+    claim_name: str | None  # None: no shared volume (an exit-code completion policy)
     mount_path: str
     marker_file: str
     chief_exit_grace_seconds: int
     run_policy: RunPolicy
-    template: Json
+    template: Json  # the worker set's
     queue_name: str | None = None  # the Kueue LocalQueue the job's label names
     # The image of the init container that checks the claim reaches the job's folder (the
     # operator's own); "" leaves it out.
     folder_check_image: str = ""
+    completion_policy: CompletionPolicy = CompletionPolicy.MARKER
+    chief_template: Json | None = None  # a chief of its own
+    parameter_servers: int = 0
+    ps_template: Json | None = None
+    evaluator_template: Json | None = None
+    # The object the job is, for the owner references of what the operator creates.
+    api_version: str = API_VERSION
+    kind: str = KIND
+
+    @property
+    def replica_sets(self) -> tuple[ReplicaSet, ...]:
+        """The job's sets, in rank order: chief, worker, ps, evaluator."""
+        sets = []
+        if self.chief_template is not None:
+            sets.append(ReplicaSet(ReplicaType.CHIEF, 1, self.chief_template))
+        sets.append(ReplicaSet(ReplicaType.WORKER, self.workers, self.template))
+        if self.parameter_servers and self.ps_template is not None:
+            sets.append(ReplicaSet(ReplicaType.PS, self.parameter_servers, self.ps_template))
+        if self.evaluator_template is not None:
+            sets.append(ReplicaSet(ReplicaType.EVALUATOR, 1, self.evaluator_template))
+        return tuple(sets)
+
+    def replicas(self, kind: ReplicaType) -> int:
+        return next((s.replicas for s in self.replica_sets if s.type is kind), 0)
+
+    def template_of(self, kind: ReplicaType) -> Json:
+        return next((s.template for s in self.replica_sets if s.type is kind), self.template)
+
+    @property
+    def members(self) -> tuple[Member, ...]:
+        """Every pod of an attempt, in rank order."""
+        return tuple(Member(s.type, i) for s in self.replica_sets for i in range(s.replicas))
+
+    @property
+    def chief(self) -> Member:
+        """The chief: the chief set's pod, else worker 0 (TensorFlow's rule)."""
+        has_chief = self.chief_template is not None
+        return Member(ReplicaType.CHIEF, 0) if has_chief else Member(ReplicaType.WORKER, 0)
+
+    def role(self, member: Member) -> str:
+        """The pod's role: its set's, but `chief` for worker 0 of a job without a chief."""
+        return CHIEF if member == self.chief else str(member.type)
+
+    @property
+    def parameter_server_training(self) -> bool:
+        """ParameterServerStrategy: a worker that dies is replaced alone; under
+        MultiWorkerMirroredStrategy (no parameter servers) the gang restarts whole."""
+        return self.parameter_servers > 0
+
+    @property
+    def shared(self) -> bool:
+        """The job has a shared volume (its folder, marker, progress and kept logs)."""
+        return self.claim_name is not None
 
     @property
     def directory(self) -> str:
@@ -94,9 +234,94 @@ class JobSpec:
     def progress_relpath(self) -> str:
         return f"{self.directory}/{PROGRESS_FILE}"
 
+    @property
+    def evaluation_relpath(self) -> str:
+        return f"{self.directory}/{EVALUATION_FILE}"
+
 
 class SpecError(ValueError):
     """A spec the operator cannot act on; the message names the field and the fix."""
+
+
+MAX_REPLICAS = 1024
+MAX_PARAMETER_SERVERS = 64
+EXIT_CODES = range(256)
+# The causes status.history records, which onCauses may name (docs/reference.md).
+CAUSES = frozenset(
+    {
+        "OOMKilled",
+        "Evicted",
+        "Preempted",
+        "NodeLost",
+        "PodDeleted",
+        "Shutdown",
+        "Terminated",
+        "DeadlineExceeded",
+        "ProgressStalled",
+        "PeerLost",
+        "Error",
+        "ContainerCannotRun",
+        "StartError",
+        "Unknown",
+    }
+)
+
+
+def _template(raw: object, field: str) -> Json:
+    template = raw if isinstance(raw, dict) else {}
+    containers = (template.get("spec") or {}).get("containers") or []
+    if not containers:
+        raise SpecError(f"{field}.spec.containers must list at least one container")
+    return template
+
+
+def _codes(raw: object, field: str) -> frozenset[int] | None:
+    if raw is None:
+        return None
+    if not isinstance(raw, list) or not all(type(c) is int and c in EXIT_CODES for c in raw):
+        raise SpecError(f"{field} must be a list of exit codes, 0..255")
+    return frozenset(raw)
+
+
+def _names(raw: object, field: str, allowed: Iterable[str]) -> frozenset[str] | None:
+    if raw is None:
+        return None
+    known = frozenset(allowed)
+    if not isinstance(raw, list) or not all(isinstance(n, str) and n in known for n in raw):
+        raise SpecError(f"{field} must list some of {', '.join(sorted(known))}")
+    return frozenset(raw)
+
+
+def parse_rules(raw: object) -> tuple[FailureRule, ...]:
+    """runPolicy.failureRules, as the CRD has checked them (checked again: the CRD of an
+    older release may have let anything through)."""
+    if raw is None:
+        return ()
+    if not isinstance(raw, list):
+        raise SpecError("spec.runPolicy.failureRules must be a list of rules")
+    rules = []
+    for position, item in enumerate(raw):
+        field = f"spec.runPolicy.failureRules[{position}]"
+        if not isinstance(item, dict):
+            raise SpecError(f"{field} must be a rule: {{action: Restart|RestartNotCounted|Fail, on...}}")
+        try:
+            action = RuleAction(str(item.get("action")))
+        except ValueError:
+            raise SpecError(f"{field}.action must be Restart, RestartNotCounted or Fail") from None
+        disruption = item.get("onDisruption")
+        rules.append(
+            FailureRule(
+                action=action,
+                name=str(item.get("name") or ""),
+                exit_codes=_codes(item.get("onExitCodes"), f"{field}.onExitCodes"),
+                exit_codes_not_in=_codes(item.get("onExitCodesNotIn"), f"{field}.onExitCodesNotIn"),
+                causes=_names(item.get("onCauses"), f"{field}.onCauses", CAUSES),
+                roles=_names(item.get("onRoles"), f"{field}.onRoles", (CHIEF, WORKER, PS, EVALUATOR)),
+                disruption=disruption if isinstance(disruption, bool) else None,
+                node_fault=item.get("nodeFault") is True,
+            )
+        )
+    return tuple(rules)
 
 
 def parse_job(job: Json, folder_check_image: str = "") -> JobSpec:
@@ -105,15 +330,33 @@ def parse_job(job: Json, folder_check_image: str = "") -> JobSpec:
     shared = spec.get("sharedVolume") or {}
     completion = spec.get("completion") or {}
     run = spec.get("runPolicy") or {}
-    template = spec.get("template") or {}
     workers = spec.get("workers")
-    if not isinstance(workers, int) or not 1 <= workers <= 1024:
-        raise SpecError(f"spec.workers must be an integer in 1..1024, got {workers!r}")
-    if not shared.get("claimName"):
-        raise SpecError("spec.sharedVolume.claimName is required: name a PVC in the job's namespace")
-    containers = (template.get("spec") or {}).get("containers") or []
-    if not containers:
-        raise SpecError("spec.template.spec.containers must list at least one container")
+    if not isinstance(workers, int) or not 1 <= workers <= MAX_REPLICAS:
+        raise SpecError(f"spec.workers must be an integer in 1..{MAX_REPLICAS}, got {workers!r}")
+    try:
+        completion_policy = CompletionPolicy(completion.get("policy", CompletionPolicy.MARKER.value))
+    except ValueError:
+        raise SpecError(
+            "spec.completion.policy must be Marker, ChiefExitCode or AllWorkersExitCode"
+        ) from None
+    claim = shared.get("claimName") or None
+    if claim is None and completion_policy is CompletionPolicy.MARKER:
+        raise SpecError(
+            "spec.sharedVolume.claimName is required: name a PVC in the job's namespace (or set "
+            "spec.completion.policy to ChiefExitCode or AllWorkersExitCode, which need no shared volume)"
+        )
+    template = _template(spec.get("template"), "spec.template")
+    chief = spec.get("chief")
+    ps = spec.get("parameterServers")
+    evaluator = spec.get("evaluator")
+    parameter_servers = 0
+    if isinstance(ps, dict):
+        parameter_servers = ps.get("replicas", 1)
+        if not isinstance(parameter_servers, int) or not 1 <= parameter_servers <= MAX_PARAMETER_SERVERS:
+            raise SpecError(
+                f"spec.parameterServers.replicas must be an integer in 1..{MAX_PARAMETER_SERVERS}, "
+                f"got {parameter_servers!r}"
+            )
     try:
         restart_policy = RestartPolicy(run.get("restartPolicy", RestartPolicy.EXIT_CODE.value))
         clean_pod_policy = CleanPodPolicy(run.get("cleanPodPolicy", CleanPodPolicy.RUNNING.value))
@@ -128,7 +371,7 @@ def parse_job(job: Json, folder_check_image: str = "") -> JobSpec:
         uid=meta.get("uid", ""),
         workers=workers,
         port=int(spec.get("port", DEFAULT_PORT)),
-        claim_name=shared["claimName"],
+        claim_name=claim,
         mount_path=shared.get("mountPath", DEFAULT_MOUNT_PATH),
         marker_file=completion.get("markerFile", DEFAULT_MARKER_FILE),
         chief_exit_grace_seconds=int(
@@ -145,10 +388,22 @@ def parse_job(job: Json, folder_check_image: str = "") -> JobSpec:
             restart_grace_seconds=int(run.get("restartGracePeriodSeconds", DEFAULT_RESTART_GRACE_SECONDS)),
             progress_deadline_seconds=run.get("progressDeadlineSeconds"),
             progress_deadline_policy=deadline_policy,
+            failure_rules=parse_rules(run.get("failureRules")),
         ),
         template=template,
         queue_name=(meta.get("labels") or {}).get(LABEL_QUEUE_NAME) or None,
-        folder_check_image=folder_check_image,
+        folder_check_image=folder_check_image if claim is not None else "",
+        completion_policy=completion_policy,
+        chief_template=_template(chief.get("template"), "spec.chief.template")
+        if isinstance(chief, dict)
+        else None,
+        parameter_servers=parameter_servers,
+        ps_template=_template(ps.get("template"), "spec.parameterServers.template")
+        if isinstance(ps, dict)
+        else None,
+        evaluator_template=_template(evaluator.get("template"), "spec.evaluator.template")
+        if isinstance(evaluator, dict)
+        else None,
     )
 
 

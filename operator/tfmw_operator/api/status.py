@@ -22,8 +22,10 @@ from tfmw_operator.api.records import (
     Record,
     enum,
     evolve,
+    keyed,
     record,
     records,
+    strings,
     wire,
 )
 from tfmw_operator.api.times import format_time
@@ -73,6 +75,19 @@ class WorkerCounts(Record):
     running: int = field(default=0, metadata=wire("running", INT))
     succeeded: int = field(default=0, metadata=wire("succeeded", INT))
     failed: int = field(default=0, metadata=wire("failed", INT))
+
+
+@dataclass(frozen=True)
+class ReplicaCounts(Record):
+    """One replica set's pods in the current attempt: `status.replicas.<set>`."""
+
+    type: str = field(metadata=wire("type", STR, required=True))
+    pending: int = field(default=0, metadata=wire("pending", INT))
+    running: int = field(default=0, metadata=wire("running", INT))
+    succeeded: int = field(default=0, metadata=wire("succeeded", INT))
+    failed: int = field(default=0, metadata=wire("failed", INT))
+    ready: int = field(default=0, metadata=wire("ready", INT))
+    restarts: int = field(default=0, metadata=wire("restarts", INT, omit_empty=True))  # replaced alone
 
 
 @dataclass(frozen=True)
@@ -158,6 +173,23 @@ class ProgressStatus(Record):
         return f"{what} in attempt {self.attempt}"
 
 
+@dataclass(frozen=True)
+class EvaluationStatus(Record):
+    """`status.evaluation`: the side-car evaluator's latest figures (evaluation.json)."""
+
+    checkpoint: str | None = field(default=None, metadata=wire("checkpoint", STR))
+    epoch: int | None = field(default=None, metadata=wire("epoch", INT))
+    step: int | None = field(default=None, metadata=wire("step", INT))
+    metrics: tuple[tuple[str, float], ...] = field(
+        default=(), metadata=wire("metrics", METRICS, omit_empty=True)
+    )
+    summary: str | None = field(default=None, metadata=wire("summary", STR))  # the EVALUATION column
+    updated_at: datetime | None = field(default=None, metadata=wire("updatedAt", PRECISE_TIME))
+    error: str | None = field(
+        default=None, metadata=wire("error", STR)
+    )  # why the latest document was refused
+
+
 MAX_HISTORY = 10  # attempts kept in status.history, the newest first
 MAX_HISTORY_MESSAGE = 1024  # characters of the end of the failing worker's log
 
@@ -172,7 +204,8 @@ class AttemptRecord(Record):
     cause: str = field(metadata=wire("cause", STR))
     end_time: datetime = field(metadata=wire("endTime", TIME, required=True))
     start_time: datetime | None = field(default=None, metadata=wire("startTime", TIME))
-    worker: int | None = field(default=None, metadata=wire("worker", INT))  # the worker that failed first
+    # The pod that failed first: its index, and its set where that is not the worker set.
+    worker: int | None = field(default=None, metadata=wire("worker", INT))
     pod: str | None = field(default=None, metadata=wire("pod", STR))
     node: str | None = field(default=None, metadata=wire("node", STR))
     container: str | None = field(default=None, metadata=wire("container", STR))
@@ -187,6 +220,8 @@ class AttemptRecord(Record):
     checkpoint: Checkpoint | None = field(default=None, metadata=wire("checkpoint", record(Checkpoint)))
     # Epochs reported done since that checkpoint: redone.
     epochs_lost: int | None = field(default=None, metadata=wire("epochsLost", INT))
+    # The set of `worker` where it is not the worker set: chief, ps, evaluator.
+    replica_type: str | None = field(default=None, metadata=wire("replicaType", STR))
 
 
 @dataclass(frozen=True)
@@ -198,7 +233,16 @@ class JobStatus(Record):
     restarts: int = field(default=0, metadata=wire("restarts", INT))
     # Gang restarts because Kueue took the quota back: not against backoffLimit.
     evictions: int = field(default=0, metadata=wire("evictions", INT, omit_empty=True))
+    # Restarts a failure rule said not to count (RestartNotCounted).
+    restarts_not_counted: int = field(default=0, metadata=wire("restartsNotCounted", INT, omit_empty=True))
+    # Pods restarted alone (a ParameterServerStrategy worker, the evaluator), by stem
+    # ("worker-1"): deleted, and made again once gone.
+    replacing: tuple[str, ...] = field(default=(), metadata=wire("replacing", strings(64), omit_empty=True))
     workers: WorkerCounts | None = field(default=None, metadata=wire("workers", record(WorkerCounts)))
+    # Per replica set, for a job with more than workers.
+    replicas: tuple[ReplicaCounts, ...] = field(
+        default=(), metadata=wire("replicas", keyed(ReplicaCounts, "type"), omit_empty=True)
+    )
     ready_workers: str | None = field(default=None, metadata=wire("readyWorkers", STR))
     start_time: datetime | None = field(default=None, metadata=wire("startTime", TIME))
     completion_time: datetime | None = field(default=None, metadata=wire("completionTime", TIME))
@@ -208,6 +252,9 @@ class JobStatus(Record):
     message: str | None = field(default=None, metadata=wire("message", STR))
     conditions: tuple[Condition, ...] = field(default=(), metadata=wire("conditions", records(Condition)))
     progress: ProgressStatus | None = field(default=None, metadata=wire("progress", record(ProgressStatus)))
+    evaluation: EvaluationStatus | None = field(
+        default=None, metadata=wire("evaluation", record(EvaluationStatus))
+    )
     # How the last attempts ended, the newest first.
     history: tuple[AttemptRecord, ...] = field(
         default=(), metadata=wire("history", records(AttemptRecord, MAX_HISTORY), omit_empty=True)

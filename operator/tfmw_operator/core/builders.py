@@ -16,21 +16,28 @@ from tfmw_operator.api.names import (
     LABEL_POD_GROUP,
     LABEL_QUEUE_NAME,
     LABEL_REPLICA_INDEX,
+    LABEL_REPLICA_TYPE,
     LABEL_ROLE,
     PORT_NAME,
     SHARED_VOLUME_NAME,
 )
 from tfmw_operator.api.objects import Json, copy_json
-from tfmw_operator.api.spec import JobSpec
+from tfmw_operator.api.spec import JobSpec, Member, ReplicaType
 from tfmw_operator.api.times import format_time
+from tfmw_operator.contract import WORKER, pod_stem
 from tfmw_operator.core.pods import main_container_index
 
 EVENT_SOURCE = "tfmw-operator"
 EVENT_MESSAGE_LIMIT = 1024
 
 
-def pod_name(job_name: str, index: int) -> str:
-    return f"{job_name}-worker-{index}"
+def pod_name(job_name: str, index: int, replica_type: str = WORKER) -> str:
+    """`<job>-<type>-<index>`: `mnist-worker-0`, `mnist-chief-0`, `mnist-ps-1`, `mnist-evaluator-0`."""
+    return f"{job_name}-{pod_stem(replica_type, index)}"
+
+
+def member_pod_name(job: JobSpec, member: Member) -> str:
+    return pod_name(job.name, member.index, member.type)
 
 
 def pod_group_name(job: JobSpec, attempt: int) -> str:
@@ -49,23 +56,27 @@ def pod_group_name_prefix(job_name: str, job_uid: str) -> str:
 MAX_ENV_STRING_BYTES = 32 * 4096
 
 
-def worker_address(job: JobSpec, index: int, qualified: bool = True) -> str:
+def member_address(job: JobSpec, member: Member, qualified: bool = True) -> str:
     """`<pod>.<service>.<namespace>.svc:<port>`; unqualified, `<pod>.<service>:<port>`, which
     the pod's DNS search path completes with its own namespace."""
     where = f".{job.namespace}.svc" if qualified else ""
-    return f"{pod_name(job.name, index)}.{job.name}{where}:{job.port}"
+    return f"{member_pod_name(job, member)}.{job.name}{where}:{job.port}"
 
 
-def build_tf_config(job: JobSpec, index: int) -> str:
-    """TF_CONFIG for worker `index`: the cluster list is the same for every worker. Names
-    are qualified with the namespace unless that makes TF_CONFIG too long to start a
-    program with; the shorter form fits every job the CRD accepts (1,024 workers, 51
-    characters of name, port 65535: 127 KB)."""
+def build_tf_config(job: JobSpec, member: Member) -> str:
+    """TF_CONFIG for one pod, as TensorFlow reads it: the cluster (`chief` when the job has
+    one, `worker`, `ps` when it has parameter servers) is the same in every pod; the
+    evaluator is never in it. Names are qualified with the namespace unless that makes
+    TF_CONFIG too long to start a program with; the shorter form fits every job the CRD
+    accepts (1,024 workers and parameter servers together, 51 characters of name, port
+    65535: 127 KB)."""
+    training = [s for s in job.replica_sets if s.type is not ReplicaType.EVALUATOR]
     for qualified in (True, False):
-        config = {
-            "cluster": {"worker": [worker_address(job, i, qualified) for i in range(job.workers)]},
-            "task": {"type": "worker", "index": index},
+        cluster = {
+            str(s.type): [member_address(job, Member(s.type, i), qualified) for i in range(s.replicas)]
+            for s in training
         }
+        config = {"cluster": cluster, "task": {"type": str(member.type), "index": member.index}}
         encoded = json.dumps(config, separators=(",", ":"))
         if len(contract.TF_CONFIG) + 1 + len(encoded) + 1 <= MAX_ENV_STRING_BYTES:
             break
@@ -74,8 +85,8 @@ def build_tf_config(job: JobSpec, index: int) -> str:
 
 def owner_reference(job: JobSpec) -> Json:
     return {
-        "apiVersion": API_VERSION,
-        "kind": KIND,
+        "apiVersion": job.api_version,
+        "kind": job.kind,
         "name": job.name,
         "uid": job.uid,
         "controller": True,
@@ -108,37 +119,49 @@ def build_service(job: JobSpec) -> Json:
     }
 
 
-def pod_labels(job: JobSpec, index: int, attempt: int) -> dict[str, str]:
+def pod_labels(job: JobSpec, member: Member, attempt: int) -> dict[str, str]:
     return {
         LABEL_JOB_NAME: job.name,
-        LABEL_REPLICA_INDEX: str(index),
+        LABEL_REPLICA_TYPE: str(member.type),
+        LABEL_REPLICA_INDEX: str(member.index),
         LABEL_ATTEMPT: str(attempt),
-        LABEL_ROLE: "chief" if index == 0 else "worker",
+        LABEL_ROLE: job.role(member),
     }
 
 
-def build_env(job: JobSpec, index: int, attempt: int) -> list[Json]:
-    shared_dir = job.mount_path.rstrip("/")
+def build_env(job: JobSpec, member: Member, attempt: int) -> list[Json]:
     values = {
-        contract.TF_CONFIG: build_tf_config(job, index),
+        contract.TF_CONFIG: build_tf_config(job, member),
         contract.JOB_NAME_ENV: job.name,
         contract.JOB_UID_ENV: job.uid,
         contract.NAMESPACE_ENV: job.namespace,
-        contract.WORKER_INDEX_ENV: str(index),
-        contract.NUM_WORKERS_ENV: str(job.workers),
-        contract.ATTEMPT_ENV: str(attempt),
-        contract.SHARED_DIR_ENV: job.mount_path,
-        contract.MARKER_PATH_ENV: f"{shared_dir}/{job.marker_file}",
-        contract.PROGRESS_PATH_ENV: f"{shared_dir}/{contract.PROGRESS_FILE}",
+        contract.ROLE_ENV: job.role(member),
+        contract.REPLICA_TYPE_ENV: str(member.type),
+        contract.REPLICA_INDEX_ENV: str(member.index),
     }
+    if member.type is ReplicaType.WORKER:
+        values[contract.WORKER_INDEX_ENV] = str(member.index)
+    values[contract.NUM_WORKERS_ENV] = str(job.workers)
+    values[contract.ATTEMPT_ENV] = str(attempt)
+    if job.shared:
+        shared_dir = job.mount_path.rstrip("/")
+        logs = f"{shared_dir}/{contract.attempt_logs_folder(attempt)}"
+        values |= {
+            contract.SHARED_DIR_ENV: job.mount_path,
+            contract.MARKER_PATH_ENV: f"{shared_dir}/{job.marker_file}",
+            contract.PROGRESS_PATH_ENV: f"{shared_dir}/{contract.PROGRESS_FILE}",
+            contract.EVALUATION_PATH_ENV: f"{shared_dir}/{contract.EVALUATION_FILE}",
+            contract.STEP_TIMES_PATH_ENV: f"{shared_dir}/{contract.STEP_TIMES_FOLDER}/{member.stem}.json",
+            contract.STACKS_PATH_ENV: f"{logs}/{member.stem}.stacks",
+        }
     return [{"name": name, "value": value} for name, value in values.items()]
 
 
-def _with_injections(container: Json, env: list[Json], mount: Json) -> Json:
+def _with_injections(container: Json, env: list[Json], mount: Json | None) -> Json:
     injected = {item["name"] for item in env}
     container["env"] = [e for e in container.get("env") or [] if e.get("name") not in injected] + env
     mounts = [m for m in container.get("volumeMounts") or [] if m.get("name") != SHARED_VOLUME_NAME]
-    container["volumeMounts"] = [*mounts, mount]
+    container["volumeMounts"] = [*mounts, mount] if mount is not None else mounts
     # Without a termination-log file of its own, a failed container's message is the tail of
     # its log: the traceback that status.message then shows.
     container.setdefault("terminationMessagePolicy", "FallbackToLogsOnError")
@@ -181,15 +204,19 @@ def build_folder_check(job: JobSpec, mount: Json) -> Json:
     }
 
 
-def build_pod(job: JobSpec, index: int, attempt: int) -> Json:
-    """Worker `index` of `attempt`, from the job's pod template."""
-    template = copy_json(job.template)
+def build_pod(job: JobSpec, member: Member, attempt: int) -> Json:
+    """The pod of `member` in `attempt`, from its set's pod template."""
+    template = copy_json(job.template_of(member.type))
     metadata = template.get("metadata") or {}
     spec = template.get("spec") or {}
-    name = pod_name(job.name, index)
-    env = build_env(job, index, attempt)
+    name = member_pod_name(job, member)
+    env = build_env(job, member, attempt)
     # The namespace's claim exposes only its own folder; the job's is `<job>` inside it.
-    mount = {"name": SHARED_VOLUME_NAME, "mountPath": job.mount_path, "subPath": job.sub_path}
+    mount = (
+        {"name": SHARED_VOLUME_NAME, "mountPath": job.mount_path, "subPath": job.sub_path}
+        if job.shared
+        else None
+    )
 
     containers = [_with_injections(c, env, mount) for c in spec.get("containers") or []]
     main = containers[main_container_index(containers) or 0]
@@ -197,16 +224,15 @@ def build_pod(job: JobSpec, index: int, attempt: int) -> Json:
     main["ports"] = [*ports, {"name": PORT_NAME, "containerPort": job.port, "protocol": "TCP"}]
     spec["containers"] = containers
     init_containers = [_with_injections(c, env, mount) for c in spec.get("initContainers") or []]
-    if job.folder_check_image:
+    if job.folder_check_image and mount is not None:
         init_containers.insert(0, build_folder_check(job, mount))
     if init_containers:
         spec["initContainers"] = init_containers
 
     volumes = [v for v in spec.get("volumes") or [] if v.get("name") != SHARED_VOLUME_NAME]
-    spec["volumes"] = [
-        *volumes,
-        {"name": SHARED_VOLUME_NAME, "persistentVolumeClaim": {"claimName": job.claim_name}},
-    ]
+    if job.claim_name is not None:
+        volumes.append({"name": SHARED_VOLUME_NAME, "persistentVolumeClaim": {"claimName": job.claim_name}})
+    spec["volumes"] = volumes
     spec["hostname"] = name
     spec["subdomain"] = job.name
     # Training needs no Kubernetes API: no token to steal, and no token volume to wait for
@@ -215,16 +241,16 @@ def build_pod(job: JobSpec, index: int, attempt: int) -> Json:
     # a service account wants what it grants: that account's own setting decides.
     if not spec.get("serviceAccountName") and not spec.get("serviceAccount"):
         spec.setdefault("automountServiceAccountToken", False)
-    # The operator restarts the whole gang; a kubelet restart of one worker would
+    # The operator restarts what the strategy needs; a kubelet restart of one worker would
     # rejoin a collective that has already moved on.
     spec["restartPolicy"] = "Never"
 
-    labels = {**(metadata.get("labels") or {}), **pod_labels(job, index, attempt)}
+    labels = {**(metadata.get("labels") or {}), **pod_labels(job, member, attempt)}
     annotations = dict(metadata.get("annotations") or {})
     if job.queue_name:
         # Kueue admits the whole group or none of it: no partial gang holds the nodes.
         labels.update({LABEL_QUEUE_NAME: job.queue_name, LABEL_POD_GROUP: pod_group_name(job, attempt)})
-        annotations[ANNOTATION_POD_GROUP_COUNT] = str(job.workers)
+        annotations[ANNOTATION_POD_GROUP_COUNT] = str(len(job.members))
     return {
         "apiVersion": "v1",
         "kind": "Pod",

@@ -13,7 +13,7 @@ from datetime import datetime
 from enum import StrEnum
 
 from tfmw_operator.api.objects import Json
-from tfmw_operator.api.spec import JobSpec
+from tfmw_operator.api.spec import JobSpec, Member
 from tfmw_operator.api.status import JobStatus
 from tfmw_operator.core.builders import build_pod
 
@@ -41,22 +41,22 @@ class EnsureService:
 
 @dataclass(frozen=True)
 class CreatePods:
-    """Workers `indices` of `attempt`, each built as it is sent: a 1,024-worker job's pods,
-    each with its TF_CONFIG, would hold about 140 MiB at once."""
+    """The pods of `members` in `attempt`, each built as it is sent: a 1,024-worker job's
+    pods, each with its TF_CONFIG, would hold over a hundred megabytes at once."""
 
     job: JobSpec
     attempt: int
-    indices: tuple[int, ...]
+    members: tuple[Member, ...]
     # The API server took this template's pods before (an earlier attempt): sent in full
     # batches, with no slow start to find out whether it refuses them.
     proven: bool = False
 
-    def build(self, index: int) -> Json:
-        return build_pod(self.job, index, self.attempt)
+    def build(self, member: Member) -> Json:
+        return build_pod(self.job, member, self.attempt)
 
     @property
     def pods(self) -> tuple[Json, ...]:
-        return tuple(self.build(i) for i in self.indices)
+        return tuple(self.build(m) for m in self.members)
 
 
 @dataclass(frozen=True)
@@ -69,6 +69,7 @@ class DeletePods:
     names: tuple[str, ...]
     grace_seconds: int | None = None  # None: each pod's own terminationGracePeriodSeconds
     force: bool = False  # grace 0 for pods whose kubelet will never confirm (node gone)
+    keep_logs: bool = True  # saved to the job's folder first; False: the job has no shared volume
 
 
 @dataclass(frozen=True)

@@ -14,16 +14,24 @@ from datetime import datetime
 from tfmw_operator.api.records import evolve
 from tfmw_operator.api.spec import JobSpec
 from tfmw_operator.api.status import MAX_HISTORY, MAX_HISTORY_MESSAGE, AttemptRecord, JobStatus
+from tfmw_operator.contract import WORKER, attempt_logs_folder, pod_stem
 from tfmw_operator.core.pods import ObservedPod, attempt_started
 from tfmw_operator.core.policies.failure import MESSAGE_TAIL_LINES
 from tfmw_operator.core.policies.verdicts import Cause
 from tfmw_operator.core.progress import ProgressReading, newer_report
 
+REPLACED = "Replaced"  # the outcome of a pod restarted alone; Restarted, Failed, Suspended end attempts
 
-def logs_path(job: JobSpec, attempt: int, worker: int | None) -> str:
-    """Where the attempt's logs are kept: the worker's, or the attempt's folder."""
-    folder = f"{job.directory}/logs/attempt-{attempt}"
-    return f"{folder}/worker-{worker}.log" if worker is not None else f"{folder}/"
+
+def logs_path(job: JobSpec, attempt: int, cause: Cause | None = None) -> str | None:
+    """Where the attempt's logs are kept: the failed pod's, or the attempt's folder; None
+    for a job with no shared volume (its logs go with its pods)."""
+    if not job.shared:
+        return None
+    folder = f"{job.directory}/{attempt_logs_folder(attempt)}"
+    if cause is None or cause.worker is None:
+        return f"{folder}/"
+    return f"{folder}/{pod_stem(cause.replica_type or WORKER, cause.worker)}.log"
 
 
 def attempt_record(
@@ -37,7 +45,16 @@ def attempt_record(
 ) -> AttemptRecord | None:
     """How the current attempt ended; None when it was never launched or is recorded already."""
     attempt = status.attempt
-    if not status.launched or (status.history and status.history[0].attempt == attempt):
+    if not status.launched:
+        return None
+    # One ending per attempt; a pod restarted alone within it (Replaced) is an entry of its own.
+    latest = status.history[0] if status.history else None
+    if (
+        outcome != REPLACED
+        and latest is not None
+        and latest.attempt == attempt
+        and latest.outcome != REPLACED
+    ):
         return None
     started = attempt_started(pods, attempt)
     progress = status.progress
@@ -57,12 +74,14 @@ def attempt_record(
         end_time=now,
         start_time=started,
         worker=cause.worker,
+        replica_type=cause.replica_type if cause.replica_type not in (None, WORKER) else None,
         pod=cause.pod,
         node=cause.node,
         container=cause.container,
         exit_code=cause.exit_code,
         message=tail or None,
-        logs=logs_path(job, attempt, cause.worker),
+        # A pod restarted alone may have had a namesake earlier in the attempt: the folder.
+        logs=logs_path(job, attempt, None if outcome == REPLACED else cause),
         epoch=epoch,
         checkpoint=checkpoint,
         epochs_lost=lost,
@@ -81,13 +100,14 @@ def with_root_cause(record: AttemptRecord, cause: Cause, job: JobSpec) -> Attemp
         record,
         cause=cause.reason,
         worker=cause.worker,
+        replica_type=cause.replica_type if cause.replica_type not in (None, WORKER) else None,
         pod=cause.pod,
         node=cause.node,
         container=cause.container,
         exit_code=None,
         message=cause.message,
         # The lost worker's log could not be read from its node; its peers' are in the folder.
-        logs=logs_path(job, record.attempt, None),
+        logs=logs_path(job, record.attempt),
     )
 
 

@@ -12,6 +12,7 @@ from tfmw_operator.api.objects import Json
 from tfmw_operator.api.spec import JobSpec, SpecError, parse_spec
 from tfmw_operator.api.status import JobStatus
 from tfmw_operator.core.claim_checks import FolderReached
+from tfmw_operator.core.evaluation import EvaluationReading
 from tfmw_operator.core.owned import Owned
 from tfmw_operator.core.pods import ObservedPod
 from tfmw_operator.core.progress import DEFAULT_PROGRESS_INTERVAL_SECONDS, ProgressReading
@@ -66,6 +67,7 @@ class Observed:
     storage_error: str | None = None  # reading the marker failed: path, errno
     create_error: CreateError | None = None
     progress: ProgressReading | None = None  # the chief's progress document; None: there is none
+    evaluation: EvaluationReading | None = None  # the evaluator's document; None: there is none
     # At most one progress write per job per this many seconds.
     progress_interval: float = DEFAULT_PROGRESS_INTERVAL_SECONDS
     workload: WorkloadState | None = None  # None: the job names no queue, or Kueue made none yet
@@ -88,6 +90,7 @@ class Observed:
         storage_error: str | None = None,
         create_error: CreateError | None = None,
         progress: ProgressReading | None = None,
+        evaluation: EvaluationReading | None = None,
         progress_interval: float = DEFAULT_PROGRESS_INTERVAL_SECONDS,
         workload: WorkloadState | None = None,
         status_written_at: datetime | None = None,
@@ -114,6 +117,7 @@ class Observed:
             storage_error=storage_error,
             create_error=create_error,
             progress=progress,
+            evaluation=evaluation,
             progress_interval=progress_interval,
             workload=workload,
             status_written_at=status_written_at,

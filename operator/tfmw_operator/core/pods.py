@@ -12,9 +12,11 @@ from tfmw_operator.api.names import (
     LABEL_ATTEMPT,
     LABEL_POD_GROUP,
     LABEL_REPLICA_INDEX,
+    LABEL_REPLICA_TYPE,
     MAIN_CONTAINER,
 )
 from tfmw_operator.api.objects import Json
+from tfmw_operator.api.spec import Member, ReplicaType
 from tfmw_operator.api.times import parse_time
 from tfmw_operator.contract import FOLDER_CHECK_MISMATCH_EXIT_CODE
 
@@ -42,7 +44,7 @@ def attempt_started(pods: Sequence[ObservedPod], attempt: int) -> datetime | Non
 @dataclass(frozen=True)
 class ObservedPod:
     name: str
-    index: int
+    index: int  # in its replica set
     attempt: int
     phase: str  # as the job sees it: Failed once the main container failed, sidecars or not
     uid: str = ""
@@ -73,6 +75,11 @@ class ObservedPod:
     # there can neither report on the worker nor confirm the pod's deletion.
     node_lost: bool = False
     node_lost_at: datetime | None = None  # when it said so, as written: may be absurd
+    replica_type: ReplicaType = ReplicaType.WORKER  # its set: pods made before roles are workers
+
+    @property
+    def member(self) -> Member:
+        return Member(self.replica_type, self.index)
 
     @property
     def terminated(self) -> bool:
@@ -229,6 +236,7 @@ def observe_pod(pod: Json) -> ObservedPod | None:
     try:
         index = int(labels[LABEL_REPLICA_INDEX])
         attempt = int(labels[LABEL_ATTEMPT])
+        replica_type = ReplicaType(labels.get(LABEL_REPLICA_TYPE, ReplicaType.WORKER))
     except (KeyError, ValueError, TypeError):
         return None
     status = pod.get("status") or {}
@@ -257,6 +265,7 @@ def observe_pod(pod: Json) -> ObservedPod | None:
     return ObservedPod(
         name=meta.get("name", ""),
         index=index,
+        replica_type=replica_type,
         attempt=attempt,
         pod_group=str(labels[LABEL_POD_GROUP]) if labels.get(LABEL_POD_GROUP) else None,
         phase=phase,

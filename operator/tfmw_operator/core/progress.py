@@ -271,7 +271,7 @@ def eta_seconds(since: ProgressRate | None, percent: float | None, at: datetime)
     return (100.0 - percent) / rate
 
 
-def _summary(metrics: tuple[tuple[str, float], ...]) -> str | None:
+def summary(metrics: tuple[tuple[str, float], ...]) -> str | None:
     shown = [f"{name}={value:.4g}" for name, value in metrics[:SUMMARY_METRICS]]
     return " ".join(shown) or None
 
@@ -313,7 +313,7 @@ def progress_status(
         eta_time=eta_time,
         last_update=now,
         epochs=_epochs(report),
-        summary=_summary(report.metrics),
+        summary=summary(report.metrics),
         since=since,
         advanced_at=advanced_at,
         # A checkpoint stays on the storage: an attempt that has not saved one yet resumed from it.

@@ -19,17 +19,26 @@ from datetime import datetime, timedelta
 
 from tfmw_operator.api.names import FOLDER_CHECK_CONTAINER
 from tfmw_operator.api.records import evolve
-from tfmw_operator.api.spec import JobSpec, ProgressDeadlinePolicy, SpecError
+from tfmw_operator.api.spec import (
+    CompletionPolicy,
+    JobSpec,
+    Member,
+    ProgressDeadlinePolicy,
+    ReplicaType,
+    RuleAction,
+    SpecError,
+)
 from tfmw_operator.api.status import (
     AttemptRecord,
     ConditionType,
     JobStatus,
     MarkerRecord,
     Phase,
+    ReplicaCounts,
     WorkerCounts,
 )
 from tfmw_operator.api.times import NEVER, later
-from tfmw_operator.core.builders import build_service, pod_group_name
+from tfmw_operator.core.builders import build_service, member_pod_name, pod_group_name
 from tfmw_operator.core.decision import (
     Action,
     CreatePods,
@@ -44,11 +53,12 @@ from tfmw_operator.core.decision import (
     ProgressWatch,
     RemoveMarker,
 )
-from tfmw_operator.core.history import attempt_record, resumes_from, with_record, with_root_cause
+from tfmw_operator.core.evaluation import next_evaluation
+from tfmw_operator.core.history import REPLACED, attempt_record, resumes_from, with_record, with_root_cause
 from tfmw_operator.core.observed import CreateErrorKind, Observed
 from tfmw_operator.core.pods import ObservedPod, attempt_started
 from tfmw_operator.core.policies.cleanup import after_finish, doomed_by_policy, overdue_deletions
-from tfmw_operator.core.policies.completion import chief_exit, judge_marker
+from tfmw_operator.core.policies.completion import chief_exit, exit_completion, judge_marker
 from tfmw_operator.core.policies.create_retry import judge_refusal
 from tfmw_operator.core.policies.failure import (
     judge_failures,
@@ -56,6 +66,7 @@ from tfmw_operator.core.policies.failure import (
     restart_message,
     restart_or_give_up,
 )
+from tfmw_operator.core.policies.failure_rules import Failure, own_ruling
 from tfmw_operator.core.policies.progress_deadline import PROGRESS_STALLED, judge_progress
 from tfmw_operator.core.policies.queue import judge_queue, workloads_of, workloads_over
 from tfmw_operator.core.policies.restart_backoff import judge_restart_backoff
@@ -100,7 +111,8 @@ class _Step:
     def delete(self, pods: Sequence[ObservedPod], grace_seconds: int | None = None) -> None:
         names = tuple(p.name for p in pods if not p.deleting)
         if names:
-            self.actions.append(DeletePods(names, grace_seconds))
+            keep_logs = isinstance(self.obs.spec, JobSpec) and self.obs.spec.shared
+            self.actions.append(DeletePods(names, grace_seconds, keep_logs=keep_logs))
         on_lost_nodes, stuck, next_check = overdue_deletions(pods, self.now)
         self.wake_at(next_check)
         if on_lost_nodes or stuck:
@@ -126,6 +138,7 @@ def reconcile(obs: Observed) -> Decision:
         return _finish(step, None)
     _decide(step, spec)
     _progress(step, spec)
+    _evaluation(step, spec)
     _progress_deadline(step, spec)
     _reconciled(step)
     return _finish(step, spec)
@@ -177,11 +190,20 @@ def _decide(step: _Step, job: JobSpec) -> None:
         return
     current, stale = _by_attempt(step.obs.pods, step.status.attempt)
     _count_workers(step, job, current)
-    marker = judge_marker(step.obs.marker, job.uid)
+    marker = judge_marker(step.obs.marker, job.uid) if job.shared else MarkerVerdict.ABSENT
     if marker is MarkerVerdict.FOREIGN:
         step.actions.append(RemoveMarker(job.marker_relpath))
-    if marker is MarkerVerdict.OURS and step.status.launched_attempt is not None:
-        _succeed(step, job)
+    if (
+        marker is MarkerVerdict.OURS
+        and job.completion_policy is CompletionPolicy.MARKER
+        and step.status.launched_attempt is not None
+    ):
+        writer = "the chief" if job.chief_template is not None else "worker 0"
+        _succeed(step, job, "MarkerWritten", f"{writer} wrote {job.marker_file}")
+        return
+    exited = exit_completion(job, current) if step.status.launched else None
+    if exited is not None:
+        _succeed(step, job, *exited)
         return
 
     if job.run_policy.suspend:
@@ -218,11 +240,14 @@ def _decide(step: _Step, job: JobSpec) -> None:
         # it no worker can resolve its peers.
         step.actions.append(EnsureService(build_service(job), launch=False))
 
-    verdict = judge_failures(job, current, step.status.restarts, step.now)
+    replacing = _replace_gone(step, job, current)
+    verdict = judge_failures(job, current, step.status, step.now, replacing)
     if isinstance(verdict, Fail):
         _fail(step, job, verdict)
         return
-    if isinstance(verdict, Restart):
+    if isinstance(verdict, Restart) and verdict.replace:
+        _replace(step, job, verdict, current)
+    elif isinstance(verdict, Restart):
         _restart(step, job, verdict, current)
         return
 
@@ -243,7 +268,7 @@ def _decide(step: _Step, job: JobSpec) -> None:
 def _progress(step: _Step, job: JobSpec) -> None:
     """status.progress follows the chief's document while the job runs, and once more with
     the final figures in the decision that finishes it; never after."""
-    if step.obs.status.finished:
+    if step.obs.status.finished or not job.shared:
         return
     attempt = step.status.attempt
     started = attempt_started(step.obs.pods, attempt)
@@ -263,8 +288,26 @@ def _progress(step: _Step, job: JobSpec) -> None:
         step.event("Warning", "ProgressRefused", update.warning)
 
 
+def _evaluation(step: _Step, job: JobSpec) -> None:
+    """status.evaluation follows the evaluator's document while the job runs."""
+    if step.obs.status.finished or job.evaluator_template is None:
+        return
+    update = next_evaluation(
+        step.status.evaluation,
+        step.obs.evaluation,
+        job.uid,
+        step.status.start_time,
+        step.now,
+        step.obs.progress_interval,
+    )
+    step.update(evaluation=update.status)
+    if update.warning:
+        step.event("Warning", "EvaluationRefused", update.warning)
+
+
 def _count_workers(step: _Step, job: JobSpec, current: Sequence[ObservedPod]) -> None:
-    phases = [p.phase for p in current]
+    workers = [p for p in current if p.replica_type is ReplicaType.WORKER]
+    phases = [p.phase for p in workers]
     counts = WorkerCounts(
         pending=phases.count("Pending"),
         running=phases.count("Running"),
@@ -272,7 +315,11 @@ def _count_workers(step: _Step, job: JobSpec, current: Sequence[ObservedPod]) ->
         failed=phases.count("Failed"),
     )
     ready = sum(1 for p in current if p.ready and p.phase == "Running")
-    step.update(workers=counts, ready_workers=f"{ready}/{job.workers}")
+    step.update(
+        workers=counts,
+        ready_workers=f"{ready}/{len(job.members)}",
+        replicas=_replica_counts(job, current, step.status.replicas),
+    )
     checked = next((p for p in current if p.folder_checked), None)
     if (
         job.folder_check_image
@@ -280,10 +327,37 @@ def _count_workers(step: _Step, job: JobSpec, current: Sequence[ObservedPod]) ->
         and not step.status.condition_is_true(ConditionType.SHARED_VOLUME_CHECKED)
     ):
         message = (
-            f"worker {checked.index}'s {FOLDER_CHECK_CONTAINER} found the job's folder through claim "
-            f"{job.claim_name}; later attempts are not checked again"
+            f"{checked.replica_type} {checked.index}'s {FOLDER_CHECK_CONTAINER} found the job's folder "
+            f"through claim {job.claim_name}; later attempts are not checked again"
         )
         step.condition(ConditionType.SHARED_VOLUME_CHECKED, True, "FolderReached", message)
+
+
+def _replica_counts(
+    job: JobSpec, current: Sequence[ObservedPod], recorded: Sequence[ReplicaCounts], pending: int = 0
+) -> tuple[ReplicaCounts, ...]:
+    """`status.replicas`: per replica set, for a job with more sets than workers; `pending`
+    more of each set's pods counted Pending (a launch, before their watch events)."""
+    sets = job.replica_sets
+    if len(sets) == 1:
+        return ()
+    restarts = {r.type: r.restarts for r in recorded}
+    counted = []
+    for replica_set in sets:
+        pods = [p for p in current if p.replica_type is replica_set.type]
+        phases = [p.phase for p in pods]
+        counted.append(
+            ReplicaCounts(
+                type=str(replica_set.type),
+                pending=phases.count("Pending") + (replica_set.replicas if pending else 0),
+                running=phases.count("Running"),
+                succeeded=phases.count("Succeeded"),
+                failed=phases.count("Failed"),
+                ready=sum(1 for p in pods if p.ready and p.phase == "Running"),
+                restarts=restarts.get(str(replica_set.type), 0),
+            )
+        )
+    return tuple(counted)
 
 
 def _storage(step: _Step) -> None:
@@ -357,9 +431,10 @@ def _launch(step: _Step, job: JobSpec, current: Sequence[ObservedPod], leftover_
     if leftover_marker and not current and first:
         # Nothing of this job ever ran, so the marker is an earlier namesake's.
         step.actions.append(RemoveMarker(job.marker_relpath))
-    present = {p.index for p in current}
-    missing = tuple(i for i in range(job.workers) if i not in present)
-    step.actions.append(EnsureJobDirectory(job.directory, job.uid))
+    present = {p.member for p in current}
+    missing = tuple(m for m in job.members if m not in present)
+    if job.shared:
+        step.actions.append(EnsureJobDirectory(job.directory, job.uid))
     if step.obs.service_missing:  # a restart's is there already: asking again costs two calls
         step.actions.append(EnsureService(build_service(job)))
     if missing:
@@ -367,7 +442,7 @@ def _launch(step: _Step, job: JobSpec, current: Sequence[ObservedPod], leftover_
         checked = step.status.condition_is_true(ConditionType.SHARED_VOLUME_CHECKED)
         reached = step.obs.claim_reached if job.folder_check_image else None
         if not checked and reached is not None:
-            message = reached.message(job.claim_name)
+            message = reached.message(job.claim_name or "")
             step.condition(ConditionType.SHARED_VOLUME_CHECKED, True, "ClaimReached", message)
             checked = True
         built = dataclasses.replace(job, folder_check_image="") if checked else job
@@ -378,18 +453,91 @@ def _launch(step: _Step, job: JobSpec, current: Sequence[ObservedPod], leftover_
     # The status is written once the pods exist, and a new pod is Pending: counted now,
     # the launch needs no second status write when their watch events come back.
     workers = step.status.workers or WorkerCounts()
+    new_workers = sum(1 for m in missing if m.type is ReplicaType.WORKER)
     step.update(
-        workers=evolve(workers, pending=workers.pending + len(missing)),
+        workers=evolve(workers, pending=workers.pending + new_workers),
+        replicas=_replica_counts(job, current, step.status.replicas, pending=len(missing)),
         launched_attempt=attempt,
         # A queued job's clock starts when Kueue admits it (see _queued).
         start_time=step.status.start_time or (None if job.queue_name else step.now),
         phase=Phase.PENDING if phase in (None, Phase.SUSPENDED) else phase,
     )
-    message = f"created {job.workers} worker pods for attempt {attempt}"
+    message = f"created {_pods_of(job)} for attempt {attempt}"
     step.condition(ConditionType.CREATED, True, "PodsCreated", message)
     if step.status.phase is Phase.PENDING:
         step.condition(ConditionType.SUSPENDED, False, "Resumed", "the job is not suspended")
-    step.event("Normal", "PodsCreated", f"created {len(missing)} worker pods for attempt {attempt}")
+    created = f"{len(missing)} worker pods" if len(job.replica_sets) == 1 else f"{len(missing)} pods"
+    step.event("Normal", "PodsCreated", f"created {created} for attempt {attempt}")
+
+
+def _pods_of(job: JobSpec) -> str:
+    """ "2 worker pods", or "a chief, 2 workers and 1 parameter server" for a job of roles."""
+    if len(job.replica_sets) == 1:
+        return f"{job.workers} worker pods"
+    parts = [_counted(s.type, s.replicas) for s in job.replica_sets]
+    return ", ".join(parts[:-1]) + " and " + parts[-1] + " (pods)"
+
+
+def _counted(kind: ReplicaType, replicas: int) -> str:
+    if kind is ReplicaType.CHIEF:
+        return "a chief"
+    if kind is ReplicaType.EVALUATOR:
+        return "an evaluator"
+    noun = "worker" if kind is ReplicaType.WORKER else "parameter server"
+    return f"{replicas} {noun}{'s' if replicas > 1 else ''}"
+
+
+def _replace_gone(step: _Step, job: JobSpec, current: Sequence[ObservedPod]) -> frozenset[Member]:
+    """Pods being restarted alone (`status.replacing`): once the old one is gone, the new
+    one is created, in the same attempt; until then neither counts as a failure. The
+    members still being replaced."""
+    if not step.status.replacing:
+        return frozenset()
+    by_stem = {m.stem: m for m in job.members}
+    replacing = {by_stem[stem] for stem in step.status.replacing if stem in by_stem}
+    present = {p.member for p in current}
+    gone = tuple(sorted((m for m in replacing if m not in present), key=lambda m: m.order))
+    if gone:
+        step.actions.append(CreatePods(_checked(step, job), step.status.attempt, gone, proven=True))
+        step.event(
+            "Normal",
+            "PodsCreated",
+            f"created {', '.join(_name_of(job, m) for m in gone)} again for attempt {step.status.attempt}",
+        )
+    still = frozenset(replacing) - set(gone)
+    step.update(replacing=tuple(m.stem for m in sorted(still, key=lambda m: m.order)))
+    return frozenset(replacing)
+
+
+def _name_of(job: JobSpec, member: Member) -> str:
+    return f"pod {member_pod_name(job, member)}"
+
+
+def _checked(step: _Step, job: JobSpec) -> JobSpec:
+    """The job as its pods are built now: without the folder check once it passed."""
+    if step.status.condition_is_true(ConditionType.SHARED_VOLUME_CHECKED):
+        return dataclasses.replace(job, folder_check_image="")
+    return job
+
+
+def _replace(step: _Step, job: JobSpec, verdict: Restart, current: Sequence[ObservedPod]) -> None:
+    """Restart the pods of `verdict.replace` alone: the rest of the attempt runs on."""
+    _record_attempt(step, job, REPLACED, verdict.cause or Cause(verdict.reason))
+    counts = {r.type: r for r in step.status.replicas}
+    replicas = tuple(
+        evolve(r, restarts=r.restarts + 1) if any(str(m.type) == r.type for m in verdict.replace) else r
+        for r in counts.values()
+    )
+    stems = {m.stem for m in verdict.replace}
+    step.update(
+        restarts=step.status.restarts + (1 if verdict.counted else 0),
+        restarts_not_counted=step.status.restarts_not_counted + (0 if verdict.counted else 1),
+        replacing=tuple(sorted(set(step.status.replacing) | stems)),
+        replicas=replicas,
+        message=verdict.message,
+    )
+    step.event("Warning", "PodRestarted", verdict.message)
+    step.delete([p for p in current if p.member in verdict.replace], grace_seconds=0)
 
 
 def _progress_deadline(step: _Step, job: JobSpec) -> None:
@@ -406,16 +554,28 @@ def _progress_deadline(step: _Step, job: JobSpec) -> None:
     if was is None or not was.true or was.reason != PROGRESS_STALLED:
         step.event("Warning", "ProgressStalled", verdict.message)
     step.condition(ConditionType.STALLED, True, PROGRESS_STALLED, verdict.message)
+    cause = Cause(PROGRESS_STALLED, message=verdict.message)
+    # A rule of the job's own on ProgressStalled says more than progressDeadlinePolicy.
+    ruling = own_ruling(job, Failure(job.role(job.chief), PROGRESS_STALLED, None, disrupted=False))
     policy = job.run_policy.progress_deadline_policy
-    if policy is ProgressDeadlinePolicy.REPORT:
+    if ruling is None and policy is ProgressDeadlinePolicy.REPORT:
         return
-    cause = Cause("Stalled", message=verdict.message)
-    if policy is ProgressDeadlinePolicy.FAIL:
-        _fail(step, job, Fail(PROGRESS_STALLED, verdict.message, cause=cause))
+    if (ruling is not None and ruling.action is RuleAction.FAIL) or (
+        ruling is None and policy is ProgressDeadlinePolicy.FAIL
+    ):
+        said = f" ({ruling.rule}: Fail)" if ruling is not None else ""
+        _fail(step, job, Fail(PROGRESS_STALLED, verdict.message + said, cause=cause))
         return
     # A hung gang cannot save: its collectives never return.
     outcome = restart_or_give_up(
-        job, step.status.restarts, verdict.message, cause, PROGRESS_STALLED, survivors_can_save=False
+        job,
+        step.status,
+        verdict.message,
+        cause,
+        PROGRESS_STALLED,
+        survivors_can_save=False,
+        counted=ruling is None or ruling.action is RuleAction.RESTART,
+        rule=ruling.rule if ruling is not None else "",
     )
     if isinstance(outcome, Fail):
         _fail(step, job, outcome)
@@ -476,7 +636,10 @@ def _restart(step: _Step, job: JobSpec, verdict: Restart, current: Sequence[Obse
     step.update(
         attempt=over + 1,
         restarts=step.status.restarts + (1 if verdict.counted else 0),
-        evictions=step.status.evictions + (0 if verdict.counted else 1),
+        evictions=step.status.evictions + (1 if verdict.kueue else 0),
+        restarts_not_counted=step.status.restarts_not_counted
+        + (0 if verdict.counted or verdict.kueue else 1),
+        replacing=(),
         phase=Phase.RESTARTING,
         message=message,
     )
@@ -543,15 +706,22 @@ def _stalled(step: _Step, job: JobSpec, current: Sequence[ObservedPod]) -> bool:
     return False
 
 
-def _all_started(job: JobSpec, current: Sequence[ObservedPod]) -> bool:
-    # Unknown: the kubelet has not reported lately; the worker may well run on.
-    return sum(1 for p in current if p.phase in ("Running", "Succeeded", "Unknown")) == job.workers
+def _all_started(job: JobSpec, current: Sequence[ObservedPod], replacing: Sequence[str] = ()) -> bool:
+    """Every pod of the attempt runs (the evaluator aside: training goes on without it, as a
+    parameter server job goes on while a worker is replaced). Unknown: the kubelet has not
+    reported lately; the pod may well run on."""
+    training = [m for m in job.members if m.type is not ReplicaType.EVALUATOR and m.stem not in replacing]
+    started = {p.member for p in current if p.phase in ("Running", "Succeeded", "Unknown")}
+    return all(m in started for m in training)
 
 
 def _set_progress_phase(step: _Step, job: JobSpec, current: Sequence[ObservedPod]) -> None:
-    if _all_started(job, current):
+    if _all_started(job, current, step.status.replacing):
         step.update(phase=Phase.RUNNING, message=None)
-        step.condition(ConditionType.RUNNING, True, "AllWorkersRunning", f"{job.workers} workers running")
+        running = (
+            f"{job.workers} workers running" if len(job.replica_sets) == 1 else f"{_pods_of(job)} running"
+        )
+        step.condition(ConditionType.RUNNING, True, "AllWorkersRunning", running)
         step.condition(ConditionType.RESTARTING, False, "AllWorkersRunning", "the gang is running again")
     elif step.status.phase is not Phase.RESTARTING:
         step.update(phase=Phase.PENDING)
@@ -582,9 +752,8 @@ def _resume(step: _Step) -> None:
     step.event("Normal", "Resumed", f"starting attempt {attempt}")
 
 
-def _succeed(step: _Step, job: JobSpec) -> None:
-    message = f"worker 0 wrote {job.marker_file}"
-    written_by = step.obs.marker.attempt
+def _succeed(step: _Step, job: JobSpec, reason: str, message: str) -> None:
+    written_by = step.obs.marker.attempt if reason == "MarkerWritten" else None
     status = step.status
     if written_by is not None and written_by < status.attempt and not status.launched:
         # The chief of an attempt already given up finished training before its gang was
@@ -595,10 +764,11 @@ def _succeed(step: _Step, job: JobSpec) -> None:
     step.update(
         phase=Phase.SUCCEEDED,
         completion_time=step.now,
-        marker=MarkerRecord(job.marker_relpath, step.now),
+        marker=MarkerRecord(job.marker_relpath, step.now) if reason == "MarkerWritten" else None,
         message=None,
+        replacing=(),
     )
-    step.condition(ConditionType.SUCCEEDED, True, "MarkerWritten", message)
+    step.condition(ConditionType.SUCCEEDED, True, reason, message)
     for kind in (ConditionType.RUNNING, ConditionType.RESTARTING, ConditionType.STALLED):
         step.condition(kind, False, "Succeeded", message)
     step.event("Normal", "Succeeded", message)
@@ -670,8 +840,8 @@ def _finish(step: _Step, job: JobSpec | None) -> Decision:
     if step.due:
         requeue = max(0.0, (min(step.due) - step.obs.now).total_seconds())
     watch = progress = None
-    if job is not None and not new.finished and new.launched_attempt is not None:
-        watch = job.marker_relpath
+    if job is not None and job.shared and not new.finished and new.launched_attempt is not None:
+        watch = job.marker_relpath if job.completion_policy is CompletionPolicy.MARKER else None
         last = new.progress.last_update if new.progress else None
         not_before = later(last, step.obs.progress_interval) if last else None
         progress = ProgressWatch(job.progress_relpath, not_before)

@@ -31,6 +31,7 @@ from tfmw_operator.core.decision import (
     PatchStatus,
     RemoveMarker,
 )
+from tfmw_operator.core.evaluation import EvaluationReading
 from tfmw_operator.core.observed import CreateError, MarkerState, Observed
 from tfmw_operator.core.owned import Owned
 from tfmw_operator.core.pods import ObservedPod
@@ -52,6 +53,7 @@ from tfmw_operator.storage.files import (
     StorageError,
     ensure_job_directory,
     file_signature,
+    read_evaluation,
     read_marker,
     read_progress,
     remove_marker,
@@ -137,7 +139,7 @@ class JobController:
         the claim as it is now. The worker must still be up (not deleted: the claim's
         protection finalizer keeps its claim while it runs), and the claim older than the
         check, so the claim seen is the one the check read."""
-        if not job.folder_check_image:
+        if not job.folder_check_image or job.claim_name is None:
             return None
         claim = self._claim(job.namespace, job.claim_name)
         passed = next((p for p in pods if p.folder_checked and p.active), None)
@@ -202,8 +204,8 @@ class JobController:
             service = await self._namesake_service(key)
         spec = parse_spec(job, self.settings.folder_check_image)
         recorded = JobStatus.from_json(job.get("status"))
-        marker, storage_error, progress, workload = MarkerState(), None, None, None
-        if isinstance(spec, JobSpec):
+        marker, storage_error, progress, evaluation, workload = MarkerState(), None, None, None, None
+        if isinstance(spec, JobSpec) and spec.shared:
             try:
                 marker = await self.storage.call(spec.marker_relpath, read_marker, spec.marker_relpath)
             except StorageError as error:
@@ -211,6 +213,8 @@ class JobController:
             # Only a running gang trains; a job being launched or restarted costs no read.
             if recorded.phase is Phase.RUNNING:
                 progress = await self._read_progress(key, spec.progress_relpath)
+                if spec.evaluator_template is not None:
+                    evaluation = await self._read_evaluation(spec.evaluation_relpath)
             if spec.queue_name and not recorded.finished:
                 workload = await self._workload(namespace, pod_group_name(spec, recorded.attempt))
         observed = Observed.of_owned(
@@ -224,6 +228,7 @@ class JobController:
             storage_error=storage_error,
             create_error=state.create_error,
             progress=progress,
+            evaluation=evaluation,
             progress_interval=self.settings.progress_interval,
             workload=workload,
             status_written_at=state.status_written_at,
@@ -254,6 +259,12 @@ class JobController:
     async def _workload(self, namespace: str, name: str) -> WorkloadState | None:
         found = await self.kube.get_workload(namespace, name)
         return None if found is None else observe_workload(name, found)
+
+    async def _read_evaluation(self, relpath: str) -> EvaluationReading | None:
+        try:
+            return await self.storage.call(relpath, read_evaluation, relpath)
+        except StorageError as error:
+            return ProgressProblem(str(error))
 
     async def _read_progress(self, key: Key, relpath: str) -> ProgressReading | None:
         try:

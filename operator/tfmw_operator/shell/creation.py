@@ -119,12 +119,12 @@ class Creator:
         request, and no more than a batch of pods is ever built at once. A template the API
         server took before (a gang restart) goes in full batches: one round trip for a gang of
         up to CREATE_BATCH_MAX, not four."""
-        remaining, batch = list(create.indices), CREATE_BATCH_MAX if create.proven else 1
+        remaining, batch = list(create.members), CREATE_BATCH_MAX if create.proven else 1
         try:
             with self.events.creating_pods():
                 while remaining:
                     this_batch, remaining = remaining[:batch], remaining[batch:]
-                    pods = [create.build(index) for index in this_batch]
+                    pods = [create.build(member) for member in this_batch]
                     created = await asyncio.gather(*(self._send_pod(namespace, pod) for pod in pods))
                     del pods
                     view = self.pods(namespace)

@@ -58,8 +58,9 @@ class WorkerDeleter:
         line. Beyond LOG_FOLLOWED_AT_ONCE, for a worker that has stopped, and for one deleted
         with no grace, the log is read as it is: before the deletion when that is immediate
         (a stopped pod, no grace), which would take the log along; beside it when graceful."""
-        # No log to read where no kubelet answers (a lost node): a read would hang to its timeout.
-        if action.force or pod.phase in ("Pending", "Unknown") or pod.node_lost:
+        # No log to read where no kubelet answers (a lost node): a read would hang to its
+        # timeout; and none to keep for a job with no shared volume.
+        if action.force or not action.keep_logs or pod.phase in ("Pending", "Unknown") or pod.node_lost:
             return await self.delete_pod(namespace, pod, action.grace_seconds)
         count = len(pod.containers)
         grace = pod.grace_seconds if action.grace_seconds is None else action.grace_seconds
@@ -150,7 +151,13 @@ class WorkerDeleter:
                 continue
             suffix = "" if position == 0 else f".{container}"
             call = self.storage.call(
-                job_relpath, archive_log, job_relpath, pod.attempt, f"{pod.index}{suffix}", text
+                job_relpath,
+                archive_log,
+                job_relpath,
+                pod.attempt,
+                f"{pod.member.stem}{suffix}",
+                text,
+                pod.uid[:8],
             )
             await reported(warnings, call)
         for reason, message in warnings:

@@ -27,8 +27,9 @@ from pathlib import Path
 from typing import TypeVar
 
 from tfmw_operator.api.times import DAWN, NEVER
-from tfmw_operator.contract import MARKER_ATTEMPT, marker_job_uid
+from tfmw_operator.contract import MARKER_ATTEMPT, attempt_logs_folder, marker_job_uid
 from tfmw_operator.contract import OWNER_FILE as OWNER_FILE  # which job a folder is; workers check it
+from tfmw_operator.core.evaluation import EvaluationReading, parse_evaluation
 from tfmw_operator.core.observed import MarkerState
 from tfmw_operator.core.progress import (
     MAX_PROGRESS_BYTES,
@@ -42,6 +43,7 @@ logger = logging.getLogger(__name__)
 
 NOT_IN_A_UID = re.compile(r"[^0-9A-Za-z-]")
 T = TypeVar("T")
+D = TypeVar("D")
 
 MAX_MARKER_BYTES = 64 * 1024
 # A hung network filesystem must not hang reconciles: storage calls get their own threads
@@ -166,6 +168,17 @@ def read_marker(shared_root: Path, relpath: str) -> MarkerState:
 def read_progress(shared_root: Path, relpath: str) -> ProgressReading | None:
     """The progress document at `relpath`: None when there is none, a ProgressProblem when it
     cannot be used (a link, a FIFO, too big, garbage); never an exception for its content."""
+    return _read_document(shared_root, relpath, parse_progress, "a progress document")
+
+
+def read_evaluation(shared_root: Path, relpath: str) -> EvaluationReading | None:
+    """The evaluator's document at `relpath`, as read_progress reads the chief's."""
+    return _read_document(shared_root, relpath, parse_evaluation, "an evaluation document")
+
+
+def _read_document(
+    shared_root: Path, relpath: str, parse: Callable[[bytes, datetime], D], what: str
+) -> D | ProgressProblem | None:
     folder, name = _split(relpath)
     try:
         with _directory(shared_root, folder) as dir_fd:
@@ -175,11 +188,11 @@ def read_progress(shared_root: Path, relpath: str) -> ProgressReading | None:
     except StorageError as error:
         return ProgressProblem(str(error))
     try:
-        return parse_progress(content, modified_time(info))
+        return parse(content, modified_time(info))
     except ProgressError as error:
         return ProgressProblem(f"{relpath}: {error}")
     except (ValueError, OverflowError, RecursionError) as error:  # what a parser may still raise
-        return ProgressProblem(f"{relpath}: not a progress document ({type(error).__name__})")
+        return ProgressProblem(f"{relpath}: not {what} ({type(error).__name__})")
 
 
 def file_signature(shared_root: Path, relpath: str) -> tuple[int, int] | None:
@@ -279,13 +292,28 @@ def _write_atomically(dir_fd: int, name: str, content: bytes, relpath: str) -> N
         raise StorageError(relpath, error) from error
 
 
-def archive_log(shared_root: Path, job_relpath: str, attempt: int, index: int | str, log: bytes) -> str:
-    """Keep a worker's log, byte for byte, at `<job>/logs/attempt-<a>/worker-<i>.log`; the path written."""
-    folder = f"{job_relpath}/logs/attempt-{attempt}"
-    name = f"worker-{index}.log"
+def archive_log(
+    shared_root: Path, job_relpath: str, attempt: int, name: str, log: bytes, incarnation: str = ""
+) -> str:
+    """Keep a pod's log, byte for byte, at `<job>/logs/attempt-<a>/<name>.log` (`<name>` is the
+    pod's stem, `worker-3`, and `.<container>` for a side container's); the path written. A
+    pod restarted alone within the attempt keeps its predecessor's log: then it goes to
+    `<name>.<incarnation>.log`."""
+    folder = f"{job_relpath}/{attempt_logs_folder(attempt)}"
     with _directory(shared_root, folder, create=True) as dir_fd:
-        _write_atomically(dir_fd, name, log, f"{folder}/{name}")
-    return f"{folder}/{name}"
+        file = f"{name}.log"
+        if incarnation and _exists(dir_fd, file):
+            file = f"{name}.{incarnation}.log"
+        _write_atomically(dir_fd, file, log, f"{folder}/{file}")
+    return f"{folder}/{file}"
+
+
+def _exists(dir_fd: int, name: str) -> bool:
+    try:
+        os.stat(name, dir_fd=dir_fd, follow_symlinks=False)
+    except FileNotFoundError:
+        return False
+    return True
 
 
 class SharedStorage:

@@ -33,7 +33,7 @@ from bench.felt import (
     tfmw_manifest,
     training_after,
 )
-from tfmw_operator.api.spec import parse_job
+from tfmw_operator.api.spec import Member, parse_job
 from tfmw_operator.core.builders import build_pod, build_service
 
 Json = dict[str, Any]
@@ -272,7 +272,7 @@ def test_the_floors_objects_are_tfmws_own_but_for_their_owner() -> None:
     service, pods = floor_objects(manifest, "ns", owner, 1, "tfmw-operator:dev")
     job = {**manifest, "metadata": {"name": "short-0", "namespace": "ns", "uid": "cm-uid"}}
     spec = parse_job(job, "tfmw-operator:dev")
-    expected = [build_pod(spec, i, 1) for i in range(2)]
+    expected = [build_pod(spec, Member.worker(i), 1) for i in range(2)]
     reference = {
         "apiVersion": "v1",
         "kind": "ConfigMap",

@@ -174,9 +174,12 @@ def test_the_reference_names_every_reason_the_operator_writes() -> None:
     )
     found |= set(re.findall(r'\.event\(\s*"(?:Normal|Warning)",\s*"([A-Za-z]+)"', source))
     found |= set(re.findall(r'\("Warning", "([A-Za-z]+)"', source))
+    # Success reasons: the marker's, and what the exit-code completion policies return.
+    found |= set(re.findall(r'_succeed\(\s*step,\s*job,\s*"([A-Za-z]+)"', source))
+    found |= set(re.findall(r'return "([A-Za-z]+Succeeded)", ', source))
     # Reasons the progress deadline writes through its verdict, named once as constants there.
     found |= {PROGRESS_STALLED, PROGRESS_ADVANCING, AWAITING_PROGRESS, NO_PROGRESS_REPORTED}
-    assert {"WorkerFailed", "InvalidSpec", "MarkerWritten", "GangRestart"} <= found  # the scan works
+    assert {"WorkerFailed", "InvalidSpec", "MarkerWritten", "GangRestart", "ChiefSucceeded"} <= found
     reference = (REPO / "docs" / "reference.md").read_text()
     stall_reasons = {"ErrImageNeverPull", "InvalidImageName", "ImagePullBackOff", "Unschedulable"}
     missing = sorted(reason for reason in found | stall_reasons if f"`{reason}`" not in reference)

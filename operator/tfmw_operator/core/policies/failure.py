@@ -1,20 +1,24 @@
-"""A worker failed: which one is the cause, and whether a gang restart can cure it.
+"""A pod of the attempt failed: which one is the cause, whether a restart can cure it, and
+what the restart takes: the whole attempt, or the failed pod alone where the strategy
+survives that.
 
-`runPolicy.restartPolicy` decides: `Never` fails the job, `OnFailure` restarts on any
-failure, `ExitCode` restarts only failures that are not the program's own fault.
+The job's failure rules, then its `restartPolicy`'s, decide (failure_rules.py): `Never`
+fails the job, `OnFailure` restarts on any failure, `ExitCode` restarts only failures that
+are not the program's own fault.
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Collection, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
 
-from tfmw_operator.api.spec import JobSpec, RestartPolicy
-from tfmw_operator.api.status import MAX_HISTORY_MESSAGE, AttemptRecord
+from tfmw_operator.api.spec import JobSpec, Member, ReplicaType, RuleAction
+from tfmw_operator.api.status import MAX_HISTORY_MESSAGE, AttemptRecord, JobStatus
 from tfmw_operator.api.times import NEVER, format_time, later
-from tfmw_operator.core.builders import pod_name
+from tfmw_operator.core.builders import member_pod_name
 from tfmw_operator.core.pods import DISRUPTION_CAUSES, NODE_LOST, ObservedPod
+from tfmw_operator.core.policies.failure_rules import Failure, rule_on
 from tfmw_operator.core.policies.verdicts import Cause, Fail, Restart
 from tfmw_operator.core.progress import MAX_CLOCK_AHEAD_SECONDS
 
@@ -31,14 +35,18 @@ NODE_LOST_SECONDS = 60
 # Evicted ...): what a peer lost with its node explains. TensorFlow fails the all-reduce as
 # soon as a peer's connection breaks (the trainer then exits 170), while the control plane
 # reports the node not ready only after its grace period (50 s by default).
-EXPLAINED_BY_A_LOST_PEER = "Error"
+PEER_LOST = "PeerLost"
+EXPLAINED_BY_A_LOST_PEER = frozenset({"Error", PEER_LOST})
 # A node reported lost this long before the attempt ended did not end it (reported_before).
 LOST_BEFORE_END_SECONDS = 15
 
 
 @dataclass(frozen=True)
-class WorkerFailure:
-    index: int
+class MemberFailure:
+    """A pod of the attempt that failed, was taken away, or went missing."""
+
+    member: Member
+    role: str  # chief, worker, ps, evaluator
     pod_name: str
     exit_code: int | None
     reason: str
@@ -50,8 +58,12 @@ class WorkerFailure:
     container: str = ""
     folder_mismatch: bool = False  # the operator's folder check refused the claim's folder
 
+    @property
+    def index(self) -> int:
+        return self.member.index
+
     def describe(self) -> str:
-        what = f"worker {self.index} (pod {self.pod_name})"
+        what = f"{self.member.type} {self.member.index} (pod {self.pod_name})"
         if self.exit_code is not None:
             what += f" exited with code {self.exit_code}"
         if self.reason:
@@ -66,31 +78,39 @@ class WorkerFailure:
     def to_cause(self) -> Cause:
         return Cause(
             self.cause,
-            self.index,
+            self.member.index,
             self.pod_name,
             self.node or None,
             self.container or None,
             self.exit_code,
             self.tail,
+            replica_type=str(self.member.type),
         )
+
+    def seen_by_rules(self) -> Failure:
+        return Failure(self.role, self.cause, self.exit_code, self.disrupted)
 
 
 def cause_of(pod: ObservedPod) -> str:
-    """Why the pod failed, in Kubernetes' own words where it has them."""
+    """Why the pod failed, in Kubernetes' own words where it has them; `PeerLost` for a
+    program that exited saying TensorFlow lost a peer (PEER_LOST_EXIT_CODE)."""
     if pod.preempted:
         return "Preempted"
     if pod.reason in ("Evicted", NODE_LOST, "Shutdown", "Terminated", "DeadlineExceeded"):
         return pod.reason
     if pod.disruption in DISRUPTION_CAUSES:
         return DISRUPTION_CAUSES[pod.disruption]
+    if pod.exit_code == PEER_LOST_EXIT_CODE and pod.reason in ("", "Error"):
+        return PEER_LOST
     if pod.reason:  # the container's: OOMKilled, Error, ContainerCannotRun, StartError ...
         return pod.reason
     return "Error" if pod.exit_code else "Unknown"
 
 
-def failure_of(pod: ObservedPod) -> WorkerFailure:
-    return WorkerFailure(
-        pod.index,
+def failure_of(job: JobSpec, pod: ObservedPod) -> MemberFailure:
+    return MemberFailure(
+        pod.member,
+        job.role(pod.member),
         pod.name,
         pod.exit_code,
         pod.reason,
@@ -105,9 +125,9 @@ def failure_of(pod: ObservedPod) -> WorkerFailure:
 
 
 def vanished(
-    index: int, name: str, preempted: bool = False, node: str = "", disruption: str = ""
-) -> WorkerFailure:
-    """A worker gone or going while the job is active; `disruption` is the reason of its
+    job: JobSpec, member: Member, name: str, preempted: bool = False, node: str = "", disruption: str = ""
+) -> MemberFailure:
+    """A pod gone or going while the job is active; `disruption` is the reason of its
     DisruptionTarget condition, when Kubernetes said why it takes the pod away."""
     reason = (
         "pod deleted by Kueue, which evicted its Workload"
@@ -115,62 +135,70 @@ def vanished(
         else "pod disappeared while the job was active"
     )
     cause = "Preempted" if preempted else DISRUPTION_CAUSES.get(disruption, "PodDeleted")
-    return WorkerFailure(
-        index, name, None, reason, disrupted=True, preempted=preempted, cause=cause, node=node
+    return MemberFailure(
+        member,
+        job.role(member),
+        name,
+        None,
+        reason,
+        disrupted=True,
+        preempted=preempted,
+        cause=cause,
+        node=node,
     )
 
 
-def is_retryable(failure: WorkerFailure, policy: RestartPolicy) -> bool:
-    if policy is RestartPolicy.NEVER:
-        return False
-    if policy is RestartPolicy.ON_FAILURE or failure.disrupted:
-        return True
-    # ExitCode: a program error (1..127) will fail again the same way; a trainer that
-    # exited 1 on the SIGTERM of an eviction was disrupted, not wrong (checked above).
-    code = failure.exit_code
-    return code is None or code == 0 or code >= FIRST_SIGNAL_EXIT_CODE
-
-
-def first_failure(job: JobSpec, current: Sequence[ObservedPod], now: datetime) -> WorkerFailure | None:
-    """The worker that died first is the cause; the others usually fail because of it."""
-    by_index = {p.index: p for p in current}
-    failures: list[tuple[datetime, WorkerFailure]] = []
+def first_failure(
+    job: JobSpec, current: Sequence[ObservedPod], now: datetime, replacing: Collection[Member] = ()
+) -> MemberFailure | None:
+    """The pod that died first is the cause; the others usually fail because of it. Pods
+    being replaced (`replacing`) are neither failures nor missing."""
+    by_member = {p.member: p for p in current}
+    failures: list[tuple[datetime, tuple[int, int], MemberFailure]] = []
     never = datetime.max.replace(tzinfo=UTC)
-    for index in range(job.workers):
-        pod = by_index.get(index)
+    for member in job.members:
+        if member in replacing:
+            continue
+        pod = by_member.get(member)
         if pod is None:
-            failures.append((never, vanished(index, pod_name(job.name, index))))
+            failure = vanished(job, member, member_pod_name(job, member))
+            failures.append((never, member.order, failure))
         elif pod.phase == "Failed":
-            failures.append((pod.finished_at or never, failure_of(pod)))
+            failures.append((pod.finished_at or never, member.order, failure_of(job, pod)))
         elif pod.deleting and pod.phase != "Succeeded":
-            # deletionTimestamp is the request's time plus the grace period: a worker someone
+            # deletionTimestamp is the request's time plus the grace period: a pod someone
             # deleted is the cause of the peer that failed for want of it afterwards.
             asked = never if pod.deleting_since is None else later(pod.deleting_since, -pod.grace_seconds)
-            failures.append((asked, vanished(index, pod.name, pod.preempted, pod.node, pod.disruption)))
+            failure = vanished(job, member, pod.name, pod.preempted, pod.node, pod.disruption)
+            failures.append((asked, member.order, failure))
         elif pod.phase == "Unknown" and now >= later(pod.changed_at or now, NODE_LOST_SECONDS):
             lost = f"its node has not reported for {NODE_LOST_SECONDS}s (phase Unknown)"
-            failure = WorkerFailure(
-                index, pod.name, None, lost, disrupted=True, cause=NODE_LOST, node=pod.node
+            failure = MemberFailure(
+                member, job.role(member), pod.name, None, lost, disrupted=True, cause=NODE_LOST, node=pod.node
             )
-            failures.append((never, failure))
+            failures.append((never, member.order, failure))
     if not failures:
         return None
-    return min(failures, key=lambda item: (item[0], item[1].index))[1]
+    return min(failures, key=lambda item: (item[0], item[1]))[2]
 
 
 def judge_failures(
-    job: JobSpec, current: Sequence[ObservedPod], restarts: int, now: datetime
+    job: JobSpec,
+    current: Sequence[ObservedPod],
+    status: JobStatus,
+    now: datetime,
+    replacing: Collection[Member] = (),
 ) -> Fail | Restart | None:
-    """For a launched attempt: None while no worker failed, else restart or fail."""
-    failure = first_failure(job, current, now)
+    """For a launched attempt: None while no pod failed, else restart (all of the attempt,
+    or the failed pod alone where the strategy survives that) or fail."""
+    failure = first_failure(job, current, now, replacing)
     if failure is None:
         return None
-    policy = job.run_policy
     if failure.preempted:
         # Kueue took the quota back; it admits the gang again when quota frees. No fault of
-        # the job's, so it costs no restart of the backoffLimit (and Never does not apply).
+        # the job's, so it costs no restart of the backoffLimit (and no rule applies).
         message = f"preempted by Kueue, not counted against backoffLimit: {failure.describe()}"
-        return Restart(message, counted=False, cause=failure.to_cause(), reason="Preempted")
+        return Restart(message, counted=False, cause=failure.to_cause(), reason="Preempted", kueue=True)
     if failure.folder_mismatch:
         # Every attempt would mount the same wrong folder: fail before anything trains.
         return Fail(
@@ -181,14 +209,37 @@ def judge_failures(
             f"claim must expose <shared root>/{job.namespace}), then create the job again",
             cause=failure.to_cause(),
         )
-    if not is_retryable(failure, policy.restart_policy):
-        return Fail("WorkerFailed", failure.describe(), cause=failure.to_cause())
+    ruling = rule_on(job, failure.seen_by_rules())
+    why = failure.describe()
+    if ruling.action is RuleAction.FAIL:
+        said = f" ({ruling.told}: Fail)" if ruling.told else ""
+        return Fail("WorkerFailed", why + said, cause=failure.to_cause())
     return restart_or_give_up(
-        job, restarts, failure.describe(), failure.to_cause(), survivors_can_save=survivors_can_save(failure)
+        job,
+        status,
+        why,
+        failure.to_cause(),
+        counted=ruling.action is RuleAction.RESTART,
+        rule=ruling.told,
+        replace=alone(job, failure.member),
+        survivors_can_save=survivors_can_save(failure),
+        node_fault=ruling.node_fault,
     )
 
 
-def survivors_can_save(failure: WorkerFailure) -> bool:
+def alone(job: JobSpec, member: Member) -> tuple[Member, ...]:
+    """What a restart of `member` takes: the pod alone where the strategy survives that (the
+    evaluator, never in the training cluster; a ParameterServerStrategy worker, which the
+    coordinator waits for); () for the whole attempt (a MultiWorkerMirroredStrategy gang,
+    a parameter server, the chief)."""
+    if member.type is ReplicaType.EVALUATOR:
+        return (member,)
+    if member.type is ReplicaType.WORKER and job.parameter_server_training:
+        return (member,)
+    return ()
+
+
+def survivors_can_save(failure: MemberFailure) -> bool:
     """Whether the other workers get the restart grace period: when the failed worker was
     told to stop as they will be (its pod deleted, evicted or preempted, or it exited on
     SIGTERM), they can still save a checkpoint together. A worker whose process ended on
@@ -204,7 +255,7 @@ def survivors_can_save(failure: WorkerFailure) -> bool:
         return False
     if failure.exit_code is None:  # taken away while it ran: told by SIGTERM
         return True
-    if failure.cause == EXPLAINED_BY_A_LOST_PEER and failure.exit_code < FIRST_SIGNAL_EXIT_CODE:
+    if failure.cause in EXPLAINED_BY_A_LOST_PEER and failure.exit_code < FIRST_SIGNAL_EXIT_CODE:
         # A program's own error exit (retried under OnFailure) may be how it took a lost
         # peer: most programs have no PEER_LOST_EXIT_CODE of their own.
         return True
@@ -213,21 +264,40 @@ def survivors_can_save(failure: WorkerFailure) -> bool:
 
 def restart_or_give_up(
     job: JobSpec,
-    restarts: int,
+    status: JobStatus,
     why: str,
     cause: Cause,
     reason: str = "WorkerFailed",
     survivors_can_save: bool = True,
+    counted: bool = True,
+    rule: str = "",
+    replace: tuple[Member, ...] = (),
+    node_fault: bool = False,
 ) -> Fail | Restart:
-    """A gang restart counted against backoffLimit, or Failed once it is used up."""
+    """A restart, counted against backoffLimit unless a rule said not, or Failed once the
+    limit is used up."""
     limit = job.run_policy.backoff_limit
-    if restarts >= limit:
+    restarts = status.restarts
+    said = f" ({rule}: {'Restart' if counted else 'RestartNotCounted'})" if rule else ""
+    if counted and restarts >= limit:
         return Fail("BackoffLimitExceeded", f"{why}; backoffLimit {limit} reached", cause=cause)
+    number = restarts + 1 if counted else restarts
+    if replace:
+        who = ", ".join(f"{m.type} {m.index}" for m in replace)
+        counting = f"restart {number}/{limit}" if counted else "not counted against backoffLimit"
+        message = f"{who} replaced alone ({counting}){said}: {why}"
+    elif counted:
+        message = restart_message(number, limit, why) + said
+    else:
+        message = f"gang restart not counted against backoffLimit{said}: {why}"
     return Restart(
-        restart_message(restarts + 1, limit, why),
+        message,
+        counted=counted,
         cause=cause,
         reason=reason,
         survivors_can_save=survivors_can_save,
+        replace=replace,
+        node_fault=node_fault,
     )
 
 
@@ -242,9 +312,10 @@ def lost_node_behind(record: AttemptRecord, pods: Sequence[ObservedPod], now: da
     The record's own worker merely noticed it first. None when the record's cause has a
     reason of its own (OOMKilled, Evicted, NodeLost already ...) or names no worker, or when
     no other worker's node was reported lost."""
-    if record.cause != EXPLAINED_BY_A_LOST_PEER or record.worker is None:
+    if record.cause not in EXPLAINED_BY_A_LOST_PEER or record.worker is None:
         return None
-    others = [p for p in pods if p.attempt == record.attempt and p.index != record.worker]
+    noticer = Member(ReplicaType(record.replica_type or ReplicaType.WORKER), record.worker)
+    others = [p for p in pods if p.attempt == record.attempt and p.member != noticer]
     lost = [p for p in others if p.node_lost and not reported_before(p, record.end_time, now)]
     if not lost:
         return None
@@ -256,13 +327,13 @@ def lost_node_behind(record: AttemptRecord, pods: Sequence[ObservedPod], now: da
         seen = node_lost_at(candidate, now) or NEVER
         first_seen[candidate.node] = min(seen, first_seen.get(candidate.node, NEVER))
     on_lost_nodes = [p for p in others if p.node_lost or (p.node and p.node in first_seen)]
-    pod = min(on_lost_nodes, key=lambda p: (first_seen[p.node], p.index))
+    pod = min(on_lost_nodes, key=lambda p: (first_seen[p.node], p.member.order))
     node = f"node {pod.node}" if pod.node else "its node"
     when = f" (seen at {format_time(first_seen[pod.node])})" if first_seen[pod.node] < NEVER else ""
-    noticer = f"worker {record.worker}" + (f" (pod {record.pod})" if record.pod else "")
+    noticed = f"{noticer.type} {record.worker}" + (f" (pod {record.pod})" if record.pod else "")
     how = "failed" if record.exit_code is None else f"exited with code {record.exit_code}"
-    told = f"{node} stopped reporting{when} with worker {pod.index} (pod {pod.name}) on it; "
-    told += f"{noticer} noticed first: {how}"
+    told = f"{node} stopped reporting{when} with {pod.replica_type} {pod.index} (pod {pod.name}) on it; "
+    told += f"{noticed} noticed first: {how}"
     # The noticer's log ends the message, cut from its start to fit: its last line says most.
     room = MAX_HISTORY_MESSAGE - len(told) - 2
     if record.message and room > 0:
@@ -274,6 +345,7 @@ def lost_node_behind(record: AttemptRecord, pods: Sequence[ObservedPod], now: da
         pod.node or None,
         pod.containers[0] if pod.containers else None,
         message=told[:MAX_HISTORY_MESSAGE],
+        replica_type=str(pod.replica_type),
     )
 
 

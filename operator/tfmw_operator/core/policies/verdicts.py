@@ -8,6 +8,7 @@ from dataclasses import dataclass
 from datetime import datetime
 from enum import Enum
 
+from tfmw_operator.api.spec import Member
 from tfmw_operator.core.pods import ObservedPod
 
 
@@ -17,12 +18,13 @@ class Cause:
     Preempted, NodeLost, Stalled ...) and, when a worker was the cause, which one."""
 
     reason: str
-    worker: int | None = None
+    worker: int | None = None  # its index in its replica set
     pod: str | None = None
     node: str | None = None
     container: str | None = None
     exit_code: int | None = None
     message: str = ""  # the end of its log or termination message
+    replica_type: str | None = None  # the set of `worker`: chief, worker, ps, evaluator
 
 
 @dataclass(frozen=True)
@@ -39,10 +41,12 @@ class Fail:
 
 @dataclass(frozen=True)
 class Restart:
-    """The gang restarts; `message` says why and how many restarts are left."""
+    """The attempt restarts (or only the pods in `replace`); `message` says why and how many
+    restarts are left."""
 
     message: str
-    counted: bool = True  # against backoffLimit; a preemption by Kueue is not
+    counted: bool = True  # against backoffLimit; not a preemption by Kueue, nor RestartNotCounted
+    kueue: bool = False  # Kueue took the quota back
     cause: Cause | None = None
     reason: str = "WorkerFailed"  # of the Restarting condition
     # The workers left can still save a checkpoint together (each is told by SIGTERM, as the
@@ -50,6 +54,9 @@ class Restart:
     # ended on its own, its node was lost or the gang hung: a collective save cannot finish
     # without it, so they are stopped at once and the next attempt starts sooner.
     survivors_can_save: bool = True
+    # The pods restarted alone, the rest of the attempt running on; (): the whole attempt.
+    replace: tuple[Member, ...] = ()
+    node_fault: bool = False  # a failure rule blamed the failed pod's node
 
 
 @dataclass(frozen=True)

@@ -1,6 +1,6 @@
 import json
 
-from tfmw_operator.api.spec import parse_job
+from tfmw_operator.api.spec import Member, parse_job
 from tfmw_operator.core.builders import build_event, build_pod, build_service, build_tf_config
 from wrappers import at, container_env, job
 
@@ -8,7 +8,7 @@ from wrappers import at, container_env, job
 def test_tf_config_per_worker_matches_the_contract_exactly() -> None:
     spec = parse_job(job("mnist", namespace="team-a").workers(3).obj())
     for index in range(3):
-        assert json.loads(build_tf_config(spec, index)) == {
+        assert json.loads(build_tf_config(spec, Member.worker(index))) == {
             "cluster": {
                 "worker": [
                     "mnist-worker-0.mnist.team-a.svc:2222",
@@ -24,7 +24,9 @@ def test_tf_config_cluster_is_identical_across_workers_and_attempts() -> None:
     spec = parse_job(job().workers(4).port(3333).obj())
     clusters = {
         json.dumps(
-            json.loads(container_env(build_pod(spec, i, a)["spec"]["containers"][0])["TF_CONFIG"])["cluster"]
+            json.loads(
+                container_env(build_pod(spec, Member.worker(i), a)["spec"]["containers"][0])["TF_CONFIG"]
+            )["cluster"]
         )
         for i in range(4)
         for a in range(3)
@@ -46,10 +48,11 @@ def test_headless_service() -> None:
 
 def test_pod_names_labels_and_identity() -> None:
     spec = parse_job(job("mnist").workers(2).obj())
-    chief, worker = build_pod(spec, 0, 2), build_pod(spec, 1, 2)
+    chief, worker = build_pod(spec, Member.worker(0), 2), build_pod(spec, Member.worker(1), 2)
     assert chief["metadata"]["name"] == "mnist-worker-0"
     assert chief["metadata"]["labels"] == {
         "tfmw.dev/job-name": "mnist",
+        "tfmw.dev/replica-type": "worker",
         "tfmw.dev/replica-index": "0",
         "tfmw.dev/attempt": "2",
         "tfmw.dev/role": "chief",
@@ -81,7 +84,7 @@ def test_env_injected_into_every_container_and_init_container() -> None:
         },
     }
     spec = parse_job(job("mnist", namespace="ns1").template(template).completion(markerFile="out/done").obj())
-    pod = build_pod(spec, 1, 0)
+    pod = build_pod(spec, Member.worker(1), 0)
     containers = pod["spec"]["initContainers"] + pod["spec"]["containers"]
     for container in containers:
         env = container_env(container)
@@ -111,7 +114,7 @@ def test_env_injected_into_every_container_and_init_container() -> None:
 
 def test_port_goes_to_first_container_without_one_named_tensorflow() -> None:
     template = {"spec": {"containers": [{"name": "train", "image": "x"}, {"name": "side", "image": "y"}]}}
-    pod = build_pod(parse_job(job().template(template).obj()), 0, 0)
+    pod = build_pod(parse_job(job().template(template).obj()), Member.worker(0), 0)
     assert pod["spec"]["containers"][0]["ports"][0]["name"] == "tfmw"
     assert "ports" not in pod["spec"]["containers"][1]
 
@@ -119,7 +122,7 @@ def test_port_goes_to_first_container_without_one_named_tensorflow() -> None:
 def test_builders_do_not_modify_the_job_template() -> None:
     obj = job().obj()
     before = json.dumps(obj, sort_keys=True)
-    build_pod(parse_job(obj), 0, 0)
+    build_pod(parse_job(obj), Member.worker(0), 0)
     assert json.dumps(obj, sort_keys=True) == before
 
 
@@ -133,7 +136,7 @@ def test_every_container_reports_its_log_tail_on_failure_unless_it_says_otherwis
             ],
         }
     }
-    pod = build_pod(parse_job(job().template(template).obj()), 0, 0)
+    pod = build_pod(parse_job(job().template(template).obj()), Member.worker(0), 0)
     policies = [
         c.get("terminationMessagePolicy") for c in pod["spec"]["initContainers"] + pod["spec"]["containers"]
     ]
@@ -166,7 +169,7 @@ def test_an_event_names_the_job_and_is_cut_to_the_api_limit() -> None:
 def test_priority_class_and_scheduler_of_the_template_reach_every_worker() -> None:
     spec = parse_job(job().queue("q").pod_spec(priorityClassName="high", schedulerName="my-scheduler").obj())
     for index in range(2):
-        created = build_pod(spec, index, 0)["spec"]
+        created = build_pod(spec, Member.worker(index), 0)["spec"]
         assert created["priorityClassName"] == "high" and created["schedulerName"] == "my-scheduler"
 
 
@@ -174,7 +177,7 @@ def test_tf_config_of_the_largest_job_the_crd_accepts_fits_one_environment_strin
     # 1,024 workers allow a 51-character name; a namespace may have 63 characters.
     name, namespace = "a" * 51, "n" * 63
     largest = parse_job(job(name, namespace=namespace).workers(1024).port(65535).obj())
-    tf_config = build_tf_config(largest, 1023)
+    tf_config = build_tf_config(largest, Member.worker(1023))
     assert len("TF_CONFIG=") + len(tf_config) + 1 <= 131072  # Linux's MAX_ARG_STRLEN
     workers = json.loads(tf_config)["cluster"]["worker"]
     assert workers[1023] == f"{name}-worker-1023.{name}:65535"  # completed by the DNS search path
@@ -182,7 +185,7 @@ def test_tf_config_of_the_largest_job_the_crd_accepts_fits_one_environment_strin
 
 def test_tf_config_names_the_namespace_while_it_fits() -> None:
     small = parse_job(job("mnist", namespace="team-a").workers(2).obj())
-    assert json.loads(build_tf_config(small, 0))["cluster"]["worker"] == [
+    assert json.loads(build_tf_config(small, Member.worker(0)))["cluster"]["worker"] == [
         "mnist-worker-0.mnist.team-a.svc:2222",
         "mnist-worker-1.mnist.team-a.svc:2222",
     ]
@@ -192,7 +195,7 @@ def test_workers_mount_their_job_folder_inside_the_namespace_volume() -> None:
     """A namespace's claim exposes <root>/<namespace>: the subPath is the job's name alone."""
     spec = parse_job(job("mnist", namespace="team-a").obj())
     assert spec.directory == "team-a/mnist" and spec.sub_path == "mnist"
-    mounts = build_pod(spec, 0, 0)["spec"]["containers"][0]["volumeMounts"]
+    mounts = build_pod(spec, Member.worker(0), 0)["spec"]["containers"][0]["volumeMounts"]
     assert {"name": "tfmw-shared", "mountPath": "/shared", "subPath": "mnist"} in mounts
 
 
@@ -209,7 +212,7 @@ def test_folder_check_runs_first_in_the_operator_image_when_configured() -> None
         .spec(sharedVolume={"claimName": "data", "mountPath": "/ckpt"})
         .obj()
     )
-    pod = build_pod(parse_job(obj, folder_check_image="tfmw-operator:9"), 1, 0)
+    pod = build_pod(parse_job(obj, folder_check_image="tfmw-operator:9"), Member.worker(1), 0)
     check, fetch = pod["spec"]["initContainers"]
     assert fetch["name"] == "fetch"
     assert check["name"] == "tfmw-folder-check" and check["image"] == "tfmw-operator:9"
@@ -223,15 +226,18 @@ def test_folder_check_runs_first_in_the_operator_image_when_configured() -> None
     assert check["securityContext"]["runAsNonRoot"] is True and check["securityContext"]["runAsUser"] == 1000
     assert check["resources"]["limits"]["memory"]
     # Without an image (the operator run out of cluster) there is no check.
-    plain = build_pod(parse_job(obj), 1, 0)
+    plain = build_pod(parse_job(obj), Member.worker(1), 0)
     assert [c["name"] for c in plain["spec"]["initContainers"]] == ["fetch"]
-    assert "initContainers" not in build_pod(parse_job(job().obj()), 0, 0)["spec"]
+    assert "initContainers" not in build_pod(parse_job(job().obj()), Member.worker(0), 0)["spec"]
 
 
 def test_workers_get_no_api_token_unless_their_template_asks_for_one() -> None:
-    assert build_pod(parse_job(job().obj()), 0, 0)["spec"]["automountServiceAccountToken"] is False
+    assert (
+        build_pod(parse_job(job().obj()), Member.worker(0), 0)["spec"]["automountServiceAccountToken"]
+        is False
+    )
     asked = parse_job(job().pod_spec(automountServiceAccountToken=True).obj())
-    assert build_pod(asked, 1, 0)["spec"]["automountServiceAccountToken"] is True
+    assert build_pod(asked, Member.worker(1), 0)["spec"]["automountServiceAccountToken"] is True
     # A named service account is there to be used: its own automount setting decides.
     named = parse_job(job().pod_spec(serviceAccountName="trainer").obj())
-    assert "automountServiceAccountToken" not in build_pod(named, 0, 0)["spec"]
+    assert "automountServiceAccountToken" not in build_pod(named, Member.worker(0), 0)["spec"]

@@ -169,7 +169,7 @@ def test_log_archive_replaces_a_planted_symlink_instead_of_writing_through_it(ro
     logs = root / "ns" / "job" / "logs" / "attempt-0"
     logs.mkdir(parents=True)
     (logs / "worker-0.log").symlink_to(victim)
-    written = archive_log(root, "ns/job", 0, 0, b"epoch=1 loss=0.5\n")
+    written = archive_log(root, "ns/job", 0, "worker-0", b"epoch=1 loss=0.5\n")
     assert written == "ns/job/logs/attempt-0/worker-0.log"
     assert not victim.exists(), "the operator wrote another job's marker through a planted link"
     assert (logs / "worker-0.log").read_text() == "epoch=1 loss=0.5\n"
@@ -178,11 +178,11 @@ def test_log_archive_replaces_a_planted_symlink_instead_of_writing_through_it(ro
 def test_log_archive_refuses_a_logs_folder_that_is_a_file_or_link(root: Path) -> None:
     (root / "ns" / "job" / "logs").write_text("not a folder")
     with pytest.raises(StorageError):
-        archive_log(root, "ns/job", 0, 0, b"x")
+        archive_log(root, "ns/job", 0, "worker-0", b"x")
     (root / "ns" / "job" / "logs").unlink()
     (root / "ns" / "job" / "logs").symlink_to(root / "ns" / "other")
     with pytest.raises(StorageError):
-        archive_log(root, "ns/job", 0, 0, b"x")
+        archive_log(root, "ns/job", 0, "worker-0", b"x")
     assert list((root / "ns" / "other").iterdir()) == []
 
 

@@ -215,7 +215,7 @@ def restarted_by_a_peer(workers: int = 2) -> Json:
     j = job().workers(workers).launched(phase="Running").condition("Running", True, "AllWorkersRunning").obj()
     others = [pod(j, i).on_node(f"node-{'abc'[i % 3]}").running().obj() for i in range(1, workers)]
     restart = decide(j, [peer(j).obj(), *others], now=at(5))
-    assert restart.status.history[0].cause == "Error"
+    assert restart.status.history[0].cause == "PeerLost"  # the trainer's exit 170
     j["status"] = restart.status.to_json()
     return j
 
@@ -256,7 +256,7 @@ def test_a_peers_exit_is_amended_to_the_node_lost_found_while_the_old_pods_go() 
     assert [e.type for e in found] == ["Warning"]
     assert (
         found[0].message
-        == f"attempt 0 ended because {told}; status.history records it as NodeLost, no longer Error"
+        == f"attempt 0 ended because {told}; status.history records it as NodeLost, no longer PeerLost"
     )
     # The restart under way tells it too.
     restarting = decision.status.condition(ConditionType.RESTARTING)

@@ -145,7 +145,12 @@ def test_restart_is_a_gang_restart_counted_against_backoff_limit_and_recorded() 
     assert reasons(decision) == ["ProgressStalled", "GangRestart"]
     assert sorted(decision.pods_to_delete) == ["mnist-worker-0", "mnist-worker-1"]
     (record,) = status.history
-    assert (record.attempt, record.outcome, record.cause, record.epoch) == (0, "Restarted", "Stalled", 3)
+    assert (record.attempt, record.outcome, record.cause, record.epoch) == (
+        0,
+        "Restarted",
+        "ProgressStalled",
+        3,
+    )
     assert record.worker is None and record.logs == "default/mnist/logs/attempt-0/"
 
 
@@ -156,7 +161,7 @@ def test_restart_past_backoff_limit_fails_the_job() -> None:
     decision = step(j, 80, None)
     assert decision.status.phase == "Failed" and decision.status.reason == "BackoffLimitExceeded"
     assert decision.status.message is not None and "backoffLimit 1 reached" in decision.status.message
-    assert decision.status.history[0].cause == "Stalled"
+    assert decision.status.history[0].cause == "ProgressStalled"
 
 
 def test_fail_ends_the_job_with_reason_progress_stalled() -> None:

@@ -5,7 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
-from tfmw_operator.api.spec import parse_job
+from tfmw_operator.api.spec import Member, parse_job
 from tfmw_operator.api.status import ConditionType
 from tfmw_operator.core.builders import build_pod, pod_group_name
 from tfmw_operator.core.decision import Decision, DeletePods, DeleteWorkloads
@@ -35,7 +35,7 @@ def queued_condition(decision: Decision) -> Any:
 
 def test_every_pod_of_an_attempt_is_one_kueue_group_with_the_jobs_queue() -> None:
     spec = parse_job(queued_job().obj())
-    pods = [build_pod(spec, i, 3) for i in range(2)]
+    pods = [build_pod(spec, Member.worker(i), 3) for i in range(2)]
     for created in pods:
         labels, annotations = created["metadata"]["labels"], created["metadata"]["annotations"]
         assert labels["kueue.x-k8s.io/queue-name"] == "team-a"
@@ -53,7 +53,7 @@ def test_a_group_name_fits_a_label_and_differs_between_namesakes() -> None:
 
 
 def test_a_job_without_a_queue_gets_no_kueue_labels() -> None:
-    created = build_pod(parse_job(job().obj()), 0, 0)
+    created = build_pod(parse_job(job().obj()), Member.worker(0), 0)
     assert not any(k.startswith("kueue.x-k8s.io/") for k in created["metadata"]["labels"])
     assert not created["metadata"]["annotations"]
 
