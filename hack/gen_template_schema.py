@@ -13,6 +13,7 @@ least one container, no TF_CONFIG/TFMW_* variables, bounded lists for CEL) kept.
 from __future__ import annotations
 
 import argparse
+import copy
 import json
 import sys
 from pathlib import Path
@@ -119,7 +120,7 @@ def with_template_schema(crd: Json, spec: Json) -> Json:
         node = job_spec
         for field in path:
             node = node["properties"][field]
-        node["properties"]["spec"] = spec
+        node["properties"]["spec"] = copy.deepcopy(spec)  # a copy each: no YAML anchors
     return crd
 
 

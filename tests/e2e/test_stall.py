@@ -86,7 +86,7 @@ def test_a_hung_worker_stalls_the_gang_which_is_restarted_and_succeeds(
     )
     assert status["restarts"] == 1 and status["attempt"] == 1
     (record,) = status["history"]
-    assert (record["attempt"], record["outcome"], record["cause"]) == (0, "Restarted", "Stalled")
+    assert (record["attempt"], record["outcome"], record["cause"]) == (0, "Restarted", "ProgressStalled")
     # The epoch-end checkpoint of epoch 2 holds its 2 x 200 steps (the trainer reports the step too).
     assert record["checkpoint"] == {"epoch": 2, "step": 400, "path": "checkpoints/ckpt-2"}
     assert record["epochsLost"] == 0
@@ -100,7 +100,7 @@ def test_a_hung_worker_stalls_the_gang_which_is_restarted_and_succeeds(
         in (shared_dir / NAMESPACE / name / "logs" / "attempt-0" / "worker-1.log").read_text()
     )
     row = kubectl("get", "tfmw", name, "-n", NAMESPACE, "-o", "wide", "--no-headers").stdout
-    assert row.split()[-1] == "Stalled", row
+    assert row.split()[-1] == "ProgressStalled", row
 
 
 @pytest.mark.skipif(
@@ -136,7 +136,9 @@ def test_a_frozen_worker_is_noticed_and_the_gang_restarted_and_succeeds(
         f"exit {record.get('exitCode')}), new gang training {trained_at - froze_at:.1f} s after it"
     )
     assert status["restarts"] == 1 and status["attempt"] == 1
-    assert record["outcome"] == "Restarted" and record["cause"] in ("Error", "Stalled"), record
+    assert record["outcome"] == "Restarted" and record["cause"] in ("Error", "PeerLost", "ProgressStalled"), (
+        record
+    )
     # Every epoch done before the freeze was checkpointed, and the new gang resumed after it.
     # (The history has the progress as last recorded, at most the progress interval old.)
     assert before["checkpointEpoch"] == before["epoch"]

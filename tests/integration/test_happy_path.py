@@ -26,6 +26,7 @@ def test_service_and_pods_exactly_as_the_contract_says(kube: ClusterClient, name
         assert meta["name"] == f"mnist-worker-{index}"
         assert meta["labels"] == {
             "tfmw.dev/job-name": "mnist",
+            "tfmw.dev/replica-type": "worker",
             "tfmw.dev/replica-index": str(index),
             "tfmw.dev/attempt": "0",
             "tfmw.dev/role": "chief" if index == 0 else "worker",
@@ -120,12 +121,13 @@ def test_printer_columns_show_real_values(
         "COMPLETED",
         "REASON",
         "METRICS",
+        "EVALUATION",
         "LAST",
         "CAUSE",
     ]
     row = columns(wide[0], wide[1])
     assert row["PHASE"] == "Succeeded" and row["WORKERS"] == "3" and row["COMPLETED"] not in ("", "<none>")
-    assert row["PROGRESS"] == "" and row["METRICS"] == ""  # the job reported no progress
+    assert row["PROGRESS"] == "" and row["METRICS"] == "" and row["EVALUATION"] == ""  # none reported
     assert row["LAST"] == row["CAUSE"] == ""  # no attempt ended before this one
 
 

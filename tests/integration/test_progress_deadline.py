@@ -63,14 +63,14 @@ def test_a_stalled_gang_is_restarted_then_failed_past_backoff_limit_with_its_his
     assert (first["attempt"], first["outcome"], first["cause"], first["epochsLost"]) == (
         0,
         "Restarted",
-        "Stalled",
+        "ProgressStalled",
         0,
     )
     kube.wait_events(namespace, "hung", {"ProgressStalled", "GangRestart"})
     # Counted once the next attempt's launch is recorded, just after its pods are created.
     wait_for(
         "the restart counted",
-        lambda: REGISTRY.get_sample_value("tfmw_gang_restarts_total", {"cause": "Stalled"}),
+        lambda: REGISTRY.get_sample_value("tfmw_gang_restarts_total", {"cause": "ProgressStalled"}),
         timeout=10,
     )
 
@@ -83,14 +83,14 @@ def test_a_stalled_gang_is_restarted_then_failed_past_backoff_limit_with_its_his
     assert status["reason"] == "BackoffLimitExceeded" and "backoffLimit 1 reached" in status["message"]
     assert "attempt 1 has reported none since all its workers ran" in status["message"]
     assert [(h["attempt"], h["outcome"], h["cause"]) for h in status["history"]] == [
-        (1, "Failed", "Stalled"),
-        (0, "Restarted", "Stalled"),
+        (1, "Failed", "ProgressStalled"),
+        (0, "Restarted", "ProgressStalled"),
     ]
     # A finished job's series goes (after its status is written: the metrics follow it).
     wait_for("the stalled series to go", lambda: stalled_gauge(namespace, "hung") is None, timeout=10)
 
     row = kubectl("get", "tfmw", "hung", "-n", namespace, "-o", "wide", "--no-headers").stdout
-    assert row.split()[-1] == "Stalled", row
+    assert row.split()[-1] == "ProgressStalled", row
     described = kubectl("describe", "tfmw", "hung", "-n", namespace).stdout
     assert "History:" in described and "Cause:" in described and "Epochs Lost:" in described
 
