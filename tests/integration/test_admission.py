@@ -395,7 +395,11 @@ VALID: list[tuple[str, Callable[[Json], None]]] = [
 
 IMMUTABLE: list[tuple[str, Callable[[Json], None], str]] = [
     ("workers", spec(workers=3), "spec.workers is immutable"),
-    ("chief", spec(chief={"template": template()}), "spec.chief is immutable"),
+    (
+        "chief",
+        spec(chief={"template": template()}),
+        "spec.chief, spec.parameterServers, spec.evaluator and spec.sharedVolume are immutable",
+    ),
     ("port", spec(port=3333), "spec.port is immutable"),
     ("sharedVolume", spec(sharedVolume={"claimName": "other"}), "spec.sharedVolume is immutable"),
     ("template", container(image="other:1"), "spec.template is immutable"),
