@@ -46,6 +46,7 @@ demo: install ## a newcomer's first run: cluster, images, operator, the sample t
 
 test: install ## unit, integration, end-to-end and fault tests (the README's test command)
 	@hack/stage.sh "unit tests" $(MAKE) --no-print-directory test-unit
+	@hack/stage.sh "sample programs" $(MAKE) --no-print-directory test-programs
 	@hack/stage.sh "integration tests" $(MAKE) --no-print-directory test-integration
 	@hack/stage.sh "end-to-end tests" $(MAKE) --no-print-directory test-e2e
 	@hack/stage.sh "fault tests" $(MAKE) --no-print-directory test-faults
@@ -61,6 +62,13 @@ lint: install ## ruff, mypy --strict, the import contract (.importlinter), helm 
 
 test-unit: install ## the pure logic, no cluster
 	$(PYTEST) tests/unit
+
+# The sample programs of deploy/samples/programs/ run as local processes with the environment
+# the operator gives each pod, no cluster (docs/training-program.md, "Programs for every
+# topology"): real TensorFlow, 15 s to 100 s a test, about 8 minutes on two cores.
+.PHONY: test-programs
+test-programs: install ## the sample TensorFlow programs, as local processes
+	$(PYTEST) tests/programs
 
 test-integration: install ## against a real control plane, no node
 	hack/cluster.sh up --no-node
