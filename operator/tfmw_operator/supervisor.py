@@ -771,6 +771,7 @@ class Child:
     stopping: bool = False
     kill_at: float | None = None  # monotonic: SIGKILL to its group then
     status: int | None = None  # waitpid's, once reaped
+    line_open: bool = False  # its output so far does not end with a newline
 
 
 @dataclasses.dataclass(frozen=True)
@@ -909,11 +910,19 @@ class Supervisor:
         _write_all(child.pipes[fd], data)
         if self.volume is not None:
             self.volume.output(data)
+            child.line_open = not data.endswith(b"\n")
 
     def _say(self, message: str) -> None:
         say(message)
         if self.volume is not None and self.child is not None and self.child.status is None:
-            self.volume.output(f"tfmw-supervisor: {message}\n".encode(errors="replace"))
+            self.volume.output(self._log_line(self.child, message))
+
+    @staticmethod
+    def _log_line(child: Child, message: str) -> bytes:
+        """The supervisor's line in the log, on a line of its own."""
+        line = f"{chr(10) if child.line_open else ''}tfmw-supervisor: {message}\n".encode(errors="replace")
+        child.line_open = False
+        return line
 
     def _handle_signals(self) -> None:
         while _received:
@@ -1065,7 +1074,7 @@ class Supervisor:
             self.exit_code = code
             return
         say(line)
-        self.volume.close_log(f"tfmw-supervisor: {line}\n".encode())
+        self.volume.close_log(self._log_line(child, line))
         if self.terminating is not None or self.exit_requested:
             self.state = STATE_EXITED
             self._report(STATE_EXITED, child.attempt, fatal=False)

@@ -608,6 +608,15 @@ def test_the_log_is_capped_its_end_kept_and_it_says_where_the_rest_went(job: Job
     assert "line 00000000 " not in previous.read_text() + text
 
 
+def test_the_supervisors_lines_in_the_log_are_lines_of_their_own(job: Job) -> None:
+    job.start("printf", "no newline at the end")
+    job.wait_report(state="exited")
+    started, output, ended = job.log(0).splitlines()
+    assert started.startswith("tfmw-supervisor: attempt 0: started printf (pid ")
+    assert output == "no newline at the end"
+    assert ended == "tfmw-supervisor: attempt 0: the command ended: exit code 0"
+
+
 def test_a_pod_that_cannot_report_its_child_end_exits_with_the_child_code(job: Job) -> None:
     (job.folder / ".tfmw").mkdir()
     (job.folder / ".tfmw" / "pods").write_text("a file where the reports' folder should be")
