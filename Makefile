@@ -65,7 +65,7 @@ test-unit: install ## the pure logic, no cluster
 
 # The sample programs of deploy/samples/programs/ run as local processes with the environment
 # the operator gives each pod, no cluster (docs/training-program.md, "Programs for every
-# topology"): real TensorFlow, 15 s to 100 s a test, about 8 minutes on two cores.
+# topology"): real TensorFlow, a few minutes in all.
 .PHONY: test-programs
 test-programs: install ## the sample TensorFlow programs, as local processes
 	$(PYTEST) tests/programs
