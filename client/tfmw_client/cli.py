@@ -324,15 +324,8 @@ def run_get(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
         raise TfmwError("a job's name and -A together: name the job with -n NAMESPACE instead")
     jobs = [client.get(args.job)] if args.job else client.list_jobs(all_namespaces=args.all_namespaces)
     if args.output in ("yaml", "json"):
-        _dump(
-            jobs
-            if args.job
-            else [{"apiVersion": "v1", "kind": "List", "items": jobs}]
-            if args.output == "yaml"
-            else jobs,
-            args.output,
-            out,
-        )
+        # One job as itself; a listing as a List, as kubectl prints them.
+        _dump(jobs if args.job else [{"apiVersion": "v1", "kind": "List", "items": jobs}], args.output, out)
         return EXIT_OK
     if args.output == "name":
         out.write("".join(f"tfmwjob.tfmw.dev/{j['metadata']['name']}\n" for j in jobs))
@@ -379,9 +372,7 @@ def run_logs(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
     if args.follow and not found.live:
         err.write(f"attempt {found.attempt} has ended: its saved logs are complete, nothing to follow\n")
     text = found.text()
-    from tfmw_client.render import printable
-
-    out.write(printable(text) if found.live is False else text)
+    out.write(text)  # as the program wrote it, as kubectl logs prints it
     if text and not text.endswith("\n"):
         out.write("\n")
     return EXIT_OK
