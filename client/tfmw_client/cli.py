@@ -346,13 +346,22 @@ def run_describe(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
 
 
 def run_logs(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
+    from tfmw_client.sdk import NoLivePods
+
     client = _client(args)
-    if args.follow and args.attempt is None:
+    if args.follow:
         prefix = args.all or args.role not in (None, "chief")
-        for stem, line in client.follow_logs(args.job, args.worker, args.role, args.all, args.tail):
-            out.write(f"[{stem}] {line}\n" if prefix else f"{line}\n")
-            out.flush()
-        return EXIT_OK
+        try:
+            lines = client.follow_logs(
+                args.job, args.worker, args.role, args.all, args.tail, attempt=args.attempt
+            )
+        except NoLivePods:
+            err.write("its pods are gone: printing the saved logs, which do not grow\n")
+        else:
+            for stem, line in lines:
+                out.write(f"[{stem}] {line}\n" if prefix else f"{line}\n")
+                out.flush()
+            return EXIT_OK
 
     def waiting(message: str) -> None:
         err.write(f"{message}\n")
@@ -369,8 +378,6 @@ def run_logs(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
         reader_timeout=args.reader_timeout,
         on_wait=waiting,
     )
-    if args.follow and not found.live:
-        err.write(f"attempt {found.attempt} has ended: its saved logs are complete, nothing to follow\n")
     text = found.text()
     out.write(text)  # as the program wrote it, as kubectl logs prints it
     if text and not text.endswith("\n"):

@@ -36,6 +36,10 @@ DEFAULT_WAIT_TIMEOUT = 600.0
 LAUNCHER = Path(__file__).with_name("launcher.py")
 
 
+class NoLivePods(TfmwError):
+    """The attempt's pods are gone: its logs are on the shared volume."""
+
+
 @dataclass
 class Submission:
     name: str
@@ -308,6 +312,14 @@ class Client:
         ns = render.as_str(render.as_dict(job.get("metadata")).get("namespace"))
         if live:
             return Logs(name, chosen, True, logs_module.read_live(self.kube, ns, name, live, tail))
+        status = render.as_dict(job.get("status"))
+        phase = render.as_str(status.get("phase")) or "Pending"
+        if chosen == (render.as_int(status.get("attempt")) or 0) and phase in ("Pending", "Restarting"):
+            earlier = f"; an earlier attempt's: tfmw logs {name} --attempt {chosen - 1}" if chosen else ""
+            raise TfmwError(
+                f"attempt {chosen} of {name} has no pod of {selection.describe()} yet ({phase})",
+                f"wait for it to start (tfmw describe {name} says what holds it){earlier}",
+            )
         saved = logs_module.read_saved(
             self.kube,
             job,
@@ -342,14 +354,16 @@ class Client:
         all: bool = False,
         tail: int | None = None,
         namespace: str | None = None,
+        attempt: int | None = None,
     ) -> Iterator[tuple[str, str]]:
-        """(pod stem, line) as the current attempt's pods write them, until they end."""
-        selection = logs_module.LogSelection(worker, role, None, all, tail)
-        job, attempt, live = self._log_plan(name, selection, namespace)
+        """(pod stem, line) as the attempt's pods (the current one's by default) write them,
+        until they end. Raises NoLivePods when the attempt has no such pod any more."""
+        selection = logs_module.LogSelection(worker, role, attempt, all, tail)
+        job, chosen, live = self._log_plan(name, selection, namespace)
         if not live:
-            raise TfmwError(
-                f"no running pod of {selection.describe()} in attempt {attempt} of {name} to follow",
-                f"read what was saved: tfmw logs {name} --attempt {attempt}",
+            raise NoLivePods(
+                f"no pod of {selection.describe()} in attempt {chosen} of {name} to follow",
+                f"read what was saved: tfmw logs {name} --attempt {chosen}",
             )
         ns = render.as_str(render.as_dict(job.get("metadata")).get("namespace"))
         return logs_module.follow_live(self.kube, ns, name, live, tail)
