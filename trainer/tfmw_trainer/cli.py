@@ -1,4 +1,7 @@
-"""`python -m tfmw_trainer`: train a digit classifier under MultiWorkerMirroredStrategy."""
+"""The trainer's command line and its two processes: PID 1, and the training process it forks.
+
+`python -m tfmw_trainer` (`__main__`) holds the signals first, then runs `main`.
+"""
 
 from __future__ import annotations
 
@@ -12,16 +15,29 @@ import traceback
 from collections.abc import Callable
 from types import FrameType
 
-from tfmw_trainer import termination
+from tfmw_trainer import stacks, termination
 from tfmw_trainer.cluster import ConfigError, placement
+
+# The signals PID 1 handles: held (blocked) from `__main__`'s first line until `run_as_child`
+# has its handlers and its child (see __main__).
+HANDLED_SIGNALS = {signal.SIGTERM, signal.SIGUSR1}
 
 
 def parse(argv: list[str]) -> argparse.Namespace:
-    parser = argparse.ArgumentParser(prog="tfmw-trainer", description=__doc__)
+    parser = argparse.ArgumentParser(
+        prog="tfmw-trainer", description="Train a digit classifier under MultiWorkerMirroredStrategy."
+    )
     parser.add_argument("--mode", choices=["loop", "fit"], default="loop", help="custom loop or Keras fit")
     parser.add_argument("--epochs", type=int, default=3)
-    parser.add_argument("--batch-size", type=int, default=16, help="per worker")
-    parser.add_argument("--steps-per-epoch", type=int, default=8)
+    parser.add_argument("--batch-size", type=int, default=None, help="per worker (default 16)")
+    parser.add_argument(
+        "--global-batch-size",
+        type=int,
+        default=None,
+        help="the examples of one step over all workers, kept when an attempt has fewer or more "
+        "workers (each takes its share; the first global %% workers one more)",
+    )
+    parser.add_argument("--steps-per-epoch", type=int, default=8, help="global steps")
     parser.add_argument("--width", type=int, default=64, help="units per hidden layer")
     parser.add_argument(
         "--data",
@@ -45,7 +61,31 @@ def parse(argv: list[str]) -> argparse.Namespace:
     parser.add_argument(
         "--step-pause", type=float, default=0.0, help="testing: seconds to wait after each step"
     )
-    return parser.parse_args(argv)
+    parser.add_argument(
+        "--slow-worker", type=int, default=-1, help="testing: this worker's compute is slower (a straggler)"
+    )
+    parser.add_argument(
+        "--slow-seconds", type=float, default=0.0, help="testing: the slow worker's sleep in each step"
+    )
+    parser.add_argument(
+        "--no-step-times",
+        dest="step_times",
+        action="store_false",
+        help="measure no compute time per step and write no TFMW_STEP_TIMES_PATH",
+    )
+    parser.add_argument(
+        "--record-data",
+        action="store_true",
+        help="testing: each worker writes the examples of each step to data-ledger/ (loop mode)",
+    )
+    args = parser.parse_args(argv)
+    if args.batch_size is not None and args.global_batch_size is not None:
+        parser.error("give --batch-size (per worker) or --global-batch-size, not both")
+    for name in ("batch_size", "global_batch_size", "steps_per_epoch", "epochs"):
+        value = getattr(args, name)
+        if value is not None and value < 1:
+            parser.error(f"--{name.replace('_', '-')} must be at least 1")
+    return args
 
 
 SIGTERM_EXIT_CODE = termination.SIGTERM_EXIT_CODE
@@ -65,15 +105,59 @@ def run_as_child(work: Callable[[], None], save_seconds: float | None = None) ->
     child's training loop reads between steps (`termination`: the gang agrees on a step,
     saves a checkpoint and exits 143), and kills the child if it has not exited within
     `save_seconds` (TFMW_SAVE_SECONDS): a save that cannot happen (a peer already dead, a
-    collective that never returns) keeps the older checkpoint. 0: kill at once.
+    collective that never returns) keeps the older checkpoint. 0: kill at once. A child that
+    has not yet said training began (`termination.ready`) has nothing to save, and is killed
+    at once too.
+
+    SIGUSR1 is forwarded to the child, which dumps every thread's stack (`stacks`).
     """
     budget = termination.save_seconds() if save_seconds is None else save_seconds
+    # Held from here (and from the module's first line when run as a program) until both
+    # handlers are in place and the child exists: a signal in between waits, none is lost.
+    signal.pthread_sigmask(signal.SIG_BLOCK, HANDLED_SIGNALS)
+    stacks_fd = stacks.open_output()
     read_end, write_end = os.pipe()
+    ready_read, ready_write = os.pipe()
+    started = termination.TrainingStarted(ready_read)
+    child: int | None = None
+    terminated = False
+
+    def forward(signum: int, frame: FrameType | None) -> None:
+        nonlocal terminated
+        if terminated or child is None:
+            return
+        terminated = True
+        if not started():
+            print(
+                f"tfmw-trainer: SIGTERM before training began, nothing to save: exiting with {128 + signum}",
+                flush=True,
+            )
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(child, signal.SIGKILL)
+            return
+        print(
+            f"tfmw-trainer: SIGTERM, saving within {budget:g} s, then exiting with {128 + signum}", flush=True
+        )
+        with contextlib.suppress(OSError):  # the child is gone already
+            os.write(write_end, termination.NOTICE)
+        killer = threading.Timer(budget, os.kill, (child, signal.SIGKILL))
+        killer.daemon = True
+        killer.start()
+
+    def dump_stacks(signum: int, frame: FrameType | None) -> None:
+        stacks.request(stacks_fd, child)
+
+    signal.signal(signal.SIGTERM, forward)
+    signal.signal(signal.SIGUSR1, dump_stacks)
     child = os.fork()
     if child == 0:
         os.close(write_end)
+        os.close(ready_read)
         signal.signal(signal.SIGTERM, signal.SIG_DFL)
-        termination.install(read_end)
+        signal.signal(signal.SIGUSR1, signal.SIG_DFL)
+        stacks.dump_on_signal(stacks_fd)
+        termination.install(read_end, ready_write)
+        signal.pthread_sigmask(signal.SIG_UNBLOCK, HANDLED_SIGNALS)
         try:
             work()
         except SystemExit as exit_:
@@ -92,23 +176,9 @@ def run_as_child(work: Callable[[], None], save_seconds: float | None = None) ->
         os._exit(0)
 
     os.close(read_end)
-    terminated = False
-
-    def forward(signum: int, frame: FrameType | None) -> None:
-        nonlocal terminated
-        if terminated:
-            return
-        terminated = True
-        print(
-            f"tfmw-trainer: SIGTERM, saving within {budget:g} s, then exiting with {128 + signum}", flush=True
-        )
-        with contextlib.suppress(OSError):  # the child is gone already
-            os.write(write_end, termination.NOTICE)
-        killer = threading.Timer(budget, os.kill, (child, signal.SIGKILL))
-        killer.daemon = True
-        killer.start()
-
-    signal.signal(signal.SIGTERM, forward)
+    os.close(ready_write)
+    # A SIGTERM or SIGUSR1 held since start-up is handled now.
+    signal.pthread_sigmask(signal.SIG_UNBLOCK, HANDLED_SIGNALS)
     _, status = os.waitpid(child, 0)
     if os.WIFEXITED(status):
         sys.exit(os.WEXITSTATUS(status))
@@ -116,6 +186,7 @@ def run_as_child(work: Callable[[], None], save_seconds: float | None = None) ->
 
 
 def main(argv: list[str] | None = None) -> None:
+    signal.pthread_sigmask(signal.SIG_BLOCK, HANDLED_SIGNALS)  # as __main__'s first lines (console script)
     try:
         budget = termination.save_seconds()
     except ValueError as error:
@@ -135,12 +206,13 @@ def _main(argv: list[str] | None) -> None:
         sys.exit(f"tfmw-trainer: {error}")
 
     from tfmw_trainer.data import DataError
-    from tfmw_trainer.train import TrainConfig, train
+    from tfmw_trainer.train import BatchError, TrainConfig, train
 
     config = TrainConfig(
         mode=args.mode,
         epochs=args.epochs,
-        batch_size=args.batch_size,
+        batch_size=16 if args.batch_size is None else args.batch_size,
+        global_batch_size=args.global_batch_size or 0,
         steps_per_epoch=args.steps_per_epoch,
         width=args.width,
         data=args.data,
@@ -154,6 +226,10 @@ def _main(argv: list[str] | None) -> None:
         step_pause=args.step_pause,
         hang_at_epoch=args.hang_at_epoch,
         hang_worker=args.hang_worker,
+        slow_worker=args.slow_worker,
+        slow_seconds=args.slow_seconds,
+        step_times=args.step_times,
+        record_data=args.record_data,
     )
     import tensorflow as tf
 
@@ -162,7 +238,7 @@ def _main(argv: list[str] | None) -> None:
     except termination.Stopped as stopped:
         print(f"tfmw-trainer: {stopped}; exiting {stopped.exit_code}", flush=True)
         sys.exit(stopped.exit_code)
-    except DataError as error:
+    except (DataError, BatchError) as error:
         sys.exit(f"tfmw-trainer: {error}")
     except (tf.errors.UnavailableError, tf.errors.AbortedError) as error:
         # Unavailable: a peer stopped answering. Aborted: a collective gave up, as when a
@@ -173,7 +249,3 @@ def _main(argv: list[str] | None) -> None:
         print(f"tfmw-trainer: a peer was lost ({lost}); exiting {PEER_LOST_EXIT_CODE}")
         sys.stdout.flush()
         os._exit(PEER_LOST_EXIT_CODE)
-
-
-if __name__ == "__main__":
-    main()
