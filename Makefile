@@ -46,6 +46,7 @@ demo: install ## a newcomer's first run: cluster, images, operator, the sample t
 
 test: install ## unit, integration, end-to-end and fault tests (the README's test command)
 	@hack/stage.sh "unit tests" $(MAKE) --no-print-directory test-unit
+	@hack/stage.sh "trainer processes" $(MAKE) --no-print-directory test-trainer
 	@hack/stage.sh "sample programs" $(MAKE) --no-print-directory test-programs
 	@hack/stage.sh "integration tests" $(MAKE) --no-print-directory test-integration
 	@hack/stage.sh "end-to-end tests" $(MAKE) --no-print-directory test-e2e
@@ -61,7 +62,13 @@ lint: install ## ruff, mypy --strict, the import contract (.importlinter), helm 
 ##@ Tests
 
 test-unit: install ## the pure logic, no cluster
-	$(PYTEST) tests/unit
+	$(PYTEST) tests/unit -m "not processes"
+
+# The trainer's tests that train for real: TensorFlow worker processes on localhost with the
+# TF_CONFIG the operator writes (tests/unit/trainer, marked `processes`), minutes.
+.PHONY: test-trainer
+test-trainer: install ## the trainer's multi-worker tests, as local processes
+	$(PYTEST) tests/unit/trainer -m processes
 
 # The sample programs of deploy/samples/programs/ run as local processes with the environment
 # the operator gives each pod, no cluster (docs/training-program.md, "Programs for every
