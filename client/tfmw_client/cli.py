@@ -316,8 +316,9 @@ def run_submit(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
 
 
 def run_get(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
+    from datetime import UTC, datetime
+
     from tfmw_client import render
-    from tfmw_client.wait import now_utc
 
     client = _client(args)
     if args.job and args.all_namespaces:
@@ -335,7 +336,8 @@ def run_get(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
         err.write(f"No resources found in {where}.\n")
         return EXIT_OK
     out.write(
-        render.job_table(jobs, now_utc(), args.output == "wide", args.all_namespaces, _ascii(out)) + "\n"
+        render.job_table(jobs, datetime.now(UTC), args.output == "wide", args.all_namespaces, _ascii(out))
+        + "\n"
     )
     return EXIT_OK
 
