@@ -5,6 +5,7 @@ through the trainer's PID 1 to the training process delivers it."""
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import re
@@ -141,11 +142,7 @@ def test_the_supervisor_s_stacks_request_reaches_the_training_process(tmp_path: 
                 break
         else:
             raise AssertionError("the supervised trainer never started")
-        partial = control.with_name("control.json.partial")
-        partial.write_text(
-            json.dumps({"jobUid": "uid-stacks", "attempt": 0, "start": True, "stacks": "req-1"})
-        )
-        os.replace(partial, control)
+        write_control(control, {"jobUid": "uid-stacks", "attempt": 0, "start": True, "stacks": "req-1"})
         wait_for(
             lambda: stacks.exists() and "in hang_here" in stacks.read_text(),
             15,
@@ -162,6 +159,36 @@ def test_the_supervisor_s_stacks_request_reaches_the_training_process(tmp_path: 
             return bool(state.get("stacks") == "req-1" and state.get("stacksDelivered") is True)
 
         wait_for(served, 10, "the supervisor did not report the request served")
+        trainer = children(supervisor.pid)
+        assert len(trainer) == 1 and len(children(trainer[0])) == 1, "PID 1 and its training process"
+        # The operator's clean-up: the supervisor stops its command (SIGTERM; training never
+        # began, so the trainer ends at once) and exits.
+        write_control(
+            control, {"jobUid": "uid-stacks", "attempt": 0, "start": True, "stacks": "req-1", "exit": True}
+        )
+        assert supervisor.wait(timeout=20) == 143
+        assert not any(Path(f"/proc/{pid}").exists() for pid in trainer), (
+            "the trainer outlived its supervisor"
+        )
     finally:
-        os.killpg(supervisor.pid, signal.SIGKILL)
+        # Whatever is left: the supervisor's group, and the command's own group (the supervisor
+        # puts its command in a process group of its own).
+        for pid in children(supervisor.pid):
+            with contextlib.suppress(ProcessLookupError):
+                os.killpg(pid, signal.SIGKILL)
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(supervisor.pid, signal.SIGKILL)
         supervisor.wait()
+
+
+def children(pid: int) -> list[int]:
+    try:
+        return [int(child) for child in Path(f"/proc/{pid}/task/{pid}/children").read_text().split()]
+    except OSError:
+        return []
+
+
+def write_control(control: Path, content: dict[str, object]) -> None:
+    partial = control.with_name("control.json.partial")
+    partial.write_text(json.dumps(content))
+    os.replace(partial, control)
