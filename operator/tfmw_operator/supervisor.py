@@ -574,6 +574,7 @@ class Volume:
         self.controls: collections.deque[Control | None] = collections.deque()
         self.results: collections.deque[ReportResult] = collections.deque()
         self._log: LogFile | None = None
+        self._closed: list[LogFile] = []  # written to the end, not yet synced and closed
         self._log_warned = False
         self._last_signature: tuple[int, ...] | None = None
         self._last_control: Control | None = None
@@ -654,6 +655,7 @@ class Volume:
                 self._do(command)
                 if command.done is not None:
                     command.done.set()
+            self._finish_closed()
             now = time.monotonic()
             if self._log is not None and self._log.dirty and next_sync is None:
                 next_sync = now + SYNC_SECONDS
@@ -662,6 +664,7 @@ class Volume:
                 self._log_io(lambda log: log.sync())
             if stopping:
                 self._close_log(b"")
+                self._finish_closed()
                 return
             if now >= next_poll:
                 self._poll()
@@ -715,6 +718,13 @@ class Volume:
             self._log_io(lambda log: log.write(trailer))
         log, self._log = self._log, None
         if log is not None:
+            self._closed.append(log)
+
+    def _finish_closed(self) -> None:
+        """Sync and close the logs of ended children once the batch's reports are written: the
+        last words are in the file before the report (visible), on the disk just after it."""
+        while self._closed:
+            log = self._closed.pop(0)
             try:
                 log.close()
             except OSError as error:
