@@ -880,3 +880,64 @@ def test_latencies_and_idle_cost(job: Job) -> None:
     assert report_latency[-1] < 0.5
     assert stop_latency[len(stop_latency) // 2] < 0.5
     assert exited_cpu < 0.02 and running_cpu < 0.02
+
+
+# ---- a measurement, not a test: `PYTHONPATH=operator:tests .venv/bin/python -m unit.operator.test_supervisor`
+
+
+def measure_sigterm_during_start_up(
+    rounds: int = 10, delays: tuple[float, ...] = (0.005, 0.01, 0.02, 0.03, 0.05, 0.1)
+) -> None:
+    """SIGTERM to the supervisor as PID 1 of a PID namespace a given time after the start: how
+    many ended within 3 s (a lost one never ends) of those sent, run directly and by BOOTSTRAP.
+    The time counts from before `unshare` is started, as in docs/benchmarks.md's trainer row; a
+    round where `unshare` had not forked PID 1 yet sends nothing."""
+    import tempfile
+
+    with tempfile.TemporaryDirectory() as folder:
+        env = {
+            "PATH": os.environ.get("PATH", "/usr/bin:/bin"),
+            "TFMW_SHARED_DIR": folder,
+            "TFMW_JOB_UID": UID,
+            "TFMW_REPLICA_TYPE": "worker",
+            "TFMW_REPLICA_INDEX": "0",
+        }
+        ways = {
+            "python3 supervisor.py -- sleep 100": [PYTHON, str(SUPERVISOR), "--", "sleep", "100"],
+            "python3 -I -S -c BOOTSTRAP -- sleep 100": supervisor.wrapped_command(
+                ["sleep", "100"], (), str(SUPERVISOR), PYTHON
+            ),
+        }
+        print(f"{PYTHON}; load average {os.getloadavg()[0]:.1f}")
+        print("| command | " + " | ".join(f"{delay * 1000:g} ms" for delay in delays) + " |")
+        for name, command in ways.items():
+            ended: list[str] = []
+            for delay in delays:
+                count = sent = 0
+                for _ in range(rounds):
+                    began = time.monotonic()
+                    process = subprocess.Popen(
+                        ["unshare", "--pid", "--fork", "--kill-child", *command],
+                        env=env,
+                        stdout=subprocess.DEVNULL,
+                        stderr=subprocess.DEVNULL,
+                    )
+                    children = Path(f"/proc/{process.pid}/task/{process.pid}/children")
+                    time.sleep(max(0.0, began + delay - time.monotonic()))
+                    pids = children.read_text().split() if children.exists() else []
+                    if pids:  # not yet forked: unshare itself would take the signal
+                        sent += 1
+                        os.kill(int(pids[0]), signal.SIGTERM)
+                        try:
+                            process.wait(3)
+                            count += 1
+                        except subprocess.TimeoutExpired:
+                            pass
+                    process.kill()
+                    process.wait()
+                ended.append(f"{count}/{sent}")
+            print(f"| `{name}` | " + " | ".join(ended) + " |")
+
+
+if __name__ == "__main__":
+    measure_sigterm_during_start_up()
