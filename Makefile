@@ -97,6 +97,19 @@ test-faults faults: install ## faults on the local cluster; prints the table
 	hack/up.sh
 	$(PYTEST) tests/faults
 
+# Kubeflow's own acceptance for the TFJob API (tests/tfjob/README.md): its SDK e2e test,
+# unmodified, its TFJob notebook and every TFJob example of training-operator at
+# TFJOB_VERSION, with their images built here, against TFJOB_CONTROLLER (kubeflow: Kubeflow's
+# training-operator; tfmw: this operator). Each stage's time, then the table of results
+# (kept in .tfjob/results-<controller>.json).
+.PHONY: test-tfjob
+test-tfjob: install ## Kubeflow's SDK e2e test and TFJob examples: TFJOB_CONTROLLER=tfmw|kubeflow
+	@hack/stage.sh "cluster (control plane and node)" hack/cluster.sh up
+	@hack/stage.sh "images" hack/images.sh
+	@hack/stage.sh "Kubeflow's example images (hack/tfjob-images.sh)" hack/tfjob-images.sh
+	@hack/stage.sh "Kubeflow's SDK in .tfjob/venv-kubeflow (hack/tfjob-venv.sh)" hack/tfjob-venv.sh >/dev/null
+	@hack/stage.sh "TFJob acceptance (tests/tfjob)" $(PYTEST) -s tests/tfjob
+
 # The install path from nothing, on the local cluster: registry up, images pushed, the
 # chart installed with helm (then uninstalled, leaving nothing of ours), then the base
 # with kubectl apply -k (and delete -k); the sample trained from registry images each
