@@ -854,6 +854,7 @@ class Supervisor:
         self.terminate_deadline: float | None = None  # monotonic: the grace's end, less the margin
         self.exited_deadline: float | None = None
         self.retry_report_at: float | None = None  # monotonic: a report that failed is written again
+        self.reports_failing = False
         self.exit_code: int | None = None
 
     def _wake(self) -> None:
@@ -1141,8 +1142,12 @@ class Supervisor:
         while self.volume.results:
             result = self.volume.results.popleft()
             if result.error is None:
+                self.reports_failing = False
                 continue
-            say(f"the {result.state} report of attempt {result.attempt} could not be written: {result.error}")
+            if not self.reports_failing or result.fatal:  # once, not at every retry
+                report = f"the {result.state} report of attempt {result.attempt}"
+                say(f"{report} could not be written: {result.error}")
+            self.reports_failing = True
             if result.fatal and self.child is None and self.state == STATE_EXITED and self.last_end:
                 say("the operator cannot see this pod's end: exiting with the command's code")
                 self.exit_code = self.last_end.exit_code
@@ -1153,6 +1158,10 @@ class Supervisor:
     def _start_up(self, control: Control | None) -> None:
         """The first look at the control file decides whether the child starts at once."""
         self.started_up = True
+        if control is not None and control.exit:  # the job is over: nothing to start
+            self.control = control
+            self._exit_on_request()
+            return
         if control is None or control.attempt < self.env_attempt:
             # No word for this job (a first attempt, or a restart the operator made by
             # re-creating the pods): start as a pod always did.

@@ -585,10 +585,12 @@ def test_exit_in_the_control_stops_the_child_and_ends_the_supervisor(job: Job) -
     assert run.code() == 143
     assert job.wait_report(state="exited")["exitCode"] == 143
 
-    other = Job(job.folder, job.scratch, {**job.env, "TFMW_REPLICA_INDEX": "2"}, job.runs)
-    waiting = other.start(*sh("echo never"))
-    assert waiting.code() == 0
-    assert "never" not in waiting.stdout()
+    for index, attempt in (("2", "0"), ("3", "5")):  # a pod made after the end: nothing starts
+        late = job.start(
+            *sh("echo never"), env={**job.env, "TFMW_REPLICA_INDEX": index, "TFMW_ATTEMPT": attempt}
+        )
+        assert late.code() == 0
+        assert "never" not in late.stdout()
 
 
 def test_the_log_is_capped_its_end_kept_and_it_says_where_the_rest_went(job: Job) -> None:
@@ -631,6 +633,8 @@ def test_a_report_that_could_not_be_written_is_written_again(job: Job) -> None:
     blocker.write_text("a file where the reports' folder should be")
     run = job.start(*sh("echo never"))
     wait_for(lambda: "could not be written" in run.stderr(), why="the waiting report failed")
+    time.sleep(2.2)  # two more tries
+    assert run.stderr().count("could not be written") == 1, "said once, not at every try"
     blocker.unlink()
     job.wait_report(timeout=3.0, state="waiting", attempt=0)
     assert run.alive()
