@@ -62,4 +62,4 @@ LABEL org.opencontainers.image.title=tfmw-trainer org.opencontainers.image.versi
     org.opencontainers.image.licenses=$LICENSES
 ENV TFMW_VERSION=$VERSION TFMW_REVISION=$REVISION
 USER 1000:1000
-ENTRYPOINT ["python3", "-m", "tfmw_trainer"]
+ENTRYPOINT ["env", "--block-signal=TERM,USR1", "python3", "-m", "tfmw_trainer"]

@@ -46,6 +46,8 @@ demo: install ## a newcomer's first run: cluster, images, operator, the sample t
 
 test: install ## unit, integration, end-to-end and fault tests (the README's test command)
 	@hack/stage.sh "unit tests" $(MAKE) --no-print-directory test-unit
+	@hack/stage.sh "trainer processes" $(MAKE) --no-print-directory test-trainer
+	@hack/stage.sh "sample programs" $(MAKE) --no-print-directory test-programs
 	@hack/stage.sh "integration tests" $(MAKE) --no-print-directory test-integration
 	@hack/stage.sh "end-to-end tests" $(MAKE) --no-print-directory test-e2e
 	@hack/stage.sh "fault tests" $(MAKE) --no-print-directory test-faults
@@ -60,7 +62,20 @@ lint: install ## ruff, mypy --strict, the import contract (.importlinter), helm 
 ##@ Tests
 
 test-unit: install ## the pure logic, no cluster
-	$(PYTEST) tests/unit
+	$(PYTEST) tests/unit -m "not processes"
+
+# The trainer's tests that train for real: TensorFlow worker processes on localhost with the
+# TF_CONFIG the operator writes (tests/unit/trainer, marked `processes`), minutes.
+.PHONY: test-trainer
+test-trainer: install ## the trainer's multi-worker tests, as local processes
+	$(PYTEST) tests/unit/trainer -m processes
+
+# The sample programs of deploy/samples/programs/ run as local processes with the environment
+# the operator gives each pod, no cluster (docs/training-program.md, "Programs for every
+# topology"): real TensorFlow, a few minutes in all.
+.PHONY: test-programs
+test-programs: install ## the sample TensorFlow programs, as local processes
+	$(PYTEST) tests/programs
 
 test-integration: install ## against a real control plane, no node
 	hack/cluster.sh up --no-node
@@ -81,6 +96,19 @@ test-docs: install ## the docs' runnable blocks and minimal programs
 test-faults faults: install ## faults on the local cluster; prints the table
 	hack/up.sh
 	$(PYTEST) tests/faults
+
+# Kubeflow's own acceptance for the TFJob API (tests/tfjob/README.md): its SDK e2e test,
+# unmodified, its TFJob notebook and every TFJob example of training-operator at
+# TFJOB_VERSION, with their images built here, against TFJOB_CONTROLLER (kubeflow: Kubeflow's
+# training-operator; tfmw: this operator). Each stage's time, then the table of results
+# (kept in .tfjob/results-<controller>.json).
+.PHONY: test-tfjob
+test-tfjob: install ## Kubeflow's SDK e2e test and TFJob examples: TFJOB_CONTROLLER=tfmw|kubeflow
+	@hack/stage.sh "cluster (control plane and node)" hack/cluster.sh up
+	@hack/stage.sh "images" hack/images.sh
+	@hack/stage.sh "Kubeflow's example images (hack/tfjob-images.sh)" hack/tfjob-images.sh
+	@hack/stage.sh "Kubeflow's SDK in .tfjob/venv-kubeflow (hack/tfjob-venv.sh)" hack/tfjob-venv.sh >/dev/null
+	@hack/stage.sh "TFJob acceptance (tests/tfjob)" $(PYTEST) -s tests/tfjob
 
 # The install path from nothing, on the local cluster: registry up, images pushed, the
 # chart installed with helm (then uninstalled, leaving nothing of ours), then the base

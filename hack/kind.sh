@@ -62,9 +62,9 @@ ensure_docker() {
   fi
   mkdir -p "$docker_root" "$state/logs"
   log "starting dockerd (data $docker_root${runtime:+, runtime hack/kind/runc_capped.py}) ..."
-  setsid dockerd --data-root "$docker_root" --pidfile "$state/dockerd.pid" \
+  (close_inherited_fds; exec setsid dockerd --data-root "$docker_root" --pidfile "$state/dockerd.pid" \
     --iptables=false --ip-forward=false --ip-masq=false --bridge=none "${runtime[@]}" \
-    >>"$state/logs/dockerd.log" 2>&1 </dev/null &
+    >>"$state/logs/dockerd.log" 2>&1 </dev/null) &
   for _ in $(seq 100); do
     docker info >/dev/null 2>&1 && return 0
     sleep 0.2

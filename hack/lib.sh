@@ -195,11 +195,22 @@ alive() {
   [[ ! -f "$run/$1.started" || $(started_at "$pid") == "$(cat "$run/$1.started")" ]]
 }
 
+# Closes every descriptor but 0, 1 and 2 in this shell. A daemon must not inherit one from
+# its caller: under `flock /tmp/tfmw-cluster.lock -c ...` (docs/development.md) the lock's
+# descriptor would stay open in it, and the machine-wide lock held, as long as it runs.
+close_inherited_fds() {
+  local fd
+  for fd in /proc/$BASHPID/fd/*; do
+    fd=${fd##*/}
+    if ((fd > 2)); then eval "exec $fd>&-" 2>/dev/null || true; fi
+  done
+}
+
 start() { # name command...: start in its own process group unless already running
   local name=$1; shift
   alive "$name" && return 0
   mkdir -p "$logs" "$run"
-  setsid "$@" >>"$logs/$name.log" 2>&1 </dev/null &
+  (close_inherited_fds; exec setsid "$@" >>"$logs/$name.log" 2>&1 </dev/null) &
   echo $! >"$run/$name.pid"
   started_at $! >"$run/$name.started" || rm -f "$run/$name.started"
   log "started $name (pid $!, log $logs/$name.log)"

@@ -168,6 +168,9 @@ walled_namespace() {
   phase=$(field namespace "$namespace" '{.status.phase}')
   if [[ -z $phase ]]; then
     namespace_object | kubectl create -f - >/dev/null
+    # The wall's dry-run pod needs the namespace's default service account, which the
+    # controller manager makes a moment later (admission waits for it about a second only).
+    kubectl -n "$namespace" wait --for=create serviceaccount/default --timeout=60s >/dev/null
     log "namespace $namespace created, enforcing Pod Security $level"
     return 0
   fi
@@ -224,6 +227,7 @@ apply() {
   chmod 0777 "$shared_dir/$namespace"
   release_stale_claim_ref
   storage_objects | kubectl apply -f - >/dev/null
+  # Bound at once, or at the volume controller's next periodic pass (every 15 s).
   if ! kubectl -n "$namespace" wait "pvc/$claim" --for=jsonpath='{.status.phase}'=Bound --timeout=60s >/dev/null; then
     refuse "the claim $namespace/$claim did not bind to $volume within 60 s: kubectl describe pv $volume"
   fi

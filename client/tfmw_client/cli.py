@@ -316,23 +316,17 @@ def run_submit(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
 
 
 def run_get(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
+    from datetime import UTC, datetime
+
     from tfmw_client import render
-    from tfmw_client.wait import now_utc
 
     client = _client(args)
     if args.job and args.all_namespaces:
         raise TfmwError("a job's name and -A together: name the job with -n NAMESPACE instead")
     jobs = [client.get(args.job)] if args.job else client.list_jobs(all_namespaces=args.all_namespaces)
     if args.output in ("yaml", "json"):
-        _dump(
-            jobs
-            if args.job
-            else [{"apiVersion": "v1", "kind": "List", "items": jobs}]
-            if args.output == "yaml"
-            else jobs,
-            args.output,
-            out,
-        )
+        # One job as itself; a listing as a List, as kubectl prints them.
+        _dump(jobs if args.job else [{"apiVersion": "v1", "kind": "List", "items": jobs}], args.output, out)
         return EXIT_OK
     if args.output == "name":
         out.write("".join(f"tfmwjob.tfmw.dev/{j['metadata']['name']}\n" for j in jobs))
@@ -342,7 +336,8 @@ def run_get(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
         err.write(f"No resources found in {where}.\n")
         return EXIT_OK
     out.write(
-        render.job_table(jobs, now_utc(), args.output == "wide", args.all_namespaces, _ascii(out)) + "\n"
+        render.job_table(jobs, datetime.now(UTC), args.output == "wide", args.all_namespaces, _ascii(out))
+        + "\n"
     )
     return EXIT_OK
 
@@ -353,13 +348,22 @@ def run_describe(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
 
 
 def run_logs(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
+    from tfmw_client.sdk import NoLivePods
+
     client = _client(args)
-    if args.follow and args.attempt is None:
+    if args.follow:
         prefix = args.all or args.role not in (None, "chief")
-        for stem, line in client.follow_logs(args.job, args.worker, args.role, args.all, args.tail):
-            out.write(f"[{stem}] {line}\n" if prefix else f"{line}\n")
-            out.flush()
-        return EXIT_OK
+        try:
+            lines = client.follow_logs(
+                args.job, args.worker, args.role, args.all, args.tail, attempt=args.attempt
+            )
+        except NoLivePods:
+            err.write("its pods are gone: printing the saved logs, which do not grow\n")
+        else:
+            for stem, line in lines:
+                out.write(f"[{stem}] {line}\n" if prefix else f"{line}\n")
+                out.flush()
+            return EXIT_OK
 
     def waiting(message: str) -> None:
         err.write(f"{message}\n")
@@ -376,12 +380,8 @@ def run_logs(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
         reader_timeout=args.reader_timeout,
         on_wait=waiting,
     )
-    if args.follow and not found.live:
-        err.write(f"attempt {found.attempt} has ended: its saved logs are complete, nothing to follow\n")
     text = found.text()
-    from tfmw_client.render import printable
-
-    out.write(printable(text) if found.live is False else text)
+    out.write(text)  # as the program wrote it, as kubectl logs prints it
     if text and not text.endswith("\n"):
         out.write("\n")
     return EXIT_OK

@@ -97,20 +97,21 @@ class Kube:
                     f"no kubeconfig found (looked at {default_files})",
                     "pass --kubeconfig FILE or set KUBECONFIG, as for kubectl",
                 )
-            config.load_kube_config(
-                config_file=kubeconfig,
-                context=context,
-                client_configuration=configuration,
-                persist_config=False,
+            # What load_kube_config does, with the files (merged as kubectl merges $KUBECONFIG)
+            # read once: the same loader also says the context's namespace.
+            merged = config.kube_config.KubeConfigMerger(kubeconfig or default_files)
+            if merged.config is None:
+                raise config.ConfigException("Invalid kube-config file. No configuration found.")
+            loader = config.kube_config.KubeConfigLoader(
+                config_dict=merged.config, config_base_path=None, active_context=context
             )
-            contexts, active = config.list_kube_config_contexts(config_file=kubeconfig)
+            loader.load_and_set(configuration)
         except config.ConfigException as error:
             raise TfmwError(
                 f"cannot use the kubeconfig: {error}",
                 "check --kubeconfig and --context (`kubectl config get-contexts` lists the contexts)",
             ) from None
-        chosen = next((c for c in contexts if c.get("name") == context), None) if context else active
-        return str(((chosen or {}).get("context") or {}).get("namespace") or "")
+        return str(((loader.current_context or {}).get("context") or {}).get("namespace") or "")
 
     # ---- requests ----
 

@@ -21,19 +21,27 @@ import os
 import sys
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
+from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any, TextIO
+from typing import TYPE_CHECKING, Any, TextIO
 
-from tfmw_client import functions, manifests, names, package, render
-from tfmw_client import logs as logs_module
-from tfmw_client import version as version_module
-from tfmw_client import wait as wait_module
+from tfmw_client import names, render
 from tfmw_client.errors import ApiError, TfmwError
 from tfmw_client.kube import Kube, core_path, job_path
+
+if TYPE_CHECKING:
+    from tfmw_client import logs as logs_module
+    from tfmw_client import package
+    from tfmw_client import version as version_module
+    from tfmw_client import wait as wait_module
 
 Json = dict[str, Any]
 DEFAULT_WAIT_TIMEOUT = 600.0
 LAUNCHER = Path(__file__).with_name("launcher.py")
+
+
+class NoLivePods(TfmwError):
+    """The attempt's pods are gone: its logs are on the shared volume."""
 
 
 @dataclass
@@ -116,6 +124,8 @@ class Client:
     ) -> Submission:
         """A script or a folder (`-`: a script read from standard input), in a ConfigMap owned
         by the job, run by a new job."""
+        from tfmw_client import manifests, package
+
         source = Path(path)
         if str(path) == "-":
             program = package.Program((package.ProgramFile("train.py", sys.stdin.buffer.read()),), "train.py")
@@ -144,6 +154,8 @@ class Client:
         MultiWorkerMirroredStrategy); returns the job's name. The function's source and imports
         are checked first: a lambda, a closure, or a name it uses without importing it, is
         refused with that name."""
+        from tfmw_client import functions, manifests, package
+
         made = functions.function_program(fn, parameters, packages)
         for warning in made.warnings:
             print(f"warning: {warning}", file=sys.stderr)
@@ -165,6 +177,8 @@ class Client:
         dry_run: bool,
         options: Mapping[str, Any],
     ) -> Submission:
+        from tfmw_client import manifests, package
+
         launcher = LAUNCHER.read_bytes()
         package.check_size(program, launcher)  # before anything is created
         namespace = self._ns(options.get("namespace"))
@@ -195,6 +209,8 @@ class Client:
     def _create(self, configmap: Json, job: Json) -> Submission:
         """The ConfigMap first (the pods mount it as they start), then the job, then the
         ConfigMap's owner: the job. Anything made is removed again if a step fails."""
+        from tfmw_client import manifests
+
         namespace, name = job["metadata"]["namespace"], job["metadata"]["name"]
         configmap_name = configmap["metadata"]["name"]
         configmaps = core_path(namespace, "configmaps")
@@ -262,7 +278,7 @@ class Client:
     def describe(self, name: str, namespace: str | None = None, ascii_only: bool = False) -> str:
         job = self.get(name, namespace)
         return render.describe(
-            job, self.pods(name, namespace), self.events(name, namespace), wait_module.now_utc(), ascii_only
+            job, self.pods(name, namespace), self.events(name, namespace), datetime.now(UTC), ascii_only
         )
 
     # ---- logs ----
@@ -270,6 +286,8 @@ class Client:
     def _log_plan(
         self, name: str, selection: logs_module.LogSelection, namespace: str | None
     ) -> tuple[Json, int, list[Json]]:
+        from tfmw_client import logs as logs_module
+
         job = self.get(name, namespace)
         spec, status = render.as_dict(job.get("spec")), render.as_dict(job.get("status"))
         current = render.as_int(status.get("attempt")) or 0
@@ -294,11 +312,13 @@ class Client:
         tail: int | None = None,
         namespace: str | None = None,
         image: str = "",
-        reader_timeout: float = logs_module.READER_TIMEOUT,
+        reader_timeout: float = 120.0,
         on_wait: Callable[[str], None] | None = None,
     ) -> Logs:
         """The logs of the chief (or `worker`, or every pod of `role`, or `all`), of the current
         attempt (or `attempt`): from the pods while they exist, else from the shared volume."""
+        from tfmw_client import logs as logs_module
+
         if worker is not None and role is not None:
             raise TfmwError("name a worker or a role, not both")
         if role is not None and role not in names.ROLES:
@@ -308,6 +328,14 @@ class Client:
         ns = render.as_str(render.as_dict(job.get("metadata")).get("namespace"))
         if live:
             return Logs(name, chosen, True, logs_module.read_live(self.kube, ns, name, live, tail))
+        status = render.as_dict(job.get("status"))
+        phase = render.as_str(status.get("phase")) or "Pending"
+        if chosen == (render.as_int(status.get("attempt")) or 0) and phase in ("Pending", "Restarting"):
+            earlier = f"; an earlier attempt's: tfmw logs {name} --attempt {chosen - 1}" if chosen else ""
+            raise TfmwError(
+                f"attempt {chosen} of {name} has no pod of {selection.describe()} yet ({phase})",
+                f"wait for it to start (tfmw describe {name} says what holds it){earlier}",
+            )
         saved = logs_module.read_saved(
             self.kube,
             job,
@@ -342,14 +370,18 @@ class Client:
         all: bool = False,
         tail: int | None = None,
         namespace: str | None = None,
+        attempt: int | None = None,
     ) -> Iterator[tuple[str, str]]:
-        """(pod stem, line) as the current attempt's pods write them, until they end."""
-        selection = logs_module.LogSelection(worker, role, None, all, tail)
-        job, attempt, live = self._log_plan(name, selection, namespace)
+        """(pod stem, line) as the attempt's pods (the current one's by default) write them,
+        until they end. Raises NoLivePods when the attempt has no such pod any more."""
+        from tfmw_client import logs as logs_module
+
+        selection = logs_module.LogSelection(worker, role, attempt, all, tail)
+        job, chosen, live = self._log_plan(name, selection, namespace)
         if not live:
-            raise TfmwError(
-                f"no running pod of {selection.describe()} in attempt {attempt} of {name} to follow",
-                f"read what was saved: tfmw logs {name} --attempt {attempt}",
+            raise NoLivePods(
+                f"no pod of {selection.describe()} in attempt {chosen} of {name} to follow",
+                f"read what was saved: tfmw logs {name} --attempt {chosen}",
             )
         ns = render.as_str(render.as_dict(job.get("metadata")).get("namespace"))
         return logs_module.follow_live(self.kube, ns, name, live, tail)
@@ -387,6 +419,8 @@ class Client:
         JobFailed (with the reason and the last log lines) when it cannot get there, and
         WaitTimeout after `timeout` seconds. Shows a progress bar: in place on a terminal, in a
         notebook's output, a line per change elsewhere."""
+        from tfmw_client import wait as wait_module
+
         ns = self._ns(namespace)
         stream = out or sys.stdout
         view: wait_module.View = wait_module.choose_view(stream) if display else wait_module.NullView()
@@ -424,6 +458,8 @@ class Client:
         ]
 
     def operator_version(self) -> version_module.OperatorVersion:
+        from tfmw_client import version as version_module
+
         ns = self.operator_namespace
         tried = []
         try:
@@ -459,6 +495,8 @@ class Client:
         return version_module.OperatorVersion(version_module.UNKNOWN, "; ".join(tried))
 
     def version(self) -> Json:
+        from tfmw_client import version as version_module
+
         client = version_module.client_version()
         operator = self.operator_version()
         served = self.served_versions()

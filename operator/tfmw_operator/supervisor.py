@@ -574,6 +574,7 @@ class Volume:
         self.controls: collections.deque[Control | None] = collections.deque()
         self.results: collections.deque[ReportResult] = collections.deque()
         self._log: LogFile | None = None
+        self._closed: list[LogFile] = []  # written to the end, not yet synced and closed
         self._log_warned = False
         self._last_signature: tuple[int, ...] | None = None
         self._last_control: Control | None = None
@@ -654,6 +655,7 @@ class Volume:
                 self._do(command)
                 if command.done is not None:
                     command.done.set()
+            self._finish_closed()
             now = time.monotonic()
             if self._log is not None and self._log.dirty and next_sync is None:
                 next_sync = now + SYNC_SECONDS
@@ -662,6 +664,7 @@ class Volume:
                 self._log_io(lambda log: log.sync())
             if stopping:
                 self._close_log(b"")
+                self._finish_closed()
                 return
             if now >= next_poll:
                 self._poll()
@@ -715,6 +718,13 @@ class Volume:
             self._log_io(lambda log: log.write(trailer))
         log, self._log = self._log, None
         if log is not None:
+            self._closed.append(log)
+
+    def _finish_closed(self) -> None:
+        """Sync and close the logs of ended children once the batch's reports are written: the
+        last words are in the file before the report (visible), on the disk just after it."""
+        while self._closed:
+            log = self._closed.pop(0)
             try:
                 log.close()
             except OSError as error:
@@ -771,6 +781,7 @@ class Child:
     stopping: bool = False
     kill_at: float | None = None  # monotonic: SIGKILL to its group then
     status: int | None = None  # waitpid's, once reaped
+    line_open: bool = False  # its output so far does not end with a newline
 
 
 @dataclasses.dataclass(frozen=True)
@@ -843,6 +854,7 @@ class Supervisor:
         self.terminate_deadline: float | None = None  # monotonic: the grace's end, less the margin
         self.exited_deadline: float | None = None
         self.retry_report_at: float | None = None  # monotonic: a report that failed is written again
+        self.reports_failing = False
         self.exit_code: int | None = None
 
     def _wake(self) -> None:
@@ -909,11 +921,19 @@ class Supervisor:
         _write_all(child.pipes[fd], data)
         if self.volume is not None:
             self.volume.output(data)
+            child.line_open = not data.endswith(b"\n")
 
     def _say(self, message: str) -> None:
         say(message)
         if self.volume is not None and self.child is not None and self.child.status is None:
-            self.volume.output(f"tfmw-supervisor: {message}\n".encode(errors="replace"))
+            self.volume.output(self._log_line(self.child, message))
+
+    @staticmethod
+    def _log_line(child: Child, message: str) -> bytes:
+        """The supervisor's line in the log, on a line of its own."""
+        line = f"{chr(10) if child.line_open else ''}tfmw-supervisor: {message}\n".encode(errors="replace")
+        child.line_open = False
+        return line
 
     def _handle_signals(self) -> None:
         while _received:
@@ -1065,7 +1085,7 @@ class Supervisor:
             self.exit_code = code
             return
         say(line)
-        self.volume.close_log(f"tfmw-supervisor: {line}\n".encode())
+        self.volume.close_log(self._log_line(child, line))
         if self.terminating is not None or self.exit_requested:
             self.state = STATE_EXITED
             self._report(STATE_EXITED, child.attempt, fatal=False)
@@ -1122,8 +1142,12 @@ class Supervisor:
         while self.volume.results:
             result = self.volume.results.popleft()
             if result.error is None:
+                self.reports_failing = False
                 continue
-            say(f"the {result.state} report of attempt {result.attempt} could not be written: {result.error}")
+            if not self.reports_failing or result.fatal:  # once, not at every retry
+                report = f"the {result.state} report of attempt {result.attempt}"
+                say(f"{report} could not be written: {result.error}")
+            self.reports_failing = True
             if result.fatal and self.child is None and self.state == STATE_EXITED and self.last_end:
                 say("the operator cannot see this pod's end: exiting with the command's code")
                 self.exit_code = self.last_end.exit_code
@@ -1134,6 +1158,10 @@ class Supervisor:
     def _start_up(self, control: Control | None) -> None:
         """The first look at the control file decides whether the child starts at once."""
         self.started_up = True
+        if control is not None and control.exit:  # the job is over: nothing to start
+            self.control = control
+            self._exit_on_request()
+            return
         if control is None or control.attempt < self.env_attempt:
             # No word for this job (a first attempt, or a restart the operator made by
             # re-creating the pods): start as a pod always did.

@@ -137,7 +137,7 @@ def test_a_submitted_folder_trains_to_succeeded(
     assert not any(".env" in key or "SECRET" in value for key, value in (configmap.data or {}).items())
 
     assert "worker=0 epoch=2 replicas=2.0" in ok(tfmw("logs", name, "-n", NAMESPACE))
-    every = ok(tfmw("logs", name, "-n", NAMESPACE, "--all", "--tail", "5")).splitlines()
+    every = ok(tfmw("logs", name, "-n", NAMESPACE, "--all")).splitlines()
     assert "[worker-1] worker=1 epoch=2 replicas=2.0" in every, every
     listed = json.loads(ok(tfmw("get", name, "-n", NAMESPACE, "-o", "json")))
     assert listed["status"]["phase"] == "Succeeded"

@@ -5,13 +5,16 @@ it, then tfmw installed twice, each time the sample trained to Succeeded with ev
 pulled from the registry (the node's containerd resolves localhost:<port> through its
 hosts.toml; nothing is imported with ctr, and the images are removed from the node first):
 
-1. the chart, `helm install`; then `helm uninstall` leaves nothing of ours behind but the
+1. the chart, `helm install`, serving `default` only (`watchNamespaces`: the operator's
+   pod and Service rights are a Role there, none elsewhere), in namespaces walled by Pod
+   Security as the chart checks; then `helm uninstall` leaves nothing of ours behind but the
    CRD (Helm never deletes CRDs) and the Lease the operator took at run time (it goes
    with the namespace);
 2. the kustomize base, `kubectl apply -k deploy/`; then `kubectl delete -k deploy/`.
 
 Storage is the local overlay's (deploy/overlays/local/storage.yaml): the base and the
-chart bring none.
+chart bring none. It labels `default` (Pod Security baseline), which stays: the API server
+never deletes `default`.
 """
 
 from __future__ import annotations
@@ -58,9 +61,11 @@ def timed(step: str, command: list[str], timeout: float = 900) -> None:
     TIMINGS.append((step, time.monotonic() - t0))
 
 
-def kubectl_long(*args: str, timeout: float = 900) -> None:
+def kubectl_long(*args: str, timeout: float = 900, input: str | None = None) -> None:
     """kubectl for what waits longer than tests/kube.py's kubectl allows (its own --timeout)."""
-    done = subprocess.run(["kubectl", *args], capture_output=True, text=True, timeout=timeout, check=False)
+    done = subprocess.run(
+        ["kubectl", *args], capture_output=True, text=True, timeout=timeout, check=False, input=input
+    )
     assert done.returncode == 0, f"kubectl {' '.join(args)} failed: {done.stderr}"
 
 
@@ -113,14 +118,7 @@ def registry() -> Iterator[None]:
         subprocess.run(
             [str(HELM), "uninstall", "tfmw", "--namespace", SYSTEM, "--wait"], check=False, timeout=300
         )
-        kubectl_long(
-            "delete",
-            "-k",
-            str(REPO / "deploy" / "overlays" / "local"),
-            "--ignore-not-found",
-            "--wait=true",
-            "--timeout=300s",
-        )
+        delete_all_but_default(kubectl("kustomize", str(REPO / "deploy" / "overlays" / "local")).stdout, 300)
     assert kubectl("get", "namespace", SYSTEM, check=False).returncode != 0
     assert kubectl("get", "crd", CRD, check=False).returncode != 0
     timed("registry up (hack/registry.sh up)", [str(REPO / "hack" / "registry.sh"), "up"])
@@ -223,18 +221,29 @@ def what_is_left_in_the_system_namespace() -> list[str]:
     return sorted(n for n in listed if n not in ("configmap/kube-root-ca.crt", "serviceaccount/default"))
 
 
+def delete_all_but_default(manifests: str, timeout: int) -> None:
+    """These objects deleted, but the namespace `default` (which the API server refuses to
+    delete; it keeps its labels)."""
+    docs = [d for d in yaml.safe_load_all(manifests) if d]
+    kept = [d for d in docs if not (d["kind"] == "Namespace" and d["metadata"]["name"] == "default")]
+    kubectl_long(
+        "delete", "-f", "-", "--ignore-not-found", "--wait=true", f"--timeout={timeout}s",
+        input=yaml.safe_dump_all(kept), timeout=timeout + 60,
+    )  # fmt: skip
+
+
 def remove_storage_and_namespace() -> None:
-    kubectl_long("delete", "-f", str(STORAGE), "--ignore-not-found", "--wait=true", "--timeout=180s")
+    delete_all_but_default(STORAGE.read_text(), 180)
     kubectl_long("delete", "namespace", SYSTEM, "--ignore-not-found", "--wait=true", "--timeout=180s")
 
 
 def test_helm_install_train_and_uninstall(registry: None) -> None:
     forget_images()
     # The namespace first (restricted Pod Security, deploy/base/namespace.yaml) and the
-    # node's storage; then the chart.
+    # node's storage, which walls `default` (baseline); then the chart, which checks both.
     kubectl("apply", "-f", str(NAMESPACE_YAML), "-f", str(STORAGE))
     timed(
-        "helm install (the operator ready)",
+        "helm install, serving default (the operator ready)",
         [
             str(HELM),
             "install",
@@ -242,12 +251,22 @@ def test_helm_install_train_and_uninstall(registry: None) -> None:
             str(REPO / "charts" / "tfmw"),
             "--namespace",
             SYSTEM,
+            "--set",
+            f"watchNamespaces={{{JOBS}}}",
             "--wait",
             "--timeout",
             "10m",
         ],
     )
     operator_pods_pulled_and_ready()
+    # Rights where it serves, none elsewhere (kube-system above all).
+    operator_account = f"system:serviceaccount:{SYSTEM}:tfmw-operator"
+    for namespace, allowed in ((JOBS, "yes"), ("kube-system", "no")):
+        for verb, resource in (("create", "pods"), ("create", "services"), ("delete", "pods")):
+            can = kubectl(
+                "auth", "can-i", verb, resource, "-n", namespace, "--as", operator_account, check=False
+            )
+            assert can.stdout.strip() == allowed, f"{verb} {resource} in {namespace}: {can.stdout}"
     manifest = subprocess.run(
         [str(HELM), "get", "manifest", "tfmw", "--namespace", SYSTEM],
         check=True,
@@ -255,7 +274,9 @@ def test_helm_install_train_and_uninstall(registry: None) -> None:
         text=True,
     ).stdout
     released = [d for d in yaml.safe_load_all(manifest) if d]
-    assert {d["kind"] for d in released} >= {"Deployment", "ClusterRole", "Service", "PodDisruptionBudget"}
+    assert {d["kind"] for d in released} >= {
+        "Deployment", "ClusterRole", "Role", "RoleBinding", "Service", "PodDisruptionBudget"
+    }  # fmt: skip
     train_the_sample("mnist-helm")
     timed(
         "helm uninstall", [str(HELM), "uninstall", "tfmw", "--namespace", SYSTEM, "--wait", "--timeout", "5m"]
@@ -293,7 +314,7 @@ def test_kustomize_apply_train_and_delete(registry: None) -> None:
     base = [d for d in yaml.safe_load_all(kubectl("kustomize", str(REPO / "deploy")).stdout) if d]
     # The operator first: its pods hold the claim, and so the volume, until they are gone.
     kubectl_long("delete", "-k", str(REPO / "deploy"), "--wait=true", "--timeout=300s")
-    kubectl_long("delete", "-f", str(STORAGE), "--ignore-not-found", "--wait=true", "--timeout=180s")
+    delete_all_but_default(STORAGE.read_text(), 180)
     TIMINGS.append(("kubectl delete -k deploy/", time.monotonic() - t0))
     assert [d["metadata"]["name"] for d in base if not gone(d)] == []
     assert kubectl("get", "namespace", SYSTEM, check=False).returncode != 0

@@ -1,10 +1,12 @@
-"""The operator with deploy/'s RBAC and its ServiceAccount's token: enough to work, nothing more."""
+"""The operator with deploy/'s RBAC and its ServiceAccount's token: enough to work, nothing
+more; and with the chart's watchNamespaces, rights in the namespace it serves alone."""
 
 from __future__ import annotations
 
 import json
 import os
 import re
+import subprocess
 import time
 import urllib.request
 from collections.abc import Callable
@@ -17,6 +19,7 @@ import yaml
 from kube import CLUSTER_DIR, REPO, ClusterClient, SimulatedKubelet, kubectl, wait_for
 from operator_process import OperatorProcess
 from ports import free_ports
+from unit.deploy.test_kustomize import kube_version
 from wrappers import simulated_job, write_marker
 
 Json = dict[str, Any]
@@ -26,20 +29,7 @@ SERVICE_ACCOUNT = "system:serviceaccount:tfmw-system:tfmw-operator"
 
 @pytest.fixture(scope="module")
 def operator_kubeconfig(kube: ClusterClient, tmp_path_factory: pytest.TempPathFactory) -> str:
-    token = kubectl("create", "token", "tfmw-operator", "-n", "tfmw-system", "--duration=1h").stdout.strip()
-    admin = yaml.safe_load(Path(os.environ["KUBECONFIG"]).read_text())
-    cluster = admin["clusters"][0]["cluster"]
-    config = {
-        "apiVersion": "v1",
-        "kind": "Config",
-        "clusters": [{"name": "local", "cluster": cluster}],
-        "users": [{"name": "tfmw-operator", "user": {"token": token}}],
-        "contexts": [{"name": "sa", "context": {"cluster": "local", "user": "tfmw-operator"}}],
-        "current-context": "sa",
-    }
-    path = tmp_path_factory.mktemp("sa") / "kubeconfig"
-    path.write_text(yaml.safe_dump(config))
-    return str(path)
+    return token_kubeconfig("tfmw-system", "tfmw-operator", tmp_path_factory.mktemp("sa") / "kubeconfig")
 
 
 def metric(text: str, name: str) -> float:
@@ -49,7 +39,7 @@ def metric(text: str, name: str) -> float:
 
 
 def granted_by(role: Json) -> set[tuple[str, str, str]]:
-    """(apiGroup, resource, verb) for every rule of a ClusterRole."""
+    """(apiGroup, resource, verb) for every rule of a ClusterRole or Role."""
     return {
         (group, resource, verb)
         for rule in role["rules"]
@@ -59,12 +49,12 @@ def granted_by(role: Json) -> set[tuple[str, str, str]]:
     }
 
 
-def requests_since(audit_log: Path, since: datetime) -> list[Json]:
+def requests_since(audit_log: Path, since: datetime, user: str = SERVICE_ACCOUNT) -> list[Json]:
     entries = [json.loads(line) for line in audit_log.read_text().splitlines() if line.strip()]
     return [
         e
         for e in entries
-        if e["user"]["username"] == SERVICE_ACCOUNT
+        if e["user"]["username"] == user
         and datetime.fromisoformat(e["requestReceivedTimestamp"].replace("Z", "+00:00")) >= since
     ]
 
@@ -80,17 +70,35 @@ def used_by(entries: list[Json]) -> set[tuple[str, str, str]]:
     return used
 
 
-def test_operator_with_its_service_account_reconciles_a_job(
+def token_kubeconfig(namespace: str, service_account: str, path: Path) -> str:
+    """A kubeconfig that is that service account, by a token of an hour."""
+    token = kubectl("create", "token", service_account, "-n", namespace, "--duration=1h").stdout.strip()
+    admin = yaml.safe_load(Path(os.environ["KUBECONFIG"]).read_text())
+    cluster = admin["clusters"][0]["cluster"]
+    config = {
+        "apiVersion": "v1",
+        "kind": "Config",
+        "clusters": [{"name": "local", "cluster": cluster}],
+        "users": [{"name": service_account, "user": {"token": token}}],
+        "contexts": [{"name": "sa", "context": {"cluster": "local", "user": service_account}}],
+        "current-context": "sa",
+    }
+    path.write_text(yaml.safe_dump(config))
+    return str(path)
+
+
+def reconcile_a_job(
     kube: ClusterClient,
     kubelet: SimulatedKubelet,
     shared_root: Path,
-    operator_kubeconfig: str,
+    namespace: str,
+    kubeconfig: str,
     operator_process: Callable[..., OperatorProcess],
-) -> None:
-    started = datetime.now(UTC).replace(microsecond=0)
-    namespace = kube.new_namespace("rbac")
+) -> tuple[int, int]:
+    """An operator as that kubeconfig's user takes a job through creation, a gang restart,
+    success and its TTL; the (metrics, liveness) ports it served."""
     metrics_port, liveness_port = free_ports(2)
-    operator_process(namespace, operator_kubeconfig, (metrics_port, liveness_port))
+    operator_process(namespace, kubeconfig, (metrics_port, liveness_port))
     manifest = simulated_job("least").run_policy(cleanPodPolicy="All", ttlSecondsAfterFinished=1)
     job = kube.create_job(namespace, manifest.manifest())
     kube.wait_pods(namespace, "least", 2, timeout=60)
@@ -102,6 +110,45 @@ def test_operator_with_its_service_account_reconciles_a_job(
     kube.wait_phase(namespace, "least", "Succeeded", timeout=30)
     kube.wait_events(namespace, "least", {"PodsCreated", "GangRestart", "Succeeded"})
     wait_for("the job deleted by its TTL", lambda: kube.get_job(namespace, "least") is None, timeout=30)
+    return metrics_port, liveness_port
+
+
+# Not a request: the OwnerReferencesPermissionEnforcement admission plugin checks this
+# grant when the operator sets blockOwnerDeletion, so it never shows in the audit log.
+CHECKED_NOT_CALLED = {("tfmw.dev", "tfmwjobs/finalizers", "update")}
+# Only a job that names a Kueue queue reads and deletes Workloads: tests/e2e/test_kueue.py
+# runs those against a real Kueue, with the operator deployed under this ClusterRole.
+CHECKED_NOT_CALLED |= {("kueue.x-k8s.io", "workloads", verb) for verb in ("get", "list", "delete")}
+# Services are read one by one only when one of a job's name exists that is not its
+# own (tests/integration/test_lifecycle.py's namesake cases run that path).
+CHECKED_NOT_CALLED.add(("", "services", "get"))
+
+
+def assert_every_grant_used_and_nothing_refused(user: str, started: datetime, *roles: Json) -> list[Json]:
+    """Least privilege, measured: the API server's audit log of this user's requests since
+    `started`. Nothing was refused, and every grant of these roles was used. The requests."""
+    time.sleep(1)  # the audit log is written asynchronously
+    entries = requests_since(CLUSTER_DIR / "logs" / "audit.log", started, user)
+    refused = [e for e in entries if e.get("responseStatus", {}).get("code") == 403]
+    assert not refused, [(e["verb"], e["requestURI"]) for e in refused[:5]]
+    granted = set().union(*(granted_by(role) for role in roles))
+    unused = granted - used_by(entries) - CHECKED_NOT_CALLED
+    assert not unused, f"granted but never used: {sorted(unused)}"
+    return entries
+
+
+def test_operator_with_its_service_account_reconciles_a_job(
+    kube: ClusterClient,
+    kubelet: SimulatedKubelet,
+    shared_root: Path,
+    operator_kubeconfig: str,
+    operator_process: Callable[..., OperatorProcess],
+) -> None:
+    started = datetime.now(UTC).replace(microsecond=0)
+    namespace = kube.new_namespace("rbac")
+    metrics_port, liveness_port = reconcile_a_job(
+        kube, kubelet, shared_root, namespace, operator_kubeconfig, operator_process
+    )
     # Its own endpoints: Prometheus metrics that counted this job, and the liveness probe.
     metrics = urllib.request.urlopen(f"http://127.0.0.1:{metrics_port}/metrics", timeout=5).read().decode()
     assert metric(metrics, "tfmw_jobs_created_total") == 1
@@ -110,29 +157,79 @@ def test_operator_with_its_service_account_reconciles_a_job(
     assert metric(metrics, "tfmw_reconcile_duration_seconds_count") > 0
     assert metric(metrics, "tfmw_marker_detection_latency_seconds_count") == 1
     assert urllib.request.urlopen(f"http://127.0.0.1:{liveness_port}/healthz", timeout=5).status == 200
-
-    # Least privilege, measured: the API server's audit log of this operator's requests.
-    # Nothing was refused, and every grant of the ClusterRole was used.
-    time.sleep(1)  # the audit log is written asynchronously
-    entries = requests_since(CLUSTER_DIR / "logs" / "audit.log", started)
-    refused = [e for e in entries if e.get("responseStatus", {}).get("code") == 403]
-    assert not refused, [(e["verb"], e["requestURI"]) for e in refused[:5]]
     role = next(
         d
         for d in yaml.safe_load_all((REPO / "deploy" / "base" / "rbac.yaml").read_text())
         if d["kind"] == "ClusterRole"
     )
-    # Not a request: the OwnerReferencesPermissionEnforcement admission plugin checks this
-    # grant when the operator sets blockOwnerDeletion, so it never shows in the audit log.
-    checked_not_called = {("tfmw.dev", "tfmwjobs/finalizers", "update")}
-    # Only a job that names a Kueue queue reads and deletes Workloads: tests/e2e/test_kueue.py
-    # runs those against a real Kueue, with the operator deployed under this ClusterRole.
-    checked_not_called |= {("kueue.x-k8s.io", "workloads", verb) for verb in ("get", "list", "delete")}
-    # Services are read one by one only when one of a job's name exists that is not its
-    # own (tests/integration/test_lifecycle.py's namesake cases run that path).
-    checked_not_called.add(("", "services", "get"))
-    unused = granted_by(role) - used_by(entries) - checked_not_called
-    assert not unused, f"granted but never used: {sorted(unused)}"
+    assert_every_grant_used_and_nothing_refused(SERVICE_ACCOUNT, started, role)
+
+
+def chart_rbac(watched: str) -> list[Json]:
+    """The chart's rights for an operator in tfmw-system serving `watched` alone: its
+    ClusterRole (renamed, to stand beside deploy/'s, which the session applied) and the Role
+    in `watched`, with their bindings."""
+    rendered = subprocess.run(
+        [str(REPO / "hack" / "bin" / "helm"), "template", "tfmw", str(REPO / "charts" / "tfmw"),
+         "--namespace", "tfmw-system", "--kube-version", kube_version(), "--set", f"watchNamespaces={{{watched}}}",
+         "--show-only", "templates/rbac.yaml"],
+        check=True, capture_output=True, text=True, timeout=60,
+    ).stdout  # fmt: skip
+    docs = [d for d in yaml.safe_load_all(rendered) if d]
+    for doc in docs:
+        if doc["kind"] in ("ClusterRole", "ClusterRoleBinding"):
+            doc["metadata"]["name"] = NAMESPACED_CLUSTER_ROLE
+        if doc["kind"] == "ClusterRoleBinding":
+            doc["roleRef"]["name"] = NAMESPACED_CLUSTER_ROLE
+    return [d for d in docs if d["kind"].startswith("Cluster") or d["metadata"].get("namespace") == watched]
+
+
+NAMESPACED_CLUSTER_ROLE = "tfmw-operator-test-namespaced"
+
+
+def test_an_operator_serving_one_namespace_needs_rights_there_alone(
+    kube: ClusterClient,
+    kubelet: SimulatedKubelet,
+    shared_root: Path,
+    operator_kubeconfig: str,
+    operator_process: Callable[..., OperatorProcess],
+) -> None:
+    """The chart's watchNamespaces: a Role in the namespace served holds every right but the
+    cluster-scoped reads, and that is enough, used in full, and nothing is asked elsewhere.
+    The operator's own service account (the API server's audit policy logs it alone), its
+    cluster-wide binding taken away meanwhile (the deployed operator is paused)."""
+    started = datetime.now(UTC).replace(microsecond=0)
+    jobs = kube.new_namespace("rbac-ns")
+    docs = chart_rbac(jobs)
+    kubectl("delete", "clusterrolebinding", "tfmw-operator")
+    try:
+        kubectl("apply", "-f", "-", input=yaml.safe_dump_all(docs))
+        reconcile_a_job(kube, kubelet, shared_root, jobs, operator_kubeconfig, operator_process)
+        (cluster_role,) = [d for d in docs if d["kind"] == "ClusterRole"]
+        (role,) = [d for d in docs if d["kind"] == "Role"]
+        entries = assert_every_grant_used_and_nothing_refused(SERVICE_ACCOUNT, started, cluster_role, role)
+        # Every request on a namespaced resource was in the namespace served.
+        elsewhere = {
+            (e["verb"], e["requestURI"])
+            for e in entries
+            if (e.get("objectRef") or {}).get("resource")
+            not in ("namespaces", "customresourcedefinitions", None)
+            and (e.get("objectRef") or {}).get("namespace") != jobs
+        }
+        assert not elsewhere, sorted(elsewhere)[:5]
+        for namespace, allowed in ((jobs, "yes"), ("kube-system", "no"), ("default", "no")):
+            for verb, resource in (
+                ("create", "pods"),
+                ("create", "services"),
+                ("list", "persistentvolumeclaims"),
+            ):
+                can = kubectl(
+                    "auth", "can-i", verb, resource, "-n", namespace, "--as", SERVICE_ACCOUNT, check=False
+                )
+                assert can.stdout.strip() == allowed, f"{verb} {resource} in {namespace}: {can.stdout}"
+    finally:
+        kubectl("delete", "-f", "-", "--ignore-not-found", input=yaml.safe_dump_all(docs), check=False)
+        kubectl("apply", "-f", str(REPO / "deploy" / "base" / "rbac.yaml"))
 
 
 @pytest.mark.parametrize(

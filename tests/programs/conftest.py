@@ -1,7 +1,6 @@
 """The sample programs of deploy/samples/programs/, run as local processes (local_job.py):
-the proof, outside Kubernetes, of what each must do. Real TensorFlow; each test takes from
-15 s to about a minute on two cores, so they are not part of `make test-unit`:
-`make test-programs` runs them."""
+the proof, outside Kubernetes, of what each must do. Real TensorFlow, several processes a
+test: too slow for `make test-unit`, so `make test-programs` runs them (and `make test`)."""
 
 from __future__ import annotations
 

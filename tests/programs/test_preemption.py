@@ -75,3 +75,15 @@ def test_sigterm_to_one_worker_saves_and_stops_both(tmp_path: Path) -> None:
         assert [job.wait_exit(worker, 60) for worker in WORKERS] == [SAVED_AND_EXITED] * 2, job.outputs()
         first, second = saved_steps(job, 0)
         assert first == second and first > STEPS
+
+
+def test_a_worker_killed_without_notice_makes_its_peer_exit_170(tmp_path: Path) -> None:
+    """SIGKILL (the OOM killer, a lost node) gives the handler nothing to save: the peer's
+    step fails, and it exits with the "peer lost, restart the gang" code."""
+    with preemption_job(tmp_path) as job:
+        job.start_all()
+        job.wait_line(WORKERS[0], r"^chief epoch=1 ", STARTUP)
+        job.signal(WORKERS[1], signal.SIGKILL)
+        assert job.wait_exit(WORKERS[0], 60) == 170, job.outputs()
+        assert job.lines(WORKERS[0], r"^chief lost a peer, the gang restarts: ")
+        assert not saved_steps(job, 0) and not (tmp_path / "checkpoints").exists()

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import gzip
 import importlib.util
+from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -109,3 +110,68 @@ def synthetic(samples: int, features: int, seed: int) -> Dataset:
     score = x @ weights + 0.1 * rng.normal(size=samples).astype(np.float32)
     y = (score > 0).astype(np.int32)
     return _split(SYNTHETIC, x, y, 2, seed)
+
+
+IndexArray = npt.NDArray[np.int64]
+
+
+def worker_share(global_batch: int, workers: int, index: int) -> tuple[int, int]:
+    """Where worker `index` of `workers` takes its part of every global batch, and how many
+    examples: the global batch divided as evenly as it goes, the first `global_batch % workers`
+    workers taking one more. Loss averaged over the global batch (`compute_average_loss` with
+    `global_batch_size`) then weighs every example alike, whatever the parts."""
+    if not 0 <= index < workers:
+        raise ValueError(f"worker {index} is not one of {workers}")
+    if global_batch < workers:
+        raise DataError(
+            f"the global batch of {global_batch} cannot be shared by {workers} workers: "
+            "each needs at least one example; use a larger --global-batch-size"
+        )
+    base, extra = divmod(global_batch, workers)
+    return index * base + min(index, extra), base + (1 if index < extra else 0)
+
+
+class ExampleStream:
+    """The order in which training sees the examples, the same whatever the number of workers.
+
+    An endless sequence of passes over the training set, pass `r` a permutation seeded by
+    (seed, r). Global step `k` (from 0) trains the examples at positions `k*G` to `k*G + G - 1`
+    of it, G the global batch, each worker its share (`worker_share`). A checkpoint records
+    the positions consumed, so a gang that resumes from it, with any number of workers, goes
+    on at the next position: every example is seen as often as in a run never interrupted.
+    """
+
+    def __init__(self, size: int, seed: int) -> None:
+        if size <= 0:
+            raise DataError("the training set is empty")
+        self.size = size
+        self.seed = seed
+        self._passes: dict[int, IndexArray] = {}
+
+    def permutation(self, number: int) -> IndexArray:
+        order = self._passes.get(number)
+        if order is None:
+            order = np.random.default_rng([self.seed, number]).permutation(self.size).astype(np.int64)
+            if len(self._passes) >= 2:  # a batch spans at most two passes at a time
+                self._passes.pop(min(self._passes))
+            self._passes[number] = order
+        return order
+
+    def indices(self, start: int, count: int) -> IndexArray:
+        """The examples at positions `start` .. `start + count - 1`."""
+        parts = []
+        position, end = start, start + count
+        while position < end:
+            number, offset = divmod(position, self.size)
+            take = min(end - position, self.size - offset)
+            parts.append(self.permutation(number)[offset : offset + take])
+            position += take
+        return np.concatenate(parts) if parts else np.zeros(0, dtype=np.int64)
+
+    def worker_batches(self, start: int, global_batch: int, workers: int, index: int) -> Iterator[IndexArray]:
+        """Worker `index`'s part of each global batch, from position `start` on, for ever."""
+        offset, count = worker_share(global_batch, workers, index)
+        position = start
+        while True:
+            yield self.indices(position + offset, count)
+            position += global_batch

@@ -12,14 +12,21 @@ that go on wait for the others in the next all-reduce: the loop adds each worker
 the step's own all-reduce (`vote`) and all of them save at the step where the sum first is
 not zero, whether one worker was told (its pod deleted) or all of them (a gang restart, a
 suspension, a preemption).
+
+Before training begins there is nothing to save: the training process says when it has begun
+(`ready`, one byte into a second pipe), and until then PID 1 ends it at once on SIGTERM rather
+than granting it the save budget (a worker still importing TensorFlow, or waiting in the
+strategy's start-up for a peer that never comes, would otherwise hold its pod that long).
 """
 
 from __future__ import annotations
 
+import contextlib
 import os
 import time
 
 NOTICE = b"T"
+READY = b"R"
 SIGTERM_EXIT_CODE = 143  # 128 + SIGTERM
 # TensorFlow lost a peer: not this program's fault, so from 128 up (restartPolicy ExitCode
 # retries it with a gang restart), and no signal's.
@@ -68,12 +75,44 @@ class TerminationNotice:
 
 
 _notice = TerminationNotice()
+_ready_fd: int | None = None
 
 
-def install(fd: int | None) -> None:
-    """Called once in the training process, before training starts."""
-    global _notice
+def install(fd: int | None, ready_fd: int | None = None) -> None:
+    """Called once in the training process, before training starts: `fd` the notice's reading
+    end, `ready_fd` where to say that training has begun."""
+    global _notice, _ready_fd
     _notice = TerminationNotice(fd)
+    _ready_fd = ready_fd
+
+
+def ready() -> None:
+    """Training has begun, and the notice is read from now on: PID 1 now lets this process save
+    for TFMW_SAVE_SECONDS after SIGTERM, rather than ending it at once. Idempotent."""
+    global _ready_fd
+    if _ready_fd is None:
+        return
+    fd, _ready_fd = _ready_fd, None
+    try:
+        os.write(fd, READY)
+        os.close(fd)
+    except OSError:
+        pass  # PID 1 is gone: its notice (end of file) is read at the next step
+
+
+class TrainingStarted:
+    """PID 1's side of `ready`: whether the training process said training has begun."""
+
+    def __init__(self, fd: int) -> None:
+        self.fd = fd
+        self._started = False
+        os.set_blocking(fd, False)
+
+    def __call__(self) -> bool:
+        if not self._started:
+            with contextlib.suppress(OSError):  # BlockingIOError: nothing said yet
+                self._started = os.read(self.fd, 1) == READY
+        return self._started
 
 
 def notice() -> TerminationNotice:

@@ -24,9 +24,11 @@ from tfmw_operator import contract
 
 from tfmw_trainer import termination
 from tfmw_trainer.cluster import Placement
-from tfmw_trainer.data import DIGITS, Dataset, load
+from tfmw_trainer.data import DIGITS, Dataset, ExampleStream, load, worker_share
 from tfmw_trainer.keras_progress import ProgressCallback
+from tfmw_trainer.keras_step_times import ComputeTimeCallback
 from tfmw_trainer.progress import INTERIM_REPORT_SECONDS, ProgressReporter
+from tfmw_trainer.step_times import StepTimes
 
 OWNER_FILE = "job.json"
 
@@ -35,8 +37,10 @@ OWNER_FILE = "job.json"
 class TrainConfig:
     mode: str = "loop"  # loop | fit
     epochs: int = 3
-    batch_size: int = 16  # per worker
-    steps_per_epoch: int = 8
+    batch_size: int = 16  # per worker, when global_batch_size is 0
+    # The examples of one step, over all workers, whatever their number (0: batch_size x workers).
+    global_batch_size: int = 0
+    steps_per_epoch: int = 8  # global steps: each trains one global batch
     width: int = 64
     data: str = DIGITS  # digits | synthetic | a path to mnist.npz
     samples: int = 1024  # synthetic only
@@ -49,6 +53,10 @@ class TrainConfig:
     crash_exit_code: int = 137
     hang_at_epoch: int = 0  # fault injection for tests: stop training after this epoch in attempt 0
     hang_worker: int = 1
+    slow_worker: int = -1  # testing: this worker sleeps slow_seconds in every step's compute
+    slow_seconds: float = 0.0
+    step_times: bool = True  # measure each step's compute time and write TFMW_STEP_TIMES_PATH
+    record_data: bool = False  # testing: each worker writes the examples of each of its steps
 
 
 def say(place: Placement, text: str) -> None:
@@ -59,7 +67,28 @@ def checkpoint_dir(place: Placement) -> Path:
     """Every worker takes part in saving; only the chief's copy is kept."""
     if place.is_chief:
         return place.shared_dir / "checkpoints"
-    return place.shared_dir / ".worker-scratch" / f"worker-{place.index}"
+    return scratch_dir(place) / f"worker-{place.index}"
+
+
+def scratch_dir(place: Placement) -> Path:
+    return place.shared_dir / ".worker-scratch"
+
+
+class BatchError(ValueError):
+    """The batch options cannot be used; the message says what to do."""
+
+
+def global_batch_size(config: TrainConfig, replicas: int) -> int:
+    """The examples of one step over all replicas: --global-batch-size, kept whatever the number
+    of workers, else --batch-size per replica."""
+    if config.global_batch_size:
+        if config.global_batch_size < replicas:
+            raise BatchError(
+                f"--global-batch-size={config.global_batch_size} cannot be shared by {replicas} replicas: "
+                "each needs at least one example"
+            )
+        return config.global_batch_size
+    return config.batch_size * replicas
 
 
 def resumable_checkpoint(place: Placement) -> str | None:
@@ -141,6 +170,42 @@ def maybe_hang(place: Placement, config: TrainConfig, epoch: int) -> None:
             time.sleep(3600)
 
 
+def slow_seconds(place: Placement, config: TrainConfig) -> float:
+    """Testing's --slow-worker/--slow-seconds: how long this worker sleeps in each step's compute."""
+    return config.slow_seconds if place.index == config.slow_worker and config.slow_seconds > 0 else 0.0
+
+
+def injected_sleep(seconds: float) -> Any:
+    """A graph op that sleeps `seconds` where it runs (a straggler's slower compute, for tests)."""
+
+    def sleep() -> Any:
+        time.sleep(seconds)
+        return np.float64(seconds)
+
+    return tf.py_function(sleep, [], tf.float64)
+
+
+class DataLedger:
+    """Testing's --record-data: the examples (their indices in the training set) this worker
+    trained on at each step, one JSON line per step in data-ledger/attempt-<a>-worker-<i>.jsonl."""
+
+    def __init__(self, place: Placement, enabled: bool) -> None:
+        self.path = (
+            place.shared_dir / "data-ledger" / f"attempt-{place.attempt}-worker-{place.index}.jsonl"
+            if enabled
+            else None
+        )
+        if self.path is not None:
+            self.path.parent.mkdir(parents=True, exist_ok=True)
+
+    def write(self, step: int, ids: Any) -> None:
+        if self.path is None:
+            return
+        examples = [int(i) for part in ids for i in part.numpy().tolist()]
+        with self.path.open("a") as ledger:
+            ledger.write(json.dumps({"step": step, "ids": examples}) + "\n")
+
+
 class FirstStep:
     """Says `first_step` once, when this process's first training step has completed: how
     long a worker took from its start (or its gang's restart) to training, seen from its
@@ -163,22 +228,40 @@ def pause(seconds: float) -> None:
         termination.notice().wait(seconds)
 
 
+class Counters:
+    """How far training has got, saved in every checkpoint: whole epochs, global steps, and the
+    positions of the example stream consumed (`data.ExampleStream`), which lets a gang of
+    another size, or another global batch, go on with the next examples."""
+
+    def __init__(self) -> None:
+        self.epochs = tf.Variable(0, dtype=tf.int64, trainable=False)
+        self.steps = tf.Variable(0, dtype=tf.int64, trainable=False)
+        self.examples = tf.Variable(0, dtype=tf.int64, trainable=False)
+
+    def assign(self, epochs: int, steps: int, examples: int) -> None:
+        self.epochs.assign(epochs)
+        self.steps.assign(steps)
+        self.examples.assign(examples)
+
+    def trackables(self) -> dict[str, Any]:
+        return {"epochs_done": self.epochs, "steps_done": self.steps, "examples_done": self.examples}
+
+
 def save_on_notice(
     place: Placement,
     manager: Any,
-    epochs_done: Any,
-    steps_done: Any,
+    counters: Counters,
     reporter: ProgressReporter,
     epoch: int,
     step: int,
+    examples: int,
     config: TrainConfig,
     told: bool,
 ) -> None:
     """A worker was told to stop (SIGTERM) and the gang agreed on `step`: every worker saves
     (saving is collective), the chief reports the checkpoint, and training stops."""
     started = time.monotonic()
-    epochs_done.assign(epoch - 1)
-    steps_done.assign(step)
+    counters.assign(epoch - 1, step, examples)
     # Numbered by the step: an epoch's own end (ckpt-<epoch>) is a different checkpoint.
     saved = manager.save(checkpoint_number=step)
     seconds = time.monotonic() - started
@@ -198,11 +281,12 @@ def train(place: Placement, config: TrainConfig) -> dict[str, float]:
     # The strategy must exist before any other TensorFlow op: it configures the runtime.
     strategy = tf.distribute.MultiWorkerMirroredStrategy()
     replicas = int(strategy.num_replicas_in_sync)
-    global_batch = config.batch_size * replicas
+    global_batch = global_batch_size(config, replicas)
+    _, worker_batch = worker_share(global_batch, place.num_workers, place.index)
     say(
         place,
         f"start cluster_workers={place.num_workers} replicas={replicas} "
-        f"global_batch={global_batch} mode={config.mode} attempt={place.attempt}",
+        f"global_batch={global_batch} mode={config.mode} attempt={place.attempt} worker_batch={worker_batch}",
     )
     place.shared_dir.mkdir(parents=True, exist_ok=True)
     data = load(config.data, place.shared_dir, config.seed, config.samples)
@@ -222,6 +306,12 @@ def train(place: Placement, config: TrainConfig) -> dict[str, float]:
     summaries.write(config.epochs, {"eval_accuracy": metrics["eval_accuracy"]})
     if not place.is_chief:
         shutil.rmtree(checkpoint_dir(place), ignore_errors=True)
+    else:
+        # Scratch of workers a larger gang had (an attempt with more workers than this one).
+        for folder in scratch_dir(place).glob("worker-*"):
+            index = folder.name.removeprefix("worker-")
+            if index.isdigit() and int(index) >= place.num_workers:
+                shutil.rmtree(folder, ignore_errors=True)
     say(place, "training_complete")
     if place.is_chief:
         # The final figures first, so the status the operator ends with equals the marker's.
@@ -234,6 +324,7 @@ def train(place: Placement, config: TrainConfig) -> dict[str, float]:
                 contract.MARKER_ATTEMPT: place.attempt,
                 "workers": place.num_workers,
                 "replicas": replicas,
+                "globalBatch": global_batch,
                 "mode": config.mode,
                 "epochs": config.epochs,
                 "data": data.name,
@@ -254,61 +345,117 @@ def _train_loop(
     reporter: ProgressReporter,
     summaries: Summaries,
 ) -> tuple[Any, dict[str, float]]:
-    def dataset_fn(context: Any) -> Any:
-        batch = context.get_per_replica_batch_size(global_batch)
-        dataset = tf.data.Dataset.from_tensor_slices((data.x_train, data.y_train))
-        dataset = dataset.shard(context.num_input_pipelines, context.input_pipeline_id)
-        dataset = dataset.shuffle(len(data.x_train), seed=config.seed, reshuffle_each_iteration=True)
-        return dataset.repeat().batch(batch).prefetch(2)
-
     with strategy.scope():
         model = build_model(config, data)
         optimizer = tf.keras.optimizers.Adam(learning_rate=config.learning_rate)
         accuracy = tf.keras.metrics.SparseCategoricalAccuracy()
-        epochs_done = tf.Variable(0, dtype=tf.int64, trainable=False)
-        steps_done = tf.Variable(0, dtype=tf.int64, trainable=False)
+        counters = Counters()
         loss_fn = tf.keras.losses.SparseCategoricalCrossentropy(
             from_logits=True, reduction=tf.keras.losses.Reduction.NONE
         )
 
-    checkpoint = tf.train.Checkpoint(
-        model=model, optimizer=optimizer, epochs_done=epochs_done, steps_done=steps_done
-    )
+    checkpoint = tf.train.Checkpoint(model=model, optimizer=optimizer, **counters.trackables())
     manager = tf.train.CheckpointManager(checkpoint, str(checkpoint_dir(place)), max_to_keep=2)
     latest = resumable_checkpoint(place)
     if latest:
+        # The variables are mirrored: the same values on every worker, saved once, so a gang of
+        # any size restores them (the optimizer's slots and step count included).
         checkpoint.restore(latest)
     spe = config.steps_per_epoch
     # Saved at an epoch's end, or mid-epoch on SIGTERM: the step says which.
-    resumed_step = max(int(steps_done.numpy()), int(epochs_done.numpy()) * spe)
+    resumed_step = max(int(counters.steps.numpy()), int(counters.epochs.numpy()) * spe)
     first_epoch, skipped = resumed_step // spe + 1, resumed_step % spe
-    say(place, f"resumed_from_epoch={first_epoch - 1} resumed_from_step={resumed_step}")
+    # Where the example stream goes on; a checkpoint that did not record it: its steps at this
+    # global batch.
+    resumed_examples = int(counters.examples.numpy()) or resumed_step * global_batch
+    say(
+        place,
+        f"resumed_from_epoch={first_epoch - 1} resumed_from_step={resumed_step} "
+        f"resumed_from_example={resumed_examples}",
+    )
+    if resumed_examples != resumed_step * global_batch:
+        say(
+            place,
+            f"note: the checkpoint's {resumed_step} steps trained {resumed_examples} examples, "
+            f"not {resumed_step} x {global_batch}: the global batch changed",
+        )
     if latest and resumed_step > 0:
         reporter.checkpointed(first_epoch - 1, os.path.relpath(latest, place.shared_dir), resumed_step)
 
+    stream = ExampleStream(len(data.x_train), config.seed)
+    replicas = int(strategy.num_replicas_in_sync)
+
+    def dataset_fn(context: Any) -> Any:
+        # Each worker's share of every global batch, from where the checkpoint left the stream;
+        # a worker with several local replicas feeds them their shares in turn.
+        local = replicas // context.num_input_pipelines
+        first = context.input_pipeline_id * local
+        parts = [
+            stream.worker_batches(resumed_examples, global_batch, replicas, first + j) for j in range(local)
+        ]
+
+        def batches() -> Any:
+            while True:
+                for part in parts:
+                    ids = next(part)
+                    yield data.x_train[ids], data.y_train[ids], ids
+
+        signature = (
+            tf.TensorSpec((None, data.features), tf.float32),
+            tf.TensorSpec((None,), tf.int32),
+            tf.TensorSpec((None,), tf.int64),
+        )
+        # repeat(): an infinite dataset, so the distributed iterator needs no collective per
+        # step to agree that every worker still has data.
+        return tf.data.Dataset.from_generator(batches, output_signature=signature).repeat().prefetch(2)
+
     iterator = iter(strategy.distribute_datasets_from_function(dataset_fn))
+    slow = slow_seconds(place, config)
+    if slow:
+        say(place, f"slowed_worker compute_sleep_seconds={slow:g}")
 
     @tf.function  # type: ignore[untyped-decorator]
     def train_step(iterator: Any, told: Any) -> Any:
-        def step(inputs: Any) -> Any:
-            x, y = inputs
+        def step(inputs: Any, started: Any) -> Any:
+            x, y, ids = inputs
             with tf.GradientTape() as tape:
                 logits = model(x, training=True)
                 loss = tf.nn.compute_average_loss(loss_fn(y, logits), global_batch_size=global_batch)
             gradients = tape.gradient(loss, model.trainable_variables)
-            optimizer.apply_gradients(zip(gradients, model.trainable_variables, strict=True))
+            computed = [*gradients]
+            if slow:
+                with tf.control_dependencies(gradients):
+                    computed.append(injected_sleep(slow))
+            # This worker's own work ends here: the input and the gradients. The all-reduce in
+            # apply_gradients, where it waits for its peers, starts after this timestamp.
+            with tf.control_dependencies(computed):
+                finished = tf.timestamp() if config.step_times else tf.constant(0.0, tf.float64)
+            with tf.control_dependencies([finished]):
+                optimizer.apply_gradients(zip(gradients, model.trainable_variables, strict=True))
             accuracy.update_state(y, logits)
             # The notice rides on the loss's all-reduce: every worker learns, at the same
             # step, whether any of them was told to stop.
-            return tf.stack([loss, told])
+            return tf.stack([loss, told]), finished - started, ids
 
-        per_replica = strategy.run(step, args=(next(iterator),))
-        return strategy.reduce(tf.distribute.ReduceOp.SUM, per_replica, axis=None)
+        # Taken before the input: waiting for the input pipeline is this worker's own work too.
+        started = tf.timestamp() if config.step_times else tf.constant(0.0, tf.float64)
+        with tf.control_dependencies([started]):
+            inputs = next(iterator)
+        votes, compute, ids = strategy.run(step, args=(inputs, started))
+        local = strategy.experimental_local_results
+        return strategy.reduce(tf.distribute.ReduceOp.SUM, votes, axis=None), local(compute), local(ids)
 
     notice = termination.notice()
     first_step = FirstStep(place)
+    times = StepTimes() if config.step_times else None
+    ledger = DataLedger(place, config.record_data)
     total_steps = config.epochs * spe
     metrics = {"loss": float("nan"), "accuracy": float("nan")}
+
+    def examples_at(step: int) -> int:
+        return resumed_examples + (step - resumed_step) * global_batch
+
+    termination.ready()
     for epoch in range(first_epoch, config.epochs + 1):
         accuracy.reset_state()
         total = 0.0
@@ -316,12 +463,18 @@ def _train_loop(
         started = last_report = time.monotonic()
         for done in range(first, spe + 1):
             told = notice.requested()
-            loss, votes = train_step(iterator, tf.constant(1.0 if told else 0.0)).numpy()
+            reduced, compute, ids = train_step(iterator, tf.constant(1.0 if told else 0.0))
+            loss, votes = reduced.numpy()
             total += float(loss)
             step = (epoch - 1) * spe + done
+            if times is not None:
+                times.record(step, max(float(c) for c in compute))
+            ledger.write(step, ids)
             first_step.passed(step)
             if votes > 0:
-                save_on_notice(place, manager, epochs_done, steps_done, reporter, epoch, step, config, told)
+                save_on_notice(
+                    place, manager, counters, reporter, epoch, step, examples_at(step), config, told
+                )
             pause(config.step_pause)
             now = time.monotonic()
             if now - last_report >= INTERIM_REPORT_SECONDS and done < spe:
@@ -336,8 +489,7 @@ def _train_loop(
         }
         say(place, f"epoch={epoch} loss={metrics['loss']:.4f} accuracy={metrics['accuracy']:.4f}")
         summaries.write(epoch, metrics)
-        epochs_done.assign(epoch)
-        steps_done.assign(epoch * spe)
+        counters.assign(epoch, epoch * spe, examples_at(epoch * spe))
         saved = manager.save(checkpoint_number=epoch)
         if place.is_chief:
             claim_checkpoints(place)
@@ -346,6 +498,8 @@ def _train_loop(
         maybe_crash(place, config, epoch)
         maybe_hang(place, config, epoch)
         pause(config.epoch_pause)
+    if times is not None:
+        times.flush()
     return model, dict(metrics)
 
 
@@ -372,11 +526,25 @@ def _train_fit(
             loss=tf.keras.losses.SparseCategoricalCrossentropy(from_logits=True),
             metrics=[tf.keras.metrics.SparseCategoricalAccuracy(name="accuracy")],
         )
+    slow = slow_seconds(place, config)
+    if slow:
+        say(place, f"slowed_worker compute_sleep_seconds={slow:g}")
+        train_step = model.train_step
+
+        def slowed_train_step(batch: Any) -> Any:
+            # Before the forward pass, so inside the compute the callback below measures.
+            with tf.control_dependencies([injected_sleep(slow)]):
+                return train_step(batch)
+
+        model.train_step = slowed_train_step
 
     metrics: dict[str, float] = {}
     first_step = FirstStep(place)
 
     class EpochLines(tf.keras.callbacks.Callback):  # type: ignore[misc]
+        def on_train_begin(self, logs: dict[str, float] | None = None) -> None:
+            termination.ready()
+
         def on_epoch_begin(self, epoch: int, logs: dict[str, float] | None = None) -> None:
             self.epoch = epoch
 
@@ -407,6 +575,7 @@ def _train_fit(
             # After BackupAndRestore's save: each epoch's report names the backup it completed.
             ProgressCallback(global_batch, reporter=reporter, checkpoint_path=backup_dir.name),
             EpochLines(),
+            *([ComputeTimeCallback()] if config.step_times else []),
         ],
     )
     # Saving is collective under the strategy: every worker saves, the chief's copy is kept.

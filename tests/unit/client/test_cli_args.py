@@ -163,3 +163,32 @@ def test_a_missing_context_is_an_error_that_names_the_fix(tmp_path: Path) -> Non
         == EXIT_ERROR
     )
     assert "cannot use the kubeconfig" in err.getvalue() and "get-contexts" in err.getvalue()
+
+
+def test_get_loads_none_of_the_other_commands_machinery(tmp_path: Path) -> None:
+    """`tfmw get` pays for the kubernetes package, not for the function checks, packaging,
+    log reading or waiting it does not use (docs/benchmarks.md, "The CLI's start time")."""
+    config = tmp_path / "kubeconfig"
+    config.write_text(
+        "apiVersion: v1\nkind: Config\ncurrent-context: c\n"
+        "clusters: [{name: c, cluster: {server: 'https://127.0.0.1:1'}}]\n"
+        "users: [{name: u, user: {token: t}}]\n"
+        "contexts: [{name: c, context: {cluster: c, user: u}}]\n"
+    )
+    result = _run(
+        "import io, sys",
+        "from tfmw_client.cli import main",
+        f"assert main(['--kubeconfig', {str(config)!r}, 'get'], out=io.StringIO(), err=io.StringIO()) == 1",
+        "print(sorted(m for m in sys.modules if m.startswith('tfmw_client.')))",
+    )
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.strip() == str(
+        [
+            "tfmw_client.cli",
+            "tfmw_client.errors",
+            "tfmw_client.kube",
+            "tfmw_client.names",
+            "tfmw_client.render",
+            "tfmw_client.sdk",
+        ]
+    )
