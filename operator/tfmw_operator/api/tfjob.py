@@ -457,16 +457,17 @@ def tfjob_conditions(status: JobStatus, namespace: str, name: str, old: list[Jso
             other = "Restarting" if kind == "Running" else "Running"
             conditions = [c for c in conditions if c.get("type") != other]
             previous.pop(other, None)
-    if (
-        phase is not None
-        and phase is not Phase.RUNNING
-        and previous.get("Running", {}).get("status") == "True"
-    ):
+    if phase in (Phase.SUSPENDED, Phase.SUCCEEDED, Phase.FAILED):
+        # Kubeflow flips Running to False where it stands in the list.
         reason = {Phase.SUSPENDED: "TFJobSuspended", Phase.SUCCEEDED: "TFJobSucceeded"}.get(
             phase, "TFJobFailed"
         )
-        if phase in (Phase.SUSPENDED, Phase.SUCCEEDED, Phase.FAILED):
-            put("Running", False, reason, previous["Running"].get("message") or "")
+        conditions = [
+            _condition("Running", False, reason, c.get("message") or "", stamp, c)
+            if c.get("type") == "Running" and c.get("status") == "True"
+            else c
+            for c in conditions
+        ]
     if phase is not Phase.SUSPENDED and previous.get("Suspended", {}).get("status") == "True":
         put("Suspended", False, "TFJobResumed", f"TFJob {name} is resumed.")
     return conditions

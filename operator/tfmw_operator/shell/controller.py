@@ -124,9 +124,7 @@ class JobController:
                 for n, scope in by_scope
             }
             self.kubeflow_controllers = {
-                n: Informer(
-                    kube, f"{scope}/pods", _running, ignore_changes, KUBEFLOW_CONTROLLER, own_name
-                )
+                n: Informer(kube, f"{scope}/pods", _running, ignore_changes, KUBEFLOW_CONTROLLER, own_name)
                 for n, scope in by_scope
             }
         self._told: set[str] = set()  # UIDs of jobs told once why they wait or are not served
