@@ -8,6 +8,7 @@ tests' own: it runs under whatever python3 a worker's image has.
 from __future__ import annotations
 
 import ast
+import contextlib
 import json
 import os
 import random
@@ -135,10 +136,14 @@ def job(tmp_path: Path) -> Iterator[Job]:
     }
     made = Job(folder, scratch, env)
     yield made
-    for run in made.runs:  # a failed test leaves no supervisor or child behind
+    for run in made.runs:  # a failed test leaves no supervisor or command behind
         if run.alive():
+            commands = _children(run.process.pid)  # in process groups of their own
             run.process.send_signal(signal.SIGKILL)
             run.process.wait()
+            for pid in commands:
+                with contextlib.suppress(ProcessLookupError):
+                    os.killpg(pid, signal.SIGKILL)
 
 
 def sh(script: str) -> tuple[str, ...]:
