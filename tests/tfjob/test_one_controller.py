@@ -26,6 +26,7 @@ from typing import Any
 
 import pytest
 from kube import ClusterClient, pause_deployed_operator, wait_for
+from kubernetes.client.exceptions import ApiException
 from tfjob.harness import (
     TFJobs,
     describe,
@@ -91,7 +92,7 @@ class Cluster:
     def start_kubeflow(self) -> None:
         import subprocess
 
-        from bench.peer import TFJob
+        from bench.peer import WEBHOOK_SECRET, TFJob
         from kube import REPO
 
         binary = subprocess.run(
@@ -102,10 +103,15 @@ class Cluster:
             f"--webhook-server-port={WEBHOOK_PORT}" if a.startswith("--webhook-server-port") else a
             for a in controller.command
         ]
+        try:  # a start that failed before left its Secret: the rotator starts again from none
+            self.kube.core.delete_namespaced_secret(WEBHOOK_SECRET, self.namespace)
+        except ApiException as error:
+            if error.status != 404:
+                raise
         controller.prepare(self.kube, self.namespace)
         controller.start(self.root / "training-operator.log")
-        controller.after_start(self.kube, self.namespace)
         self.kubeflow = controller
+        controller.after_start(self.kube, self.namespace)
 
     def stop_kubeflow(self) -> None:
         if self.kubeflow is not None:
