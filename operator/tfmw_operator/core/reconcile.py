@@ -659,7 +659,7 @@ def _replan(step: _Step, job: JobSpec, verdict: Shrink | Readmit, current: Seque
         if excluded:
             step.condition(ConditionType.NODES_EXCLUDED, True, "NodeFault", excluded_message(excluded))
         else:
-            step.condition(ConditionType.NODES_EXCLUDED, False, "GangUnplaceable", message)
+            step.condition(ConditionType.NODES_EXCLUDED, False, "GangUnplaceable", message, listed=True)
     _end_workloads(step, _attempt_workloads(job, over, current))
     step.event("Warning", reason, message)
     # Nothing trained in a gang that never was whole: no checkpoint to give it time for.
