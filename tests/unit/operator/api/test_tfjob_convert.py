@@ -7,7 +7,8 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
-from tfmw_operator.api.tfjob import ConversionError, Note, convert
+from tfmw_operator.api.names import API_VERSION, KIND
+from tfmw_operator.api.tfjob import ConversionError, Note, convert, parse_tfjob
 
 Json = dict[str, Any]
 
@@ -242,3 +243,17 @@ def test_a_lone_worker_without_a_chief_gets_all_workers_completion_when_asked_an
     assert spec["runPolicy"]["cleanPodPolicy"] == "All" and spec["runPolicy"]["backoffLimit"] == 3
     assert not converted.distributed and converted.manifest["metadata"] == {"name": "dist"}
     assert "sharedVolume" not in spec and spec["port"] == 2222
+
+
+def test_replicas_default_to_one_and_the_manifest_is_a_tfmultiworkerjob() -> None:
+    unset = {k: v for k, v in replica().items() if k != "replicas"}
+    converted = convert(tfjob({"tfReplicaSpecs": {"Chief": unset, "Worker": unset}}))
+    assert converted.manifest["apiVersion"] == API_VERSION and converted.manifest["kind"] == KIND
+    assert converted.manifest["spec"]["workers"] == 1 and converted.distributed
+
+
+def test_a_parsed_tfjob_without_namespace_or_uid_is_in_default_and_has_no_folder_check_unless_given() -> None:
+    job = tfjob({"tfReplicaSpecs": {"Worker": replica()}}, annotations={"tfmw.dev/shared-claim": "claim"})
+    parsed = parse_tfjob(job)
+    assert (parsed.namespace, parsed.uid, parsed.folder_check_image) == ("default", "", "")
+    assert parse_tfjob(job, "check:1").folder_check_image == "check:1"
