@@ -4,8 +4,10 @@ a whole lifecycle, these the exact values of each step."""
 
 from __future__ import annotations
 
+import json
 from typing import Any
 
+from tfmw_operator.api.kinds import MAX_STATUS_ANNOTATION_BYTES, TFJOBS, StatusWrites
 from tfmw_operator.api.spec import ReplicaType
 from tfmw_operator.api.status import Condition, ConditionType, JobStatus, Phase, ReplicaCounts, WorkerCounts
 from tfmw_operator.api.tfjob import parse_tfjob, tfjob_conditions, tfjob_status
@@ -212,3 +214,29 @@ def test_a_refused_tfjob_without_a_name_or_namespace_still_gets_conditions() -> 
         ],
         "replicaStatuses": {},
     }
+
+
+def test_the_engines_status_is_one_compact_sorted_annotation_and_the_tfjobs_status_a_patch_of_its_own() -> (
+    None
+):
+    tfjob = job(Worker=1)
+    spec = parse_tfjob(tfjob)
+    status = JobStatus(phase=Phase.RUNNING, launched_attempt=0, start_time=T0)
+    writes = TFJOBS.status_writes(tfjob, status, spec, at(1))
+    rendered = json.dumps(status.to_json(), separators=(",", ":"), sort_keys=True)
+    assert writes.metadata == {"metadata": {"annotations": {"tfmw.dev/status": rendered}}}
+    assert writes.status is not None and writes.status["conditions"] == [CREATED, RUNNING]
+    tfjob["metadata"]["annotations"] = {"tfmw.dev/status": rendered}
+    tfjob["status"] = writes.status
+    assert TFJOBS.status_writes(tfjob, status, spec, at(9)) == StatusWrites(metadata=None, status=None)
+
+
+def test_a_status_annotation_up_to_its_limit_is_read_and_one_not_a_string_is_not() -> None:
+    tfjob = job(Worker=1)
+    head = '{"attempt":3,"message":"'
+    raw = head + "x" * (MAX_STATUS_ANNOTATION_BYTES - len(head) - 2) + '"}'
+    assert len(raw) == MAX_STATUS_ANNOTATION_BYTES
+    tfjob["metadata"]["annotations"] = {"tfmw.dev/status": raw}
+    assert TFJOBS.recorded_status(tfjob).attempt == 3
+    tfjob["metadata"]["annotations"] = {"tfmw.dev/status": 3}
+    assert TFJOBS.recorded_status(tfjob) == JobStatus()
