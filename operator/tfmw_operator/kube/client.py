@@ -18,6 +18,7 @@ import kopf
 
 from tfmw_operator.api.names import GROUP, PLURAL, VERSION
 from tfmw_operator.api.objects import Json
+from tfmw_operator.kube.fair import FairSlots, namespace_of_path
 
 MERGE_PATCH = "application/merge-patch+json"
 logger = logging.getLogger(__name__)
@@ -27,7 +28,9 @@ logger = logging.getLogger(__name__)
 CONNECTION_POOL_SIZE = 8
 # Requests beyond this wait for a slot before aiohttp builds them: each request waiting inside
 # aiohttp for a connection holds memory, and a large cleanup sends thousands at once
-# (docs/benchmarks.md, "The measurements behind the code"). Twice the pool keeps it fed.
+# (docs/benchmarks.md, "The measurements behind the code"). Twice the pool keeps it fed. The
+# slots go to namespaces in turn (fair.py): one tenant's thousand jobs never queue another's
+# requests behind theirs.
 REQUESTS_AT_ONCE = 2 * CONNECTION_POOL_SIZE
 REQUEST_TIMEOUT = aiohttp.ClientTimeout(total=30, sock_connect=5)
 LOG_TIMEOUT = aiohttp.ClientTimeout(total=60, sock_connect=5)
@@ -143,7 +146,7 @@ class Kube:
 
     def __init__(self, credentials: kopf.ConnectionInfo, relogin: Login = connection_info) -> None:
         self._relogin = relogin
-        self._slots = asyncio.Semaphore(REQUESTS_AT_ONCE)
+        self._slots = FairSlots(REQUESTS_AT_ONCE)
         self._connect(credentials)
 
     def _connect(self, credentials: kopf.ConnectionInfo) -> None:
@@ -178,13 +181,14 @@ class Kube:
         timeout: aiohttp.ClientTimeout = REQUEST_TIMEOUT,
         accept: str | None = None,
     ) -> Json:
+        namespace = namespace_of_path(path)
         for attempt in (1, 2):
             data = None if body is None else json.dumps(body, separators=(",", ":"))
             headers = {"Content-Type": content_type} if data is not None else {}
             if accept is not None:
                 headers["Accept"] = accept
             async with (
-                self._slots,
+                self._slots.held(namespace),
                 self.session.request(
                     method, self.server + path, params=params, data=data, headers=headers, timeout=timeout
                 ) as response,
