@@ -28,7 +28,8 @@ RENAME_EXCHANGE = 2
 
 def exchange(one: Path, other: Path) -> bool:
     """renameat2(RENAME_EXCHANGE): the two names swap what they hold, atomically."""
-    return LIBC.renameat2(AT_FDCWD, os.fsencode(one), AT_FDCWD, os.fsencode(other), RENAME_EXCHANGE) == 0
+    result: int = LIBC.renameat2(AT_FDCWD, os.fsencode(one), AT_FDCWD, os.fsencode(other), RENAME_EXCHANGE)
+    return result == 0
 
 
 def remove(parent: Path, name: str, budget: int = 1_000_000, last: str | None = None) -> bool:
