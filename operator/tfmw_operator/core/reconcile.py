@@ -320,10 +320,14 @@ def _count_workers(step: _Step, job: JobSpec, current: Sequence[ObservedPod]) ->
         ready_workers=f"{ready}/{len(job.members)}",
         replicas=_replica_counts(job, current, step.status.replicas),
     )
-    checked = next((p for p in current if p.folder_checked), None)
+    # Said only of a pass the operator counts (claim_checks: its own pod, its own image).
+    checked = next(
+        (p for p in current if p.folder_checked and p.folder_check_image == job.folder_check_image), None
+    )
     if (
         job.folder_check_image
         and checked
+        and step.obs.claim_reached is not None
         and not step.status.condition_is_true(ConditionType.SHARED_VOLUME_CHECKED)
     ):
         message = (
@@ -438,14 +442,14 @@ def _launch(step: _Step, job: JobSpec, current: Sequence[ObservedPod], leftover_
     if step.obs.service_missing:  # a restart's is there already: asking again costs two calls
         step.actions.append(EnsureService(build_service(job)))
     if missing:
-        # The claim reaches the folder (sharedVolume is immutable): no init container to start again.
-        checked = step.status.condition_is_true(ConditionType.SHARED_VOLUME_CHECKED)
+        # The claim reaches the folder (sharedVolume is immutable): no init container to start
+        # again. Known only from a check this operator made (claim_checks), never from the
+        # job's status: whoever may write the status could have set SharedVolumeChecked.
         reached = step.obs.claim_reached if job.folder_check_image else None
-        if not checked and reached is not None:
+        if reached is not None and not step.status.condition_is_true(ConditionType.SHARED_VOLUME_CHECKED):
             message = reached.message(job.claim_name or "")
             step.condition(ConditionType.SHARED_VOLUME_CHECKED, True, "ClaimReached", message)
-            checked = True
-        built = dataclasses.replace(job, folder_check_image="") if checked else job
+        built = dataclasses.replace(job, folder_check_image="") if reached is not None else job
         step.actions.append(CreatePods(built, attempt, missing, proven=not first))
     if first:
         step.milestones.add(Milestone.LAUNCHED)
@@ -514,8 +518,9 @@ def _name_of(job: JobSpec, member: Member) -> str:
 
 
 def _checked(step: _Step, job: JobSpec) -> JobSpec:
-    """The job as its pods are built now: without the folder check once it passed."""
-    if step.status.condition_is_true(ConditionType.SHARED_VOLUME_CHECKED):
+    """The job as its pods are built now: without the folder check once one this operator
+    made passed on its claim (claim_checks; the status condition is not believed)."""
+    if job.folder_check_image and step.obs.claim_reached is not None:
         return dataclasses.replace(job, folder_check_image="")
     return job
 

@@ -20,7 +20,7 @@ from tfmw_operator.api.spec import JobSpec
 from tfmw_operator.api.status import Phase
 from tfmw_operator.api.tfjob import KF_JOB_NAME, KF_OPERATOR_NAME, KUBEFLOW_OPERATOR_NAME, SERVE_OFF, serves
 from tfmw_operator.core.builders import build_event, pod_group_name
-from tfmw_operator.core.claim_checks import Claim, FolderReached, ReachedClaims
+from tfmw_operator.core.claim_checks import Claim, FolderReached, OwnPods, ReachedClaims, trusted_pass
 from tfmw_operator.core.decision import (
     CreatePods,
     Decision,
@@ -114,6 +114,7 @@ class JobController:
             for n, scope in by_scope
         }
         self.reached_claims = ReachedClaims()
+        self.own_pods = OwnPods()  # the UIDs of the pods this operator created (claim_checks)
         # Where TFJobs are served: Kubeflow's own TFJob controller, seen through its pods (the
         # job's, and the controller's own): one controller per job (api/tfjob.py `serves`).
         self.kubeflow_pods: dict[str, Informer[str]] = {}
@@ -134,7 +135,7 @@ class JobController:
         self.audit = JobAudit(
             kube, self.jobs, self.pods.values(), settings.exact_namespaces, self._forget, settings.kinds
         )
-        self.creator = Creator(kube, self.events, self._services_of, self._pods_of)
+        self.creator = Creator(kube, self.events, self._services_of, self._pods_of, self.own_pods.add)
         self.deleter = WorkerDeleter(kube, self.storage, self._pods_of)
         self._states: dict[Key, _JobState] = {}
         self._active = 0
@@ -160,11 +161,12 @@ class JobController:
         """Record a folder check this job's worker passed, and say whether any job's did for
         the claim as it is now. The worker must still be up (not deleted: the claim's
         protection finalizer keeps its claim while it runs), and the claim older than the
-        check, so the claim seen is the one the check read."""
+        check, so the claim seen is the one the check read. Only a pod this operator created
+        counts, and only a check that ran the operator's image (claim_checks)."""
         if not job.folder_check_image or job.claim_name is None:
             return None
         claim = self._claim(job.namespace, job.claim_name)
-        passed = next((p for p in pods if p.folder_checked and p.active), None)
+        passed = trusted_pass(pods, self.own_pods, job.folder_check_image)
         if passed is not None:
             reached = FolderReached(job.name, passed.index)
             self.reached_claims.record(job.namespace, claim, reached, passed.folder_checked_at)
