@@ -41,6 +41,7 @@ class Claim:
     bound: bool
     created: datetime | None = None
     deleting: bool = False
+    phase: str = ""  # status.phase: Pending, Bound, Lost
 
     @classmethod
     def of(cls, raw: Json) -> Claim:
@@ -52,6 +53,7 @@ class Claim:
             bound=status.get("phase") == "Bound",
             created=parse_time(meta.get("creationTimestamp")),
             deleting=bool(meta.get("deletionTimestamp")),
+            phase=phase if isinstance(phase := status.get("phase"), str) else "",
         )
 
     @property

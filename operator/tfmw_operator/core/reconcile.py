@@ -73,6 +73,7 @@ from tfmw_operator.core.policies.restart_backoff import judge_restart_backoff
 from tfmw_operator.core.policies.time_limits import active_deadline, judge_pending
 from tfmw_operator.core.policies.verdicts import Cause, Fail, MarkerVerdict, Pending, Queued, Restart, WakeAt
 from tfmw_operator.core.progress import next_progress
+from tfmw_operator.core.tenancy import claim_finding, pod_security_finding
 
 NAMESAKE_RECHECK_SECONDS = 2.0
 COUNTS_WRITE_SECONDS = 1.0
@@ -188,6 +189,7 @@ def _decide(step: _Step, job: JobSpec) -> None:
     if step.status.finished:
         _clean_up(step, job)
         return
+    _tenancy(step, job)
     current, stale = _by_attempt(step.obs.pods, step.status.attempt)
     _count_workers(step, job, current)
     marker = judge_marker(step.obs.marker, job.uid) if job.shared else MarkerVerdict.ABSENT
@@ -362,6 +364,30 @@ def _replica_counts(
             )
         )
     return tuple(counted)
+
+
+def _tenancy(step: _Step, job: JobSpec) -> None:
+    """The wall between tenants (core/tenancy): a namespace that does not enforce Pod
+    Security baseline, and a claim that is not bound, named on the job with a shared volume:
+    a condition, and a Warning when it turns bad. Said True only once it was said False."""
+    if not job.shared or job.claim_name is None:
+        return
+    findings = (
+        (ConditionType.POD_SECURITY_ENFORCED, pod_security_finding(job.namespace, step.obs.pod_security)),
+        (
+            ConditionType.SHARED_VOLUME_BOUND,
+            claim_finding(job.claim_name, step.obs.claim, step.obs.claim_known),
+        ),
+    )
+    for kind, finding in findings:
+        if finding is None:
+            continue
+        said = step.status.condition(kind)
+        if finding.ok and said is None:
+            continue
+        if not finding.ok and (said is None or said.true or said.reason != finding.reason):
+            step.event("Warning", finding.reason, finding.message)
+        step.condition(kind, finding.ok, finding.reason, finding.message, listed=True)
 
 
 def _storage(step: _Step) -> None:

@@ -40,6 +40,7 @@ from tfmw_operator.core.pods import ObservedPod
 from tfmw_operator.core.policies.progress_deadline import stalled_by_progress
 from tfmw_operator.core.progress import ProgressProblem, ProgressReading
 from tfmw_operator.core.reconcile import reconcile, reconcile_failed
+from tfmw_operator.core.tenancy import pod_security_of
 from tfmw_operator.core.workloads import WorkloadState, observe_workload
 from tfmw_operator.kube.client import ApiError, Kube
 from tfmw_operator.kube.informer import Informer, LatestJobs, ignore_changes, own_name
@@ -114,6 +115,10 @@ class JobController:
             for n, scope in by_scope
         }
         self.reached_claims = ReachedClaims()
+        # The Pod Security level each namespace enforces (core/tenancy): read only.
+        self.namespaces: Informer[str] = Informer(
+            kube, "/api/v1/namespaces", pod_security_of, ignore_changes, "", own_name
+        )
         self.own_pods = OwnPods()  # the UIDs of the pods this operator created (claim_checks)
         # Where TFJobs are served: Kubeflow's own TFJob controller, seen through its pods (the
         # job's, and the controller's own): one controller per job (api/tfjob.py `serves`).
@@ -146,7 +151,7 @@ class JobController:
 
     def side_watches(self) -> list[Informer[str] | Informer[bool]]:
         """Watches of what is not the operator's own that reconciles only read (never wait for)."""
-        return [*self.kubeflow_pods.values(), *self.kubeflow_controllers.values()]
+        return [self.namespaces, *self.kubeflow_pods.values(), *self.kubeflow_controllers.values()]
 
     def _view(self, informers: dict[str, Informer[T]], namespace: str) -> Informer[T]:
         return informers[namespace] if namespace in informers else informers[""]
@@ -171,6 +176,13 @@ class JobController:
             reached = FolderReached(job.name, passed.index)
             self.reached_claims.record(job.namespace, claim, reached, passed.folder_checked_at)
         return self.reached_claims.reached(job.namespace, claim)
+
+    def _pod_security(self, namespace: str) -> str | None:
+        """The Pod Security level the namespace enforces by its label; None when the
+        namespaces watch is not listing fresh."""
+        if not self.namespaces.fresh:
+            return None
+        return next(iter(self.namespaces.of_job(("", namespace))), "")
 
     def _pods_of(self, namespace: str) -> Informer[Owned]:
         return self._view(self.pods, namespace)
@@ -265,7 +277,13 @@ class JobController:
             status_written_at=state.status_written_at,
         )
         if isinstance(spec, JobSpec):
-            observed = dataclasses.replace(observed, claim_reached=self._claim_reached(spec, observed.pods))
+            observed = dataclasses.replace(
+                observed,
+                claim_reached=self._claim_reached(spec, observed.pods),
+                pod_security=self._pod_security(spec.namespace),
+                claim=None if spec.claim_name is None else self._claim(spec.namespace, spec.claim_name),
+                claim_known=self._view(self.claims, spec.namespace).fresh,
+            )
         decision = reconcile(observed)
         completed = await self._apply(
             key, job, observed.pods, decision, spec if isinstance(spec, JobSpec) else None
