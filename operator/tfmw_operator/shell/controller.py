@@ -43,6 +43,7 @@ from tfmw_operator.core.reconcile import reconcile, reconcile_failed
 from tfmw_operator.core.tenancy import pod_security_of
 from tfmw_operator.core.workloads import WorkloadState, observe_workload
 from tfmw_operator.kube.client import ApiError, Kube
+from tfmw_operator.kube.fair import FairSlots
 from tfmw_operator.kube.informer import Informer, LatestJobs, ignore_changes, own_name
 from tfmw_operator.runtime import metrics
 from tfmw_operator.runtime.settings import Settings
@@ -144,7 +145,7 @@ class JobController:
         self.deleter = WorkerDeleter(kube, self.storage, self._pods_of)
         self._states: dict[Key, _JobState] = {}
         self._active = 0
-        self._launching = asyncio.Semaphore(LAUNCHES_AT_ONCE)
+        self._launching = FairSlots(LAUNCHES_AT_ONCE)  # in turn between namespaces (kube/fair)
 
     def watches(self) -> list[Informer[Owned]]:
         return [*self.pods.values(), *self.services.values()]
@@ -389,7 +390,7 @@ class JobController:
                 service = action.service if isinstance(action, EnsureService) else None
                 # Only the creating waits its turn: a gang restart's deletions, or any other
                 # job's decision, never queue behind a burst of launches.
-                async with self._launching:
+                async with self._launching.held(namespace):
                     created = await self.creator.launch(namespace, service, batch)
                 if not self._created(key, created):
                     completed = False

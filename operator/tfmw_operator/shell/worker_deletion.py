@@ -11,6 +11,7 @@ from tfmw_operator.core.decision import DeletePods
 from tfmw_operator.core.owned import Owned
 from tfmw_operator.core.pods import ObservedPod
 from tfmw_operator.kube.client import Kube, LogUnavailable
+from tfmw_operator.kube.fair import FairSlots
 from tfmw_operator.kube.informer import Informer
 from tfmw_operator.storage.files import SharedStorage, archive_log, reported
 
@@ -28,6 +29,9 @@ LOG_MIN_BYTES = 64 * 1024
 # before its deletion when that is immediate, beside it when graceful.
 LOG_FOLLOWED_AT_ONCE = 64
 LOG_READS_AT_ONCE = 32
+# The most one namespace follows at once: workers that ignore SIGTERM with a grace period of
+# days hold their slots that long, and take no more than a quarter from everyone else.
+LOG_FOLLOWED_PER_NAMESPACE = 16
 # A log that cannot be read (a kubelet restarting answers nothing, or errors, for a few
 # seconds) is asked again, after these pauses: the pod is deleted only after, when it is
 # deleted at once, so its log is still there to be read. 404: the pod is gone, and its log.
@@ -44,8 +48,9 @@ class WorkerDeleter:
         self.storage = storage
         self.pods = pods  # the view of a namespace's pods
         self._reading = 0  # containers whose logs are being read now
-        self._following = 0  # of those, followed while their workers stop
-        self._reads_now = asyncio.Semaphore(LOG_READS_AT_ONCE)  # read before a deletion
+        # Of those, followed while their workers stop; both shared in turn between namespaces.
+        self._followed = FairSlots(LOG_FOLLOWED_AT_ONCE, per_namespace=LOG_FOLLOWED_PER_NAMESPACE)
+        self._reads_now = FairSlots(LOG_READS_AT_ONCE)  # read before a deletion
         self._in_turn: collections.deque[tuple[str, str, ObservedPod, Warn]] = collections.deque()
         self._readers = 0  # reading the queued logs, at most LOG_READS_AT_ONCE
         self._archiving: set[asyncio.Task[None]] = set()
@@ -72,7 +77,7 @@ class WorkerDeleter:
         # With no grace the API server forgets the pod at once, and a log stream not yet
         # open by then finds nothing: such a worker's log is read before, never followed.
         immediate = pod.terminated or grace == 0
-        follow = pod.active and not immediate and self._following + count <= LOG_FOLLOWED_AT_ONCE
+        follow = pod.active and not immediate and self._followed.try_acquire(namespace, count)
         if not follow and not immediate:
             # A graceful deletion leaves the log readable while the worker stops: read beside it.
             gone = await self.delete_pod(namespace, pod, action.grace_seconds)
@@ -80,13 +85,12 @@ class WorkerDeleter:
             return gone
         if follow:
             self._reading += count
-            self._following += count
             reading = asyncio.gather(*self._reads(namespace, pod, follow, grace), return_exceptions=True)
             self._archive_later(job_relpath, pod, reading, follow, warn)
             await asyncio.sleep(0)  # let the log requests go out before the stop
             return await self.delete_pod(namespace, pod, action.grace_seconds)
         # Deleted at once: read first, or the log goes with the pod.
-        async with self._reads_now:
+        async with self._reads_now.held(namespace):
             self._reading += count  # counted once reading (a wait for the slot may be cancelled)
             reading = asyncio.gather(*self._reads(namespace, pod, follow, grace), return_exceptions=True)
             self._archive_later(job_relpath, pod, reading, follow, warn)
@@ -153,7 +157,8 @@ class WorkerDeleter:
             logs = await reading
         finally:
             self._reading -= len(pod.containers)
-            self._following -= len(pod.containers) if followed else 0
+            if followed:
+                self._followed.release(job_relpath.split("/", 1)[0], len(pod.containers))
         try:
             await self._save(job_relpath, pod, logs, warn)
         except Exception:  # best effort: one worker's log never ends the readers of the others'

@@ -142,3 +142,36 @@ def test_a_pod_already_gone_is_not_asked_again(tmp_path: Path, monkeypatch: pyte
     delete_and_save(tmp_path, log)
     assert len(asked) == 1 and time.monotonic() - started < 5
     assert "the pod was gone" in (tmp_path / NS / JOB / "logs" / "attempt-0" / "worker-1.log").read_text()
+
+
+def test_one_namespace_stopping_many_slow_workers_leaves_log_following_slots_to_others() -> None:
+    """20 workers of one namespace that take their time to stop (their logs followed all the
+    while) hold LOG_FOLLOWED_PER_NAMESPACE slots at most; another namespace's worker is
+    followed at once, not read as it is."""
+
+    async def slow_log(request: web.Request) -> web.Response:
+        await asyncio.sleep(2)  # a worker that ignores SIGTERM: its log stream stays open (long enough here)
+        return web.Response(body=b"")
+
+    async def scenario() -> tuple[int, int]:
+        async with api(slow_log) as kube:
+            deleter = WorkerDeleter(
+                kube,
+                SharedStorage(Path("/nonexistent")),
+                lambda ns: Informer(kube, "/p", Owned.pod_of, ignore_changes),
+            )
+            action = DeletePods((), 30)
+            running = [observe_pod(pod(job().workers(20).obj(), i).running().obj()) for i in range(21)]
+            assert all(p is not None and p.active for p in running)
+            for worker in running[:20]:
+                assert worker is not None
+                await deleter.delete("team-a", JOB, worker, action, lambda *w: None)
+            flooder = deleter._followed.held_by("team-a")
+            assert running[20] is not None
+            await deleter.delete("team-b", JOB, running[20], action, lambda *w: None)
+            other = deleter._followed.held_by("team-b")
+            await deleter.drain(0.1)
+            return flooder, other
+
+    flooder, other = asyncio.run(scenario())
+    assert (flooder, other) == (worker_deletion.LOG_FOLLOWED_PER_NAMESPACE, 1)
