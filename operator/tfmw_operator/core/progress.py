@@ -41,7 +41,7 @@ DEFAULT_PROGRESS_INTERVAL_SECONDS = 10.0
 # Clocks of nodes differ; a document dated further ahead than this is refused.
 MAX_CLOCK_AHEAD_SECONDS = 300
 MAX_CHECKPOINT_PATH = 1024
-METRIC_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_./-]{0,62}")  # fullmatch: "$" would let a final newline through
+METRIC_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_./-]{0,62}")  # fullmatch: "$" lets "\n" end
 SUMMARY_METRICS = 3
 
 
