@@ -60,6 +60,8 @@ class ConditionType(StrEnum):
     SHARED_VOLUME_CHECKED = "SharedVolumeChecked"
     STRAGGLER = "Straggler"  # a training pod's own compute is persistently slower than the others'
     NODES_EXCLUDED = "NodesExcluded"  # runPolicy.nodeExclusion keeps nodes out of the attempts
+    POD_SECURITY_ENFORCED = "PodSecurityEnforced"
+    SHARED_VOLUME_BOUND = "SharedVolumeBound"
 
 
 @dataclass(frozen=True)
