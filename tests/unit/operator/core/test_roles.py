@@ -266,3 +266,68 @@ def test_the_chiefs_marker_ends_a_job_with_a_chief() -> None:
     decision = decide(obj, running_roles(obj), marker=MarkerState(exists=True, job_uid="uid-mw"), now=at(30))
     assert decision.status.phase == "Succeeded"
     assert "the chief wrote" in decision.status.condition("Succeeded").message  # type: ignore[arg-type,union-attr]
+
+
+def evicted_while_running(obj: Json, index: int, exit_code: int | None = None) -> Json:
+    """A worker evicted through the Eviction API (deleted with its grace period, marked
+    DisruptionTarget): still running, or its program exited on the SIGTERM with `exit_code`."""
+    from wrappers import pod
+
+    wrapper = (
+        pod(obj, index).running() if exit_code is None else pod(obj, index).exited(exit_code, at_seconds=18)
+    )
+    evicted = wrapper.deleting(at_seconds=45).obj()
+    evicted["metadata"]["deletionGracePeriodSeconds"] = 30
+    disruption = {"type": "DisruptionTarget", "status": "True", "reason": "EvictionByEvictionAPI"}
+    evicted["status"].setdefault("conditions", []).append(disruption)
+    return evicted
+
+
+PREEMPTED_RULE = {"action": "RestartNotCounted", "onExitCodes": [42]}
+
+
+def test_an_evicted_pod_is_judged_by_the_exit_code_a_rule_of_the_jobs_matches_on() -> None:
+    """PreemptionCheckpointHandler saves and exits 42 on the eviction's SIGTERM: the rule on 42
+    must see that code, so the eviction is not ruled on before the program has exited."""
+    from wrappers import pod
+
+    obj = job("pre").workers(2).rules(PREEMPTED_RULE).launched(phase="Running").obj()
+    saving = decide(obj, [pod(obj, 0).running().obj(), evicted_while_running(obj, 1)])
+    assert (saving.status.phase, saving.status.attempt) == ("Running", 0)
+    assert not any(isinstance(a, DeletePods) for a in saving.actions)
+
+    exited = decide(obj, [pod(obj, 0).running().obj(), evicted_while_running(obj, 1, exit_code=42)])
+    assert (exited.status.phase, exited.status.attempt) == ("Restarting", 1)
+    assert (exited.status.restarts, exited.status.restarts_not_counted) == (0, 1)
+    record = exited.status.history[0]
+    assert (record.worker, record.exit_code, record.cause) == (1, 42, "Evicted")
+    assert "failureRules[0]: RestartNotCounted" in (exited.status.message or "")
+
+
+def test_an_evicted_pod_gone_before_its_exit_was_seen_leaves_its_peers_exit_to_decide() -> None:
+    from wrappers import pod
+
+    obj = job("pre").workers(2).rules(PREEMPTED_RULE).launched(phase="Running").obj()
+    decision = decide(obj, [pod(obj, 0).exited(42, at_seconds=19).obj()])
+    assert (decision.status.restarts, decision.status.restarts_not_counted) == (0, 1)
+    assert decision.status.history[0].worker == 0
+
+
+def test_without_an_exit_code_rule_an_eviction_restarts_at_once_counted() -> None:
+    """The presets rule an eviction a disruption whatever its code: no reason to wait."""
+    from wrappers import pod
+
+    for rules in [(), ({"action": "Fail", "onCauses": ["OOMKilled"]},)]:
+        obj = job("ev").workers(2).rules(*rules).launched(phase="Running").obj()
+        decision = decide(obj, [pod(obj, 0).running().obj(), evicted_while_running(obj, 1)])
+        assert (decision.status.phase, decision.status.restarts) == ("Restarting", 1)
+        assert decision.status.history[0].cause == "Evicted"
+
+
+def test_a_pod_on_a_lost_node_is_not_waited_for_whatever_the_rules() -> None:
+    from wrappers import pod
+
+    obj = job("pre").workers(2).rules(PREEMPTED_RULE).launched(phase="Running").obj()
+    lost = pod(obj, 1).node_not_ready(at_seconds=5).deleting(at_seconds=15).obj()
+    decision = decide(obj, [pod(obj, 0).running().obj(), lost], now=at(20))
+    assert decision.status.phase == "Restarting"
