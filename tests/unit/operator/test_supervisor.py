@@ -8,6 +8,7 @@ tests' own: it runs under whatever python3 a worker's image has.
 from __future__ import annotations
 
 import ast
+import contextlib
 import json
 import os
 import random
@@ -135,10 +136,14 @@ def job(tmp_path: Path) -> Iterator[Job]:
     }
     made = Job(folder, scratch, env)
     yield made
-    for run in made.runs:  # a failed test leaves no supervisor or child behind
+    for run in made.runs:  # a failed test leaves no supervisor or command behind
         if run.alive():
+            commands = _children(run.process.pid)  # in process groups of their own
             run.process.send_signal(signal.SIGKILL)
             run.process.wait()
+            for pid in commands:
+                with contextlib.suppress(ProcessLookupError):
+                    os.killpg(pid, signal.SIGKILL)
 
 
 def sh(script: str) -> tuple[str, ...]:
@@ -657,12 +662,16 @@ def _pid1(job: Job, *command: str, bootstrap: bool = True) -> tuple[subprocess.P
         supervised = supervisor.wrapped_command(command, (), str(SUPERVISOR), PYTHON)
     else:
         supervised = [PYTHON, str(SUPERVISOR), "--", *command]
-    process = subprocess.Popen(
-        ["unshare", "--pid", "--fork", "--kill-child", *supervised],
-        env=job.env,
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.DEVNULL,
-    )
+    index = len(job.runs)
+    out, err = job.scratch / f"out-{index}", job.scratch / f"err-{index}"
+    with out.open("wb") as stdout, err.open("wb") as stderr:
+        process = subprocess.Popen(
+            ["unshare", "--pid", "--fork", "--kill-child", *supervised],
+            env=job.env,
+            stdout=stdout,
+            stderr=stderr,
+        )
+    job.runs.append(Run(process, out, err))  # killed by the fixture if the test fails: its namespace with it
     children = Path(f"/proc/{process.pid}/task/{process.pid}/children")
     pid = int(wait_for(lambda: children.read_text().split(), 5.0, "unshare's child")[0])
     return process, pid
