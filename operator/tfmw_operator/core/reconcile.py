@@ -289,8 +289,13 @@ def _progress(step: _Step, job: JobSpec) -> None:
 
 
 def _evaluation(step: _Step, job: JobSpec) -> None:
-    """status.evaluation follows the evaluator's document while the job runs."""
-    if step.obs.status.finished or job.evaluator_template is None:
+    """status.evaluation follows the evaluator's document while the job runs, and after a
+    success while the evaluator evaluates the final checkpoint (its grace: cleanup.after_finish;
+    the shell reads the document then: evaluation.reads_evaluation). A finished job's few
+    figures are written as they come, not once per interval: nothing wakes it later."""
+    if job.evaluator_template is None:
+        return
+    if step.obs.status.finished and step.status.phase is not Phase.SUCCEEDED:
         return
     update = next_evaluation(
         step.status.evaluation,
@@ -298,7 +303,7 @@ def _evaluation(step: _Step, job: JobSpec) -> None:
         job.uid,
         step.status.start_time,
         step.now,
-        step.obs.progress_interval,
+        0.0 if step.status.finished else step.obs.progress_interval,
     )
     step.update(evaluation=update.status)
     if update.warning:

@@ -198,7 +198,9 @@ def awaits_exit_code(job: JobSpec, pod: ObservedPod) -> bool:
     The wait is bounded by the pod's grace period: the kubelet then kills the program."""
     if not pod.deleting or pod.terminated or pod.preempted or pod.node_lost:
         return False
-    return any(r.exit_codes is not None or r.exit_codes_not_in is not None for r in job.run_policy.failure_rules)
+    return any(
+        r.exit_codes is not None or r.exit_codes_not_in is not None for r in job.run_policy.failure_rules
+    )
 
 
 def judge_failures(

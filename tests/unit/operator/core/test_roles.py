@@ -7,7 +7,7 @@ import json
 
 import pytest
 from tfmw_operator.api.spec import Member, ReplicaType, parse_job
-from tfmw_operator.core.builders import build_pod, build_tf_config
+from tfmw_operator.core.builders import build_pod, build_service, build_tf_config
 from tfmw_operator.core.decision import CreatePods, DeletePods, EnsureJobDirectory, RemoveMarker
 from tfmw_operator.core.observed import MarkerState
 from wrappers import Json, at, container_env, decide, job
@@ -89,6 +89,20 @@ def test_pods_say_their_role_in_names_labels_and_environment() -> None:
     assert evaluator_env["TFMW_EVALUATION_PATH"] == "/shared/evaluation.json"
 
 
+def test_every_role_is_found_through_the_one_headless_service_by_a_name_that_says_its_role() -> None:
+    spec = parse_job(job("ps").workers(2).chief().parameter_servers(2).evaluator().obj())
+    selector = build_service(spec)["spec"]["selector"]
+    cluster = json.loads(build_tf_config(spec, Member(CHIEF, 0)))["cluster"]
+    addresses = {address.split(".")[0] for hosts in cluster.values() for address in hosts}
+    for member in spec.members:
+        made = build_pod(spec, member, 0)
+        assert selector.items() <= made["metadata"]["labels"].items(), member
+        hostname = made["spec"]["hostname"]
+        assert (hostname, made["spec"]["subdomain"]) == (made["metadata"]["name"], "ps")
+        assert hostname.startswith(f"ps-{member.type}-")
+        assert (hostname in addresses) is (member.type is not EVALUATOR)  # DNS, and TF_CONFIG's name
+
+
 def test_worker_zero_is_the_chief_only_without_a_chief_of_its_own() -> None:
     alone = parse_job(job().obj())
     assert build_pod(alone, Member.worker(0), 0)["metadata"]["labels"]["tfmw.dev/role"] == "chief"
@@ -161,6 +175,23 @@ def test_a_parameter_servers_death_restarts_the_whole_job() -> None:
     assert decision.status.history[0].replica_type == "ps"
 
 
+def test_the_chief_of_a_parameter_server_job_restarts_the_whole_job() -> None:
+    """The coordinator holds the training loop: without it the workers and parameter servers
+    wait for nothing, so the whole job restarts from its checkpoint."""
+    from wrappers import pod
+
+    obj = job("ps").workers(2).chief().parameter_servers().launched(phase="Running").obj()
+    pods = running_roles(obj)
+    pods[0] = pod(obj, 0, 0, "chief").exited(137).obj()
+    decision = decide(obj, pods)
+    assert (decision.status.attempt, decision.status.phase) == (1, "Restarting")
+    assert decision.status.replacing == ()
+    record = decision.status.history[0]
+    assert (record.outcome, record.replica_type, record.worker) == ("Restarted", "chief", 0)
+    (delete,) = [a for a in decision.actions if isinstance(a, DeletePods)]
+    assert set(delete.names) == {"ps-chief-0", "ps-worker-0", "ps-worker-1", "ps-ps-0"}
+
+
 def test_a_collective_gang_restarts_whole_on_a_workers_death() -> None:
     from wrappers import pod
 
@@ -186,6 +217,9 @@ def test_the_evaluator_restarts_alone_and_never_restarts_training() -> None:
     (delete,) = [a for a in decision.actions if isinstance(a, DeletePods)]
     assert delete.names == ("ev-evaluator-0",)
     assert {r.type: r.restarts for r in decision.status.replicas}["evaluator"] == 1
+    record = decision.status.history[0]  # one entry, with its role
+    assert (record.outcome, record.replica_type, record.attempt) == ("Replaced", "evaluator", 0)
+    assert decision.status.phase == "Running" and decision.status.restarts == 1
 
 
 def test_training_runs_without_its_evaluator_started() -> None:
