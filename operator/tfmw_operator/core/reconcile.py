@@ -468,11 +468,21 @@ def _launch(step: _Step, job: JobSpec, current: Sequence[ObservedPod], leftover_
         phase=Phase.PENDING if phase in (None, Phase.SUSPENDED) else phase,
     )
     message = f"created {_pods_of(job)} for attempt {attempt}"
+    if not job.shared:
+        message += f"; {NO_SHARED_VOLUME}"
     step.condition(ConditionType.CREATED, True, "PodsCreated", message)
     if step.status.phase is Phase.PENDING:
         step.condition(ConditionType.SUSPENDED, False, "Resumed", "the job is not suspended")
     created = f"{len(missing)} worker pods" if len(job.replica_sets) == 1 else f"{len(missing)} pods"
     step.event("Normal", "PodsCreated", f"created {created} for attempt {attempt}")
+
+
+# What a job without spec.sharedVolume lacks (the exit-code completion policies allow one):
+# said in its Created condition, where `kubectl describe` shows it from the first launch.
+NO_SHARED_VOLUME = (
+    "no shared volume: no progress, evaluation or checkpoint is recorded, "
+    "and pods' logs are not kept once the pods are deleted"
+)
 
 
 def _pods_of(job: JobSpec) -> str:

@@ -7,6 +7,7 @@ import json
 
 import pytest
 from tfmw_operator.api.spec import Member, ReplicaType, parse_job
+from tfmw_operator.api.status import ConditionType
 from tfmw_operator.core.builders import build_pod, build_service, build_tf_config
 from tfmw_operator.core.decision import CreatePods, DeletePods, EnsureJobDirectory, RemoveMarker
 from tfmw_operator.core.observed import MarkerState
@@ -277,6 +278,13 @@ def test_a_job_without_shared_volume_touches_no_storage() -> None:
     assert "TFMW_SHARED_DIR" not in env and "TFMW_MARKER_PATH" not in env
     assert "initContainers" not in built["spec"]
     assert decision.watch_marker is None and decision.watch_progress is None
+    created = decision.status.condition(ConditionType.CREATED)
+    assert created is not None and created.message.endswith(
+        "no shared volume: no progress, evaluation or checkpoint is recorded, "
+        "and pods' logs are not kept once the pods are deleted"
+    )
+    with_volume = decide(job("sv").completion(policy="ChiefExitCode").obj(), service=None)
+    assert "no shared volume" not in (with_volume.status.condition(ConditionType.CREATED) or created).message
 
 
 def test_a_job_without_shared_volume_keeps_no_logs_and_has_no_log_path() -> None:
