@@ -4,9 +4,11 @@ per TensorFlow's rules, what a failure restarts, and success by exit codes."""
 from __future__ import annotations
 
 import json
+from typing import Any
 
 import pytest
 from tfmw_operator.api.spec import Member, ReplicaType, parse_job
+from tfmw_operator.api.status import ConditionType
 from tfmw_operator.core.builders import build_pod, build_tf_config
 from tfmw_operator.core.decision import CreatePods, DeletePods, EnsureJobDirectory, RemoveMarker
 from tfmw_operator.core.observed import MarkerState
@@ -266,3 +268,24 @@ def test_the_chiefs_marker_ends_a_job_with_a_chief() -> None:
     decision = decide(obj, running_roles(obj), marker=MarkerState(exists=True, job_uid="uid-mw"), now=at(30))
     assert decision.status.phase == "Succeeded"
     assert "the chief wrote" in decision.status.condition("Succeeded").message  # type: ignore[arg-type,union-attr]
+
+
+@pytest.mark.parametrize(
+    ("wrapper", "said"),
+    [
+        (job().workers(1).chief(), "created a chief and 1 worker (pods) for attempt 0"),
+        (
+            job().workers(2).chief().parameter_servers(1).evaluator(),
+            "created a chief, 2 workers, 1 parameter server and an evaluator (pods) for attempt 0",
+        ),
+        (
+            job().workers(3).parameter_servers(2),
+            "created 3 workers and 2 parameter servers (pods) for attempt 0",
+        ),
+    ],
+)
+def test_the_created_condition_counts_each_role_in_words(wrapper: Any, said: str) -> None:
+    decision = decide(wrapper.obj(), service=None)
+    assert decision.status is not None
+    created = decision.status.condition(ConditionType.CREATED)
+    assert created is not None and created.message == said
