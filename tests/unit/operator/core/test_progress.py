@@ -93,6 +93,7 @@ def test_every_field_is_optional() -> None:
         (document(metrics={"loss": "low"}), "metrics.loss"),
         (document(metrics={"loss": None}), "metrics.loss"),
         (document(metrics={"bad name!": 1}), "metric name"),
+        (document(metrics={"loss\n": 1}), "metric name"),  # "$" matched before a final newline
         (document(metrics={f"m{i}": i for i in range(17)}), "at most 16"),
         (document(examplesPerSecond=-5), "examplesPerSecond"),
         (document(examplesPerSecond="fast"), "examplesPerSecond"),
