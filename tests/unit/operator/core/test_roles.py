@@ -4,6 +4,7 @@ per TensorFlow's rules, what a failure restarts, and success by exit codes."""
 from __future__ import annotations
 
 import json
+from typing import Any
 
 import pytest
 from tfmw_operator.api.spec import Member, ReplicaType, parse_job
@@ -373,3 +374,24 @@ def test_a_pod_on_a_lost_node_is_not_waited_for_whatever_the_rules() -> None:
     lost = pod(obj, 1).node_not_ready(at_seconds=5).deleting(at_seconds=15).obj()
     decision = decide(obj, [pod(obj, 0).running().obj(), lost], now=at(20))
     assert decision.status.phase == "Restarting"
+
+
+@pytest.mark.parametrize(
+    ("wrapper", "said"),
+    [
+        (job().workers(1).chief(), "created a chief and 1 worker (pods) for attempt 0"),
+        (
+            job().workers(2).chief().parameter_servers(1).evaluator(),
+            "created a chief, 2 workers, 1 parameter server and an evaluator (pods) for attempt 0",
+        ),
+        (
+            job().workers(3).parameter_servers(2),
+            "created 3 workers and 2 parameter servers (pods) for attempt 0",
+        ),
+    ],
+)
+def test_the_created_condition_counts_each_role_in_words(wrapper: Any, said: str) -> None:
+    decision = decide(wrapper.obj(), service=None)
+    assert decision.status is not None
+    created = decision.status.condition(ConditionType.CREATED)
+    assert created is not None and created.message == said
