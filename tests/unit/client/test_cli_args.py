@@ -99,12 +99,13 @@ def test_help_and_no_command_print_usage_and_exit_0() -> None:
     assert "submit" in out.getvalue() and "logs" in out.getvalue()
 
 
-def test_convert_is_wired_and_says_it_is_not_available_yet(tmp_path: Path) -> None:
+def test_convert_reads_a_file_or_standard_input_and_names_the_field_it_refuses(tmp_path: Path) -> None:
     manifest = tmp_path / "tfjob.yaml"
     manifest.write_text("apiVersion: kubeflow.org/v1\nkind: TFJob\nmetadata: {name: x}\n")
     err = io.StringIO()
     assert cli.main(["convert", "-f", str(manifest)], out=io.StringIO(), err=err) == EXIT_ERROR
-    assert "not available yet" in err.getvalue()
+    assert f"error: {manifest}, document 1 (TFJob x): spec.tfReplicaSpecs: is required" in err.getvalue()
+    assert parse("convert", "-f", "-").filename == "-"
 
 
 def _run(*code: str) -> subprocess.CompletedProcess[str]:
