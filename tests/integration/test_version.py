@@ -37,21 +37,28 @@ def published(kube: ClusterClient) -> Iterator[list[Json]]:
     made_namespace = kubectl("get", "namespace", "tfmw-system", check=False).returncode != 0
     if made_namespace:
         kubectl("create", "namespace", "tfmw-system")
-    existing = [
-        d
-        for d in documents
-        if kubectl("get", d["kind"], d["metadata"]["name"], "-n", "tfmw-system", check=False).returncode == 0
-    ]
+    before = {}  # what was there, put back after (a deployed install's own)
+    for d in documents:
+        found = kubectl(
+            "get", d["kind"], d["metadata"]["name"], "-n", "tfmw-system", "-o", "json", check=False
+        )
+        if found.returncode == 0:
+            kept = json.loads(found.stdout)
+            for field in ("resourceVersion", "uid", "creationTimestamp", "managedFields"):
+                kept["metadata"].pop(field, None)
+            before[d["kind"], d["metadata"]["name"]] = kept
     kubectl("apply", "-f", "-", input=json.dumps({"apiVersion": "v1", "kind": "List", "items": documents}))
     try:
         yield documents
     finally:
         if made_namespace:
             kubectl("delete", "namespace", "tfmw-system", "--wait=false", check=False)
-        else:
-            for d in documents:
-                if d not in existing:
-                    kubectl("delete", d["kind"], d["metadata"]["name"], "-n", "tfmw-system", check=False)
+        for d in documents:
+            key = (d["kind"], d["metadata"]["name"])
+            if key in before:
+                kubectl("replace", "-f", "-", input=json.dumps(before[key]), check=False)
+            elif not made_namespace:
+                kubectl("delete", d["kind"], d["metadata"]["name"], "-n", "tfmw-system", check=False)
 
 
 @pytest.fixture
