@@ -181,6 +181,9 @@ def read(paths: Sequence[str], explicit: bool = False) -> Merged:
     """The files merged by kubectl's rules; `explicit` (--kubeconfig): the file must exist."""
     import yaml
 
+    # libyaml's safe loader where PyYAML has it: 0.3 against 2.4 ms for a 400-byte kubeconfig
+    # on the busy VM (more for one with certificates inline), the same documents.
+    loader = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
     merged = Merged(files=[])
     for given in paths:
         path = os.path.expanduser(given)
@@ -191,7 +194,7 @@ def read(paths: Sequence[str], explicit: bool = False) -> Merged:
         except OSError as error:
             raise KubeconfigError(f"cannot read {path}: {error.strerror}") from None
         try:
-            document = yaml.safe_load(text)
+            document = yaml.load(text, Loader=loader)  # a safe loader, C or Python
         except yaml.YAMLError as error:
             raise KubeconfigError(f"{path} is not YAML: {error}") from None
         if document is None:
