@@ -22,7 +22,13 @@ from pathlib import Path
 from tfmw_operator.api.objects import Key
 from tfmw_operator.contract import PROGRESS_FILE
 from tfmw_operator.core.decision import ProgressWatch
-from tfmw_operator.storage.files import SharedStorage, StorageError, file_signature, marker_exists
+from tfmw_operator.storage.files import (
+    SharedStorage,
+    StorageError,
+    file_signature,
+    marker_exists,
+    namespace_of,
+)
 from tfmw_operator.storage.watch import FolderEvents, WatchSync
 
 logger = logging.getLogger(__name__)
@@ -145,18 +151,30 @@ class JobFileWatcher:
         await self._look(markers, progress)
 
     async def _look(self, markers: list[tuple[Key, str]], progress: list[ProgressCheck]) -> None:
-        """Stat the markers and progress documents given; trigger the jobs whose changed."""
+        """Stat the markers and progress documents given; trigger the jobs whose changed. One
+        call per namespace: a namespace whose storage is slow or backed off (pool.py) holds up
+        only its own jobs' markers."""
         if not markers and not progress:
             return
-        try:
-            found = await self.storage.call(".", _markers_present, markers) if markers else []
-            if progress:
-                found += await self.storage.call(".", _progress_changed, progress)
-        except (OSError, StorageError):  # storage trouble must not end marker detection for good
-            logger.exception("cannot look for markers under %s", self.storage.root)
-            return
-        for key in found:
-            self._trigger(key)
+        by_namespace: dict[str, tuple[list[tuple[Key, str]], list[ProgressCheck]]] = {}
+        for key, relpath in markers:
+            by_namespace.setdefault(namespace_of(relpath), ([], []))[0].append((key, relpath))
+        for check in progress:
+            by_namespace.setdefault(namespace_of(check[1]), ([], []))[1].append(check)
+        looks = (
+            self.storage.call(namespace, _changed, namespace_markers, namespace_progress)
+            for namespace, (namespace_markers, namespace_progress) in by_namespace.items()
+        )
+        results = await asyncio.gather(*looks, return_exceptions=True)
+        for namespace, found in zip(by_namespace, results, strict=True):
+            if isinstance(found, BaseException):
+                if not isinstance(found, (OSError, StorageError)):
+                    raise found
+                # Storage trouble must not end marker detection for good: looked at next tick.
+                logger.warning("cannot look for markers of namespace %s: %s", namespace, found)
+                continue
+            for key in found:
+                self._trigger(key)
 
     def _progress_to_check(self) -> list[ProgressCheck]:
         """Jobs whose progress document may be recorded now (the throttle allows it)."""
@@ -193,6 +211,10 @@ class JobFileWatcher:
             elif progress is not None and PROGRESS_FILE in names:
                 wait = (progress.not_before - now).total_seconds() if progress.not_before else 0.0
                 self._trigger_later(key, max(0.0, wait))
+
+
+def _changed(shared_root: Path, markers: list[tuple[Key, str]], progress: list[ProgressCheck]) -> list[Key]:
+    return _markers_present(shared_root, markers) + _progress_changed(shared_root, progress)
 
 
 def _markers_present(shared_root: Path, watched: list[tuple[Key, str]]) -> list[Key]:
