@@ -4,15 +4,18 @@ The controller tracks each launched job here with the marker that may appear and
 progress document to follow; when either changes, the job is triggered.
 
 Where the shared storage is local (inotify), the kernel names the folder that changed:
-nothing is done per running job per tick, and a full look at every job's files every
-SWEEP_SECONDS catches anything missed. Elsewhere (NFS, ...) the markers are polled, less
-often the more jobs there are (at most about MAX_POLL_STATS_PER_SECOND), and progress
-documents once a second.
+nothing runs while nothing changes. A job whose folders to watch changed has its watches set
+up a tick later (its files looked at once, as they may have come before the watch), a folder
+not there yet is looked at every tick until it can be watched, and a full look at every
+job's files every SWEEP_SECONDS catches anything missed. Elsewhere (NFS, ...) the markers
+are polled, less often the more jobs there are (at most about MAX_POLL_STATS_PER_SECOND),
+and progress documents once a second.
 """
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -22,7 +25,7 @@ from pathlib import Path
 from tfmw_operator.api.objects import Key
 from tfmw_operator.contract import PROGRESS_FILE
 from tfmw_operator.core.decision import ProgressWatch
-from tfmw_operator.storage.files import SharedStorage, StorageError, file_signature, marker_exists
+from tfmw_operator.storage.files import SharedStorage, file_signature, marker_exists
 from tfmw_operator.storage.watch import FolderEvents, WatchSync
 
 logger = logging.getLogger(__name__)
@@ -31,7 +34,9 @@ MARKER_POLL_SECONDS = 0.2
 MAX_POLL_SECONDS = 2.0
 MAX_POLL_STATS_PER_SECOND = 500
 PROGRESS_POLL_SECONDS = 1.0
-SWEEP_SECONDS = 10.0
+# With inotify, what the kernel's events leave out is a bug's or an overflow's (which is
+# told): the sweep is a safety net, and costs a stat of every job's files (docs/benchmarks.md).
+SWEEP_SECONDS = 300.0
 
 Signature = tuple[int, int]  # (mtime in ns, size) of a file
 ProgressCheck = tuple[Key, str, Signature | None]
@@ -67,6 +72,7 @@ class JobFileWatcher:
         self._trigger_later = trigger_later
         self._jobs: dict[Key, _Watched] = {}
         self._sync: WatchSync | None = None  # while inotify watches the job folders
+        self._relook: set[Key] = set()  # jobs whose markers a look failed to see: looked at again
 
     def track(self, key: Key, marker: str | None, progress: ProgressWatch | None) -> None:
         """What to watch of a job now; nothing (both None) forgets it."""
@@ -104,8 +110,9 @@ class JobFileWatcher:
             logger.exception("cannot watch %s for markers; polling it instead", self.storage.root)
             events = None
         loop = asyncio.get_running_loop()
+        changed = asyncio.Event()
         if events is not None:
-            self._sync = WatchSync(events)
+            self._sync = WatchSync(events, changed.set)
             loop.add_reader(events.fd, self._on_folder_events, events)
         last_progress = loop.time()
         last_sweep = last_progress - SWEEP_SECONDS  # the first tick: jobs tracked until now
@@ -117,6 +124,13 @@ class JobFileWatcher:
                     interval = min(
                         MAX_POLL_SECONDS, max(MARKER_POLL_SECONDS, awaiting / MAX_POLL_STATS_PER_SECOND)
                     )
+                elif self._sync is not None and self._sync.idle and not self._relook:
+                    # Nothing to look at until a job's folders change, or the sweep; then one
+                    # tick later, so a burst of launches is synced together.
+                    with contextlib.suppress(TimeoutError):
+                        async with asyncio.timeout_at(last_sweep + SWEEP_SECONDS):
+                            await changed.wait()
+                changed.clear()
                 await asyncio.sleep(interval)
                 now = loop.time()
                 sweep = events is None or now - last_sweep >= SWEEP_SECONDS
@@ -129,6 +143,7 @@ class JobFileWatcher:
                     await self._tick(sweep, progress_due)
                 except Exception:  # nothing else notices a marker: this task must outlive any tick
                     logger.exception("marker detection: a look at the shared storage failed; looking again")
+                    last_sweep = now - SWEEP_SECONDS  # the next tick looks at everything
         finally:
             if events is not None:
                 self._sync = None
@@ -139,7 +154,8 @@ class JobFileWatcher:
         unwatched = set()
         if self._sync is not None:
             unwatched = self._sync.sync(self._folders_of, self._jobs.keys() if sweep else None)
-        keys = self._jobs.keys() if sweep else unwatched
+        keys = self._jobs.keys() if sweep else unwatched | self._relook
+        self._relook = set()
         markers = [(k, marker) for k in keys if (marker := self.awaiting_marker(k)) is not None]
         progress = self._progress_to_check() if progress_due else []
         await self._look(markers, progress)
@@ -152,8 +168,9 @@ class JobFileWatcher:
             found = await self.storage.call(".", _markers_present, markers) if markers else []
             if progress:
                 found += await self.storage.call(".", _progress_changed, progress)
-        except (OSError, StorageError):  # storage trouble must not end marker detection for good
-            logger.exception("cannot look for markers under %s", self.storage.root)
+        except Exception:  # storage trouble must not end marker detection for good
+            logger.exception("cannot look for markers under %s; looking again", self.storage.root)
+            self._relook.update(key for key, _ in markers)
             return
         for key in found:
             self._trigger(key)
