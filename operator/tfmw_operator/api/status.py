@@ -58,6 +58,8 @@ class ConditionType(StrEnum):
     QUEUED = "Queued"
     RECONCILE_ERROR = "ReconcileError"
     SHARED_VOLUME_CHECKED = "SharedVolumeChecked"
+    POD_SECURITY_ENFORCED = "PodSecurityEnforced"
+    SHARED_VOLUME_BOUND = "SharedVolumeBound"
 
 
 @dataclass(frozen=True)

@@ -11,7 +11,7 @@ from enum import StrEnum
 from tfmw_operator.api.objects import Json
 from tfmw_operator.api.spec import JobSpec, SpecError, parse_spec
 from tfmw_operator.api.status import JobStatus
-from tfmw_operator.core.claim_checks import FolderReached
+from tfmw_operator.core.claim_checks import Claim, FolderReached
 from tfmw_operator.core.evaluation import EvaluationReading
 from tfmw_operator.core.owned import Owned
 from tfmw_operator.core.pods import ObservedPod
@@ -76,6 +76,10 @@ class Observed:
     status_written_at: datetime | None = None
     # Another job's worker found the job's claim reaching the operator's folders (claim_checks).
     claim_reached: FolderReached | None = None
+    # The Pod Security level the job's namespace enforces by its label ("" none; None: not known).
+    pod_security: str | None = None
+    claim: Claim | None = None  # the job's claim as the claims watch saw it
+    claim_known: bool = False  # that watch lists fresh: a claim not seen does not exist
 
     @classmethod
     def of_owned(
@@ -95,6 +99,9 @@ class Observed:
         workload: WorkloadState | None = None,
         status_written_at: datetime | None = None,
         claim_reached: FolderReached | None = None,
+        pod_security: str | None = None,
+        claim: Claim | None = None,
+        claim_known: bool = False,
     ) -> Observed:
         """The job as found; only pods it owns count (a namesake's pods are not its workers).
 
@@ -122,6 +129,9 @@ class Observed:
             workload=workload,
             status_written_at=status_written_at,
             claim_reached=claim_reached,
+            pod_security=pod_security,
+            claim=claim,
+            claim_known=claim_known,
         )
 
     @property

@@ -17,7 +17,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
@@ -25,7 +25,13 @@ from pathlib import Path
 from tfmw_operator.api.objects import Key
 from tfmw_operator.contract import PROGRESS_FILE
 from tfmw_operator.core.decision import ProgressWatch
-from tfmw_operator.storage.files import SharedStorage, file_signature, marker_exists
+from tfmw_operator.storage.files import (
+    SharedStorage,
+    StorageError,
+    file_signature,
+    marker_exists,
+    namespace_of,
+)
 from tfmw_operator.storage.watch import FolderEvents, WatchSync
 
 logger = logging.getLogger(__name__)
@@ -37,6 +43,7 @@ PROGRESS_POLL_SECONDS = 1.0
 # With inotify, what the kernel's events leave out is a bug's or an overflow's (which is
 # told): the sweep is a safety net, and costs a stat of every job's files (docs/benchmarks.md).
 SWEEP_SECONDS = 300.0
+RELOOK_SECONDS = 10.0  # markers a look failed to see (storage trouble) are looked at again after this
 
 Signature = tuple[int, int]  # (mtime in ns, size) of a file
 ProgressCheck = tuple[Key, str, Signature | None]
@@ -73,6 +80,7 @@ class JobFileWatcher:
         self._jobs: dict[Key, _Watched] = {}
         self._sync: WatchSync | None = None  # while inotify watches the job folders
         self._relook: set[Key] = set()  # jobs whose markers a look failed to see: looked at again
+        self._relook_at = 0.0  # loop time
 
     def track(self, key: Key, marker: str | None, progress: ProgressWatch | None) -> None:
         """What to watch of a job now; nothing (both None) forgets it."""
@@ -124,11 +132,15 @@ class JobFileWatcher:
                     interval = min(
                         MAX_POLL_SECONDS, max(MARKER_POLL_SECONDS, awaiting / MAX_POLL_STATS_PER_SECOND)
                     )
-                elif self._sync is not None and self._sync.idle and not self._relook:
-                    # Nothing to look at until a job's folders change, or the sweep; then one
-                    # tick later, so a burst of launches is synced together.
+                elif self._sync is not None and self._sync.idle:
+                    # Nothing to look at until a job's folders change, the sweep, or a look that
+                    # failed is due again; then one tick later, so a burst of launches is
+                    # synced together.
+                    wake_at = last_sweep + SWEEP_SECONDS
+                    if self._relook:
+                        wake_at = min(wake_at, self._relook_at)
                     with contextlib.suppress(TimeoutError):
-                        async with asyncio.timeout_at(last_sweep + SWEEP_SECONDS):
+                        async with asyncio.timeout_at(wake_at):
                             await changed.wait()
                 changed.clear()
                 await asyncio.sleep(interval)
@@ -154,26 +166,45 @@ class JobFileWatcher:
         unwatched = set()
         if self._sync is not None:
             unwatched = self._sync.sync(self._folders_of, self._jobs.keys() if sweep else None)
-        keys = self._jobs.keys() if sweep else unwatched | self._relook
-        self._relook = set()
+        relook: set[Key] = set()
+        if sweep or (self._relook and asyncio.get_running_loop().time() >= self._relook_at):
+            relook, self._relook = self._relook, set()
+        keys = self._jobs.keys() if sweep else unwatched | relook
         markers = [(k, marker) for k in keys if (marker := self.awaiting_marker(k)) is not None]
         progress = self._progress_to_check() if progress_due else []
         await self._look(markers, progress)
 
     async def _look(self, markers: list[tuple[Key, str]], progress: list[ProgressCheck]) -> None:
-        """Stat the markers and progress documents given; trigger the jobs whose changed."""
+        """Stat the markers and progress documents given; trigger the jobs whose changed. One
+        call per namespace: a namespace whose storage is slow or backed off (pool.py) holds up
+        only its own jobs' markers."""
         if not markers and not progress:
             return
-        try:
-            found = await self.storage.call(".", _markers_present, markers) if markers else []
-            if progress:
-                found += await self.storage.call(".", _progress_changed, progress)
-        except Exception:  # storage trouble must not end marker detection for good
-            logger.exception("cannot look for markers under %s; looking again", self.storage.root)
-            self._relook.update(key for key, _ in markers)
-            return
-        for key in found:
-            self._trigger(key)
+        by_namespace: dict[str, tuple[list[tuple[Key, str]], list[ProgressCheck]]] = {}
+        for key, relpath in markers:
+            by_namespace.setdefault(namespace_of(relpath), ([], []))[0].append((key, relpath))
+        for check in progress:
+            by_namespace.setdefault(namespace_of(check[1]), ([], []))[1].append(check)
+        looks = (
+            self.storage.call(namespace, _changed, namespace_markers, namespace_progress)
+            for namespace, (namespace_markers, namespace_progress) in by_namespace.items()
+        )
+        results = await asyncio.gather(*looks, return_exceptions=True)
+        for namespace, found in zip(by_namespace, results, strict=True):
+            if isinstance(found, BaseException):
+                if not isinstance(found, (OSError, StorageError)):
+                    raise found
+                # Storage trouble must not end marker detection for good: looked at again soon.
+                logger.warning("cannot look for markers of namespace %s: %s", namespace, found)
+                self._relook_later(key for key, _ in by_namespace[namespace][0])
+                continue
+            for key in found:
+                self._trigger(key)
+
+    def _relook_later(self, keys: Iterable[Key]) -> None:
+        if not self._relook:
+            self._relook_at = asyncio.get_running_loop().time() + RELOOK_SECONDS
+        self._relook.update(keys)
 
     def _progress_to_check(self) -> list[ProgressCheck]:
         """Jobs whose progress document may be recorded now (the throttle allows it)."""
@@ -210,6 +241,10 @@ class JobFileWatcher:
             elif progress is not None and PROGRESS_FILE in names:
                 wait = (progress.not_before - now).total_seconds() if progress.not_before else 0.0
                 self._trigger_later(key, max(0.0, wait))
+
+
+def _changed(shared_root: Path, markers: list[tuple[Key, str]], progress: list[ProgressCheck]) -> list[Key]:
+    return _markers_present(shared_root, markers) + _progress_changed(shared_root, progress)
 
 
 def _markers_present(shared_root: Path, watched: list[tuple[Key, str]]) -> list[Key]:
