@@ -208,6 +208,28 @@ def build_folder_check(job: JobSpec, mount: Json) -> Json:
     }
 
 
+def avoid_nodes(spec: Json, nodes: tuple[str, ...]) -> None:
+    """Keep the pod off `nodes` (runPolicy.nodeExclusion): a required node affinity on the
+    node's name (`matchFields` on `metadata.name`, exact where a hostname label may differ),
+    added to every term of the template's own, so it still holds whichever term matches."""
+    if not nodes:
+        return
+    keep_off = {"key": "metadata.name", "operator": "NotIn", "values": sorted(nodes)}
+    affinity = spec.get("affinity")
+    affinity = affinity if isinstance(affinity, dict) else {}
+    node_affinity = affinity.get("nodeAffinity")
+    node_affinity = node_affinity if isinstance(node_affinity, dict) else {}
+    required = node_affinity.get("requiredDuringSchedulingIgnoredDuringExecution")
+    required = required if isinstance(required, dict) else {}
+    terms = [t for t in required.get("nodeSelectorTerms") or [] if isinstance(t, dict)] or [{}]
+    required["nodeSelectorTerms"] = [
+        {**term, "matchFields": [*(term.get("matchFields") or []), keep_off]} for term in terms
+    ]
+    node_affinity["requiredDuringSchedulingIgnoredDuringExecution"] = required
+    affinity["nodeAffinity"] = node_affinity
+    spec["affinity"] = affinity
+
+
 def build_pod(job: JobSpec, member: Member, attempt: int) -> Json:
     """The pod of `member` in `attempt`, from its set's pod template."""
     template = copy_json(job.template_of(member.type))
@@ -248,6 +270,7 @@ def build_pod(job: JobSpec, member: Member, attempt: int) -> Json:
     # The operator restarts what the strategy needs; a kubelet restart of one worker would
     # rejoin a collective that has already moved on.
     spec["restartPolicy"] = "Never"
+    avoid_nodes(spec, job.avoid_nodes)
 
     labels = {**(metadata.get("labels") or {}), **pod_labels(job, member, attempt)}
     annotations = dict(metadata.get("annotations") or {})

@@ -85,6 +85,8 @@ def attempt_record(
         epoch=epoch,
         checkpoint=checkpoint,
         epochs_lost=lost,
+        # Attempts of a job with spec.minWorkers may differ in size: each says its own.
+        workers=job.workers if job.min_workers is not None else None,
     )
 
 

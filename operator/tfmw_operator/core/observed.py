@@ -16,6 +16,7 @@ from tfmw_operator.core.evaluation import EvaluationReading
 from tfmw_operator.core.owned import Owned
 from tfmw_operator.core.pods import ObservedPod
 from tfmw_operator.core.progress import DEFAULT_PROGRESS_INTERVAL_SECONDS, ProgressReading
+from tfmw_operator.core.step_times import StepTimesSnapshot
 from tfmw_operator.core.workloads import WorkloadState
 
 
@@ -76,6 +77,9 @@ class Observed:
     status_written_at: datetime | None = None
     # Another job's worker found the job's claim reaching the operator's folders (claim_checks).
     claim_reached: FolderReached | None = None
+    # The training pods' step-times documents, read now; None: not read in this reconcile
+    # (read at most once per progress interval, while the job runs).
+    step_times: StepTimesSnapshot | None = None
     # The Pod Security level the job's namespace enforces by its label ("" none; None: not known).
     pod_security: str | None = None
     claim: Claim | None = None  # the job's claim as the claims watch saw it
@@ -99,6 +103,7 @@ class Observed:
         workload: WorkloadState | None = None,
         status_written_at: datetime | None = None,
         claim_reached: FolderReached | None = None,
+        step_times: StepTimesSnapshot | None = None,
         pod_security: str | None = None,
         claim: Claim | None = None,
         claim_known: bool = False,
@@ -129,6 +134,7 @@ class Observed:
             workload=workload,
             status_written_at=status_written_at,
             claim_reached=claim_reached,
+            step_times=step_times,
             pod_security=pod_security,
             claim=claim,
             claim_known=claim_known,
