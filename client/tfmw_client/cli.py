@@ -240,7 +240,7 @@ def build_parser() -> Parser:
     _connection_flags(version)
 
     convert = commands.add_parser(
-        "convert", help="a Kubeflow TFJob manifest as a TFMultiWorkerJob (not available yet)"
+        "convert", help="Kubeflow TFJob manifests as TFMultiWorkerJobs (other objects kept as they are)"
     )
     convert.add_argument("-f", "--filename", required=True, help="the TFJob manifest ('-': standard input)")
     convert.add_argument("-o", "--output", choices=["yaml", "json"], default="yaml")
@@ -452,6 +452,7 @@ def run_convert(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
 
     from tfmw_client.convert import convert
 
+    source = "standard input" if args.filename == "-" else args.filename
     try:
         if args.filename == "-":
             text = sys.stdin.read()
@@ -460,9 +461,32 @@ def run_convert(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
                 text = file.read()
     except OSError as error:
         raise TfmwError(f"cannot read {args.filename}: {error.strerror}") from None
-    documents = [d for d in yaml.safe_load_all(text) if isinstance(d, dict)]
-    _dump(convert(documents), args.output, out)
+    try:
+        documents: list[object] = list(yaml.safe_load_all(text))
+    except yaml.YAMLError as error:
+        raise TfmwError(f"{source} is not YAML: {error}") from None
+    converted = convert(documents, source)
+    if args.output == "json":
+        for item in converted:
+            for note in item.notes:
+                err.write(f"note: {note}\n")
+        _dump([item.document for item in converted], "json", out)
+        return EXIT_OK
+    for index, item in enumerate(converted):
+        # What was changed, as comments above the object (kubectl apply ignores them).
+        if index:
+            out.write("---\n")
+        if item.notes:
+            out.write(f"# Converted from a Kubeflow TFJob by tfmw convert {_client_version()}.\n")
+        out.writelines(f"# {note}\n" for note in item.notes)
+        out.write(yaml.safe_dump(item.document, sort_keys=False, default_flow_style=False))
     return EXIT_OK
+
+
+def _client_version() -> str:
+    from tfmw_client.version import client_version
+
+    return client_version()
 
 
 COMMANDS: dict[str, Callable[[argparse.Namespace, TextIO, TextIO], int]] = {

@@ -1,31 +1,67 @@
-"""`tfmw convert`: a Kubeflow TFJob manifest as a TFMultiWorkerJob.
+"""`tfmw convert`: Kubeflow TFJob manifests as TFMultiWorkerJobs.
 
-The conversion itself is the operator side's pure function (the TFJob issue); until it is
-connected here, the command says so and exits 1. Connecting it: make `converter()` return
-that function (documents in, documents out), and nothing else changes.
+The conversion is the API's pure function (`tfmw_operator.api.tfjob.convert`, the same the
+operator's TFJob support is built on); this module applies it to every TFJob of a file,
+checks each result as the operator would parse it, and says what was changed. Documents of
+other kinds (a ConfigMap or a claim beside the TFJob) pass through unchanged, so that
+`tfmw convert -f x.yaml | kubectl apply -f -` applies the whole file. A field tfmw cannot
+honour is an error naming the document and the field, never dropped silently.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from dataclasses import dataclass
 from typing import Any
 
 from tfmw_client.errors import TfmwError
 
 Json = dict[str, Any]
-Converter = Callable[[list[Json]], list[Json]]
+FIX = 'change or remove that field in the TFJob (docs/cli.md, "tfmw convert", lists what is refused)'
 
 
-def converter() -> Converter | None:
-    """The conversion, once it exists; None until then."""
-    return None
+@dataclass(frozen=True)
+class Converted:
+    document: Json
+    notes: tuple[str, ...]  # "field: what was done", one per field changed; none for pass-through
 
 
-def convert(documents: list[Json]) -> list[Json]:
-    conversion = converter()
-    if conversion is None:
-        raise TfmwError(
-            "tfmw convert is not available yet: the TFJob conversion has not landed in this version",
-            "write the TFMultiWorkerJob by hand for now (docs/reference.md has every field)",
-        )
-    return conversion(documents)
+def _where(source: str, index: int, document: Json) -> str:
+    meta = document.get("metadata")
+    name = meta.get("name") if isinstance(meta, dict) else None
+    return f"{source}, document {index + 1}" + (f" (TFJob {name})" if name else "")
+
+
+def convert(documents: list[object], source: str = "-") -> list[Converted]:
+    """Every TFJob of `documents` converted, the rest as they are; TfmwError naming the
+    document and the field that cannot be converted."""
+    from tfmw_operator.api import tfjob
+    from tfmw_operator.api.spec import SpecError, parse_job
+
+    converted: list[Converted] = []
+    for index, document in enumerate(documents):
+        if document is None:
+            continue  # an empty document between two ---
+        if not isinstance(document, dict):
+            raise TfmwError(f"{source}, document {index + 1}: not a Kubernetes object (a mapping)")
+        if document.get("kind") != tfjob.TFJOB_KIND:
+            converted.append(Converted(document, ()))
+            continue
+        where = _where(source, index, document)
+        if document.get("apiVersion") != tfjob.TFJOB_API_VERSION:
+            raise TfmwError(
+                f"{where}: apiVersion: {document.get('apiVersion')!r} is not {tfjob.TFJOB_API_VERSION}",
+                "tfmw converts Kubeflow's kubeflow.org/v1 TFJob (training-operator v1)",
+            )
+        meta = document.get("metadata")
+        if not isinstance(meta, dict) or not meta.get("name"):
+            raise TfmwError(f"{where}: metadata.name: a TFJob needs a name", FIX)
+        try:
+            result = tfjob.convert(document)
+            parse_job(result.manifest)  # what the operator (and the CRD) will take
+        except SpecError as error:
+            raise TfmwError(f"{where}: {error}", FIX) from None
+        notes = tuple(f"{note.field}: {note.said}" for note in result.notes)
+        converted.append(Converted(result.manifest, notes))
+    if not any(isinstance(d, dict) and d.get("kind") == tfjob.TFJOB_KIND for d in documents):
+        raise TfmwError(f"{source}: no TFJob found", "give a file with a kubeflow.org/v1 TFJob (kind: TFJob)")
+    return converted

@@ -1,22 +1,29 @@
 """The connection to the API server: the official `kubernetes` client's configuration,
-authentication and transport, with plain JSON in and out.
+authentication and REST transport, with plain JSON in and out.
 
-Everything here imports `kubernetes` when first called, never at module import: `tfmw --help`
-and `tfmw version --client` never pay for it (docs/benchmarks.md, "The CLI's start time").
-Objects are read and written as JSON dicts, as the API serves them (no generated models:
-the job is a custom resource, and reading a pod into a model costs more than the call).
+Everything here imports the official client when first called, never at module import:
+`tfmw --help` and `tfmw version --client` never pay for it. And then only its
+`Configuration`, REST client and exceptions (tfmw_client.official), with the kubeconfig read
+by tfmw_client.kubeconfig: not `ApiClient`, its models or the rest of the package, which
+took most of `tfmw get`'s time (docs/benchmarks.md, "The CLI's start time"). Objects are read
+and written as JSON dicts, as the API serves them (the job is a custom resource, and reading
+a pod into a model costs more than the call).
 """
 
 from __future__ import annotations
 
+import atexit
 import json
 import os
+import shutil
+import tempfile
 from collections.abc import Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import Any
-from urllib.parse import quote
+from urllib.parse import quote, urlencode
 
-from tfmw_client import names
+from tfmw_client import kubeconfig as kubeconfigs
+from tfmw_client import names, official
 from tfmw_client.errors import ApiError, TfmwError
 
 Json = dict[str, Any]
@@ -24,6 +31,20 @@ Query = Sequence[tuple[str, str | int | bool]]
 IN_CLUSTER_NAMESPACE = Path("/var/run/secrets/kubernetes.io/serviceaccount/namespace")
 REQUEST_TIMEOUT = 30.0  # seconds, for every call that is not a stream
 MERGE_PATCH = "application/merge-patch+json"
+USER_AGENT = "tfmw-cli"
+_private_folder: list[str] = []  # made once, removed when the process ends
+
+
+def _private_file(content: bytes) -> str:
+    """A file only this user may read, removed at exit: a client certificate or key from the
+    kubeconfig's data (urllib3 reads them from files only; the official loader does the same)."""
+    if not _private_folder:
+        _private_folder.append(tempfile.mkdtemp(prefix="tfmw-"))  # mode 0700
+        atexit.register(shutil.rmtree, _private_folder[0], True)
+    descriptor, path = tempfile.mkstemp(dir=_private_folder[0])  # mode 0600
+    with os.fdopen(descriptor, "wb") as file:
+        file.write(content)
+    return path
 
 
 def job_path(namespace: str | None, name: str = "") -> str:
@@ -64,54 +85,56 @@ def _status_error(status: int, body: bytes) -> ApiError:
 
 
 class Kube:
-    """One API server, as a kubeconfig context (or the pod's own service account) reaches it."""
+    """One API server, as a kubeconfig context (or the pod's own service account) reaches it,
+    through the official client's Configuration and REST client (tfmw_client.official)."""
 
     def __init__(
         self, kubeconfig: str | None = None, context: str | None = None, namespace: str | None = None
     ) -> None:
-        import kubernetes  # the whole package: its __init__ imports every submodule anyway
-
-        configuration = kubernetes.client.Configuration()
-        context_namespace = self._load(kubernetes, configuration, kubeconfig, context)
+        configuration = official.module("kubernetes.client.configuration").Configuration()
+        context_namespace = self._load(configuration, kubeconfig, context)
         self.server: str = configuration.host
         self.namespace: str = namespace or context_namespace or "default"
-        self._api = kubernetes.client.ApiClient(configuration)
-        self._api.user_agent = "tfmw-cli"
+        self._configuration = configuration
+        self._rest = official.module("kubernetes.client.rest").RESTClientObject(configuration)
 
     @staticmethod
-    def _load(kubernetes: Any, configuration: Any, kubeconfig: str | None, context: str | None) -> str:
+    def _load(configuration: Any, kubeconfig: str | None, context: str | None) -> str:
         """Fill `configuration` as kubectl would: --kubeconfig, else $KUBECONFIG, else
         ~/.kube/config, else (in a pod) its service account. Returns the context's namespace."""
-        config = kubernetes.config
-        default_files = os.environ.get("KUBECONFIG") or os.path.expanduser("~/.kube/config")
-        have_file = bool(kubeconfig) or any(Path(p).is_file() for p in default_files.split(os.pathsep) if p)
+        paths = [kubeconfig] if kubeconfig else kubeconfigs.default_paths()
+        have_file = bool(kubeconfig) or any(Path(p).expanduser().is_file() for p in paths)
+        if not have_file and os.environ.get("KUBERNETES_SERVICE_HOST") and not context:
+            incluster = official.module("kubernetes.config.incluster_config")
+            try:
+                incluster.load_incluster_config(client_configuration=configuration)
+            except official.module("kubernetes.config.config_exception").ConfigException as error:
+                raise TfmwError(f"cannot use the pod's service account: {error}") from None
+            try:
+                return IN_CLUSTER_NAMESPACE.read_text().strip()
+            except OSError:
+                return ""
+        if not have_file:
+            raise TfmwError(
+                f"no kubeconfig found (looked at {os.pathsep.join(paths)})",
+                "pass --kubeconfig FILE or set KUBECONFIG, as for kubectl",
+            )
+        selected = kubeconfigs.read(paths, explicit=bool(kubeconfig)).select(context)
+        if not selected.official_reason:
+            selected.apply(configuration, _private_file)
+            return selected.namespace
+        # exec plugins, auth providers, basic auth: the official loader, on the same context.
+        loader_module = official.module("kubernetes.config.kube_config")
         try:
-            if not have_file and os.environ.get("KUBERNETES_SERVICE_HOST") and not context:
-                config.load_incluster_config(client_configuration=configuration)
-                try:
-                    return IN_CLUSTER_NAMESPACE.read_text().strip()
-                except OSError:
-                    return ""
-            if not have_file:
-                raise TfmwError(
-                    f"no kubeconfig found (looked at {default_files})",
-                    "pass --kubeconfig FILE or set KUBECONFIG, as for kubectl",
-                )
-            # What load_kube_config does, with the files (merged as kubectl merges $KUBECONFIG)
-            # read once: the same loader also says the context's namespace.
-            merged = config.kube_config.KubeConfigMerger(kubeconfig or default_files)
-            if merged.config is None:
-                raise config.ConfigException("Invalid kube-config file. No configuration found.")
-            loader = config.kube_config.KubeConfigLoader(
-                config_dict=merged.config, config_base_path=None, active_context=context
+            loader = loader_module.KubeConfigLoader(
+                config_dict=selected.document(),
+                active_context=selected.context,
+                config_base_path=selected.user_folder,
             )
             loader.load_and_set(configuration)
-        except config.ConfigException as error:
-            raise TfmwError(
-                f"cannot use the kubeconfig: {error}",
-                "check --kubeconfig and --context (`kubectl config get-contexts` lists the contexts)",
-            ) from None
-        return str(((loader.current_context or {}).get("context") or {}).get("namespace") or "")
+        except official.module("kubernetes.config.config_exception").ConfigException as error:
+            raise kubeconfigs.KubeconfigError(str(error)) from None
+        return selected.namespace
 
     # ---- requests ----
 
@@ -127,25 +150,32 @@ class Kube:
         """The urllib3 response, not read yet; an error status raised as ApiError."""
         import urllib3
 
-        headers = {"Accept": "application/json, */*"}
+        headers = {"Accept": "application/json, */*", "User-Agent": USER_AGENT}
         if body is not None:
             headers["Content-Type"] = content_type
-        request = self._api.param_serialize(
-            method=method,
-            resource_path=path,
-            query_params=[(k, str(v).lower() if isinstance(v, bool) else v) for k, v in query],
-            header_params=headers,
-            body=body,
-            auth_settings=["BearerToken"],
+        # The token, refreshed first where its loader set a hook (the pod's rotated token,
+        # an exec plugin's expired one): what ApiClient does before each call.
+        bearer = self._configuration.auth_settings().get("BearerToken")
+        if bearer and bearer.get("value"):
+            headers[bearer["key"]] = bearer["value"]
+        encoded = [(k, str(v).lower() if isinstance(v, bool) else str(v)) for k, v in query]
+        url = self.server + path + (f"?{urlencode(encoded, quote_via=quote)}" if encoded else "")
+        unreachable = TfmwError(
+            f"cannot reach the API server at {self.server}",
+            "check that the cluster is up and that --kubeconfig and --context point at it "
+            "(`kubectl cluster-info`)",
         )
         try:
-            response = self._api.call_api(*request, _request_timeout=timeout).response
+            response = self._rest.request(
+                method, url, headers=headers, body=body, _request_timeout=timeout
+            ).response
         except urllib3.exceptions.HTTPError as error:
-            raise TfmwError(
-                f"cannot reach the API server at {self.server}: {error}",
-                "check that the cluster is up and that --kubeconfig and --context point at it "
-                "(`kubectl cluster-info`)",
-            ) from None
+            unreachable.message += f": {error}"
+            raise unreachable from None
+        except official.module("kubernetes.client.exceptions").ApiException as error:
+            # The REST client's own: TLS failed (status 0).
+            unreachable.message += f": {error.reason}"
+            raise unreachable from None
         if not 200 <= response.status <= 299:
             raise _status_error(response.status, response.data)
         return response

@@ -24,9 +24,10 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+import yaml
 from e2e.test_training import TRAINING_TIMEOUT, sample
 from integration.test_admission_policy import kubeconfig_for
-from kube import ClusterClient, kubectl, wait_for
+from kube import REPO, ClusterClient, kubectl, wait_for
 
 Json = dict[str, Any]
 NAMESPACE = "default"  # where deploy/overlays/local puts the tfmw-shared claim
@@ -381,65 +382,61 @@ def test_after_a_gang_restart_the_dead_workers_log_is_read_from_the_volume(
     assert "attempt=1" in ok(tfmw("--kubeconfig", reader_only, "logs", name, "-n", NAMESPACE))
 
 
-def test_version_names_both_sides(kube: ClusterClient) -> None:
-    shown = ok(tfmw("version", timeout=60))
-    lines = dict(line.split(": ", 1) for line in shown.splitlines())
-    assert lines["Client Version"] == ok(tfmw("version", "--client", timeout=30)).split(": ", 1)[1].strip()
-    assert lines["API"] == "tfmw.dev v1alpha1"
-    # The local overlay runs tfmw-operator:dev; an admin reads it from the Deployment.
-    assert lines["Operator Version"].startswith("dev (the image of Deployment tfmw-system/tfmw-operator)"), (
-        shown
-    )
-    assert lines["Compatible"].startswith("unknown")
+def test_version_names_both_sides_for_any_user_the_install_published_it(reader_only: str) -> None:
+    """The install publishes the operator's version (deploy/base/version.yaml) where a user who
+    may only read jobs in one namespace reads it too."""
+    for kubeconfig in ((), ("--kubeconfig", reader_only)):
+        shown = ok(tfmw(*kubeconfig, "version", timeout=60))
+        lines = dict(line.split(": ", 1) for line in shown.splitlines())
+        client = ok(tfmw("version", "--client", timeout=30)).split(": ", 1)[1].strip()
+        assert lines["Client Version"] == client
+        assert lines["API"] == "tfmw.dev v1alpha1"
+        assert lines["Operator Version"] == f"{client} (ConfigMap tfmw-system/tfmw-version)", shown
+        assert lines["Compatible"].startswith("yes"), shown
 
 
-def test_version_is_readable_by_any_user_where_the_install_publishes_it(
-    kube: ClusterClient, reader_only: str
+def test_a_kubeflow_tfjob_example_converted_by_tfmw_convert_trains(
+    kube: ClusterClient, tmp_path: Path
 ) -> None:
-    """The proposal (docs/cli.md, "tfmw version"): a ConfigMap in the operator's namespace and a
-    Role that lets anyone get that one object. Created here as an install would, then removed."""
-    published = {
-        "apiVersion": "v1",
-        "kind": "ConfigMap",
-        "metadata": {"name": "tfmw-version", "namespace": "tfmw-system"},
-        "data": {"version": "0.1.0", "trainerImage": IMAGE},
+    """Kubeflow's examples/tensorflow/distribution_strategy/multi_worker_tfjob.yaml, read from
+    training-operator's module (tests/tfjob/README.md), through `tfmw convert`, applied, trains.
+    Changed to run here, in the TFJob, before converting: the image is the trainer's, running
+    deploy/samples/programs/exit_code.py (a MultiWorkerMirroredStrategy fit like the example's,
+    which ends by its exit code) from a ConfigMap where the example mounts its claim; no GPU
+    limit; the restricted Pod Security fields."""
+    from tfjob.upstream import module_dir
+
+    example = module_dir() / "examples/tensorflow/distribution_strategy/multi_worker_tfjob.yaml"
+    tfjob: Json = yaml.safe_load(example.read_text())
+    name = f"convert-{os.urandom(3).hex()}"
+    tfjob["metadata"]["name"] = name
+    pod = tfjob["spec"]["tfReplicaSpecs"]["Worker"]["template"]["spec"]
+    (container,) = pod["containers"]
+    container.update(
+        image=IMAGE,
+        imagePullPolicy="IfNotPresent",
+        command=["python3", "/program/exit_code.py"],
+        volumeMounts=[{"name": "training", "mountPath": "/program", "readOnly": True}],
+        resources={"requests": {"cpu": "100m", "memory": "256Mi"}, "limits": {"memory": "2Gi"}},
+        securityContext={"allowPrivilegeEscalation": False, "capabilities": {"drop": ["ALL"]}},
+    )
+    pod["volumes"] = [{"name": "training", "configMap": {"name": name}}]
+    pod["securityContext"] = {
+        "runAsNonRoot": True,
+        "runAsUser": 1000,
+        "seccompProfile": {"type": "RuntimeDefault"},
     }
-    role = {
-        "apiVersion": "rbac.authorization.k8s.io/v1",
-        "kind": "Role",
-        "metadata": {"name": "tfmw-version-reader", "namespace": "tfmw-system"},
-        "rules": [
-            {
-                "apiGroups": [""],
-                "resources": ["configmaps"],
-                "resourceNames": ["tfmw-version"],
-                "verbs": ["get"],
-            }
-        ],
-    }
-    binding = {
-        "apiVersion": "rbac.authorization.k8s.io/v1",
-        "kind": "RoleBinding",
-        "metadata": {"name": "tfmw-version-reader", "namespace": "tfmw-system"},
-        "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "Role", "name": "tfmw-version-reader"},
-        "subjects": [
-            {"apiGroup": "rbac.authorization.k8s.io", "kind": "Group", "name": "system:authenticated"}
-        ],
-    }
-    before = tfmw("--kubeconfig", reader_only, "version", timeout=60)
-    assert "Operator Version: unknown (ConfigMap tfmw-system/tfmw-version: " in ok(before)
-    documents = [published, role, binding]
-    kubectl("apply", "-f", "-", input=json.dumps({"apiVersion": "v1", "kind": "List", "items": documents}))
+    source = tmp_path / "multi_worker_tfjob.yaml"
+    source.write_text(yaml.safe_dump(tfjob))
+    converted = ok(tfmw("convert", "-f", str(source), timeout=60))
+    assert "# spec.runPolicy.backoffLimit: unset: no limit, as TFJob has none" in converted
+    program = REPO / "deploy/samples/programs/exit_code.py"
+    kubectl("create", "configmap", name, "-n", NAMESPACE, f"--from-file={program}")
     try:
-        after = ok(tfmw("--kubeconfig", reader_only, "version", timeout=60))
-        assert "Operator Version: 0.1.0 (ConfigMap tfmw-system/tfmw-version)" in after
-        assert "Compatible: yes" in after
+        kubectl("apply", "-n", NAMESPACE, "-f", "-", input=converted)
+        ok(tfmw("wait", name, "-n", NAMESPACE, "--for", "Succeeded", "--timeout", f"{TRAINING_TIMEOUT}s"))
+        job = kube.get_job(NAMESPACE, name)
+        assert job is not None and job["spec"]["workers"] == 2 and job["status"]["phase"] == "Succeeded"
     finally:
-        kubectl(
-            "delete",
-            "-f",
-            "-",
-            "--ignore-not-found",
-            input=json.dumps({"apiVersion": "v1", "kind": "List", "items": documents}),
-            check=False,
-        )
+        kubectl("delete", "tfmwjob", name, "-n", NAMESPACE, "--ignore-not-found", "--wait=false", check=False)
+        kubectl("delete", "configmap", name, "-n", NAMESPACE, "--ignore-not-found", check=False)

@@ -10,13 +10,16 @@ evaluator's across attempts: it evaluates whatever checkpoint is newest.
 from __future__ import annotations
 
 import json
+from collections.abc import Iterable
 from dataclasses import dataclass
 from datetime import datetime
 
 from tfmw_operator.api.records import evolve
-from tfmw_operator.api.status import EvaluationStatus
+from tfmw_operator.api.spec import JobSpec, ReplicaType
+from tfmw_operator.api.status import EvaluationStatus, Phase
 from tfmw_operator.api.times import format_precise_time, later
 from tfmw_operator.contract import EVALUATION_CHECKPOINT
+from tfmw_operator.core.pods import ObservedPod
 from tfmw_operator.core.progress import (
     MAX_CHECKPOINT_PATH,
     ProgressError,
@@ -94,4 +97,19 @@ def next_evaluation(
             summary=summary(figures.metrics),
             updated_at=figures.updated_at,
         )
+    )
+
+
+def reads_evaluation(job: JobSpec, phase: Phase | None, pods: Iterable[ObservedPod | None]) -> bool:
+    """Whether the evaluator's document is read for this reconcile: while the job runs, and
+    after a success while an evaluator pod of the job's is there and not being deleted. It
+    may be evaluating the final checkpoint in its grace, or have written those figures and
+    exited: its exit is the reconcile that must read them. A job being launched or
+    restarted, or one that failed, costs no read."""
+    if not job.shared or job.evaluator_template is None:
+        return False
+    if phase is Phase.RUNNING:
+        return True
+    return phase is Phase.SUCCEEDED and any(
+        p is not None and p.replica_type is ReplicaType.EVALUATOR and not p.deleting for p in pods
     )

@@ -307,8 +307,13 @@ def _progress(step: _Step, job: JobSpec) -> None:
 
 
 def _evaluation(step: _Step, job: JobSpec) -> None:
-    """status.evaluation follows the evaluator's document while the job runs."""
-    if step.obs.status.finished or job.evaluator_template is None:
+    """status.evaluation follows the evaluator's document while the job runs, and after a
+    success while the evaluator evaluates the final checkpoint (its grace: cleanup.after_finish;
+    the shell reads the document then: evaluation.reads_evaluation). A finished job's few
+    figures are written as they come, not once per interval: nothing wakes it later."""
+    if job.evaluator_template is None:
+        return
+    if step.obs.status.finished and step.status.phase is not Phase.SUCCEEDED:
         return
     update = next_evaluation(
         step.status.evaluation,
@@ -316,7 +321,7 @@ def _evaluation(step: _Step, job: JobSpec) -> None:
         job.uid,
         step.status.start_time,
         step.now,
-        step.obs.progress_interval,
+        0.0 if step.status.finished else step.obs.progress_interval,
     )
     step.update(evaluation=update.status)
     if update.warning:
@@ -545,11 +550,21 @@ def _launch(step: _Step, job: JobSpec, current: Sequence[ObservedPod], leftover_
         phase=Phase.PENDING if phase in (None, Phase.SUSPENDED) else phase,
     )
     message = f"created {_pods_of(job)} for attempt {attempt}"
+    if not job.shared:
+        message += f"; {NO_SHARED_VOLUME}"
     step.condition(ConditionType.CREATED, True, "PodsCreated", message)
     if step.status.phase is Phase.PENDING:
         step.condition(ConditionType.SUSPENDED, False, "Resumed", "the job is not suspended")
     created = f"{len(missing)} worker pods" if len(job.replica_sets) == 1 else f"{len(missing)} pods"
     step.event("Normal", "PodsCreated", f"created {created} for attempt {attempt}")
+
+
+# What a job without spec.sharedVolume lacks (the exit-code completion policies allow one):
+# said in its Created condition, where `kubectl describe` shows it from the first launch.
+NO_SHARED_VOLUME = (
+    "no shared volume: no progress, evaluation or checkpoint is recorded, "
+    "and pods' logs are not kept once the pods are deleted"
+)
 
 
 def _pods_of(job: JobSpec) -> str:

@@ -33,7 +33,7 @@ from tfmw_operator.core.decision import (
     PatchStatus,
     RemoveMarker,
 )
-from tfmw_operator.core.evaluation import EvaluationReading
+from tfmw_operator.core.evaluation import EvaluationReading, reads_evaluation
 from tfmw_operator.core.observed import CreateError, MarkerState, Observed
 from tfmw_operator.core.owned import Owned
 from tfmw_operator.core.pods import ObservedPod
@@ -266,9 +266,9 @@ class JobController:
             # Only a running gang trains; a job being launched or restarted costs no read.
             if recorded.phase is Phase.RUNNING:
                 progress = await self._read_progress(key, spec.progress_relpath)
-                if spec.evaluator_template is not None:
-                    evaluation = await self._read_evaluation(spec.evaluation_relpath)
                 step_times = await self._read_step_times(state, spec, recorded.attempt)
+            if reads_evaluation(spec, recorded.phase, (o.pod for o in pods)):
+                evaluation = await self._read_evaluation(spec.evaluation_relpath)
             if spec.queue_name and not recorded.finished:
                 workload = await self._workload(namespace, pod_group_name(spec, recorded.attempt))
         observed = Observed.of_owned(

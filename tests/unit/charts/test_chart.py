@@ -181,10 +181,12 @@ def test_each_namespace_served_gets_a_role_and_nothing_cluster_wide_touches_pods
         "--namespace=team-a",
         "--namespace=team-b",
     ]
-    # Every namespace: no --namespace, and no Role of ours but the Lease's.
+    # Every namespace: no --namespace, and no Role of ours but the Lease's (and the version's,
+    # which grants `get` on one ConfigMap to every user).
     default = helm_template()
     assert not [a for a in operator_container(default)["args"] if a.startswith("--namespace")]
-    assert [d["metadata"]["name"] for d in default if d["kind"] == "Role"] == ["tfmw-operator-leader"]
+    names = sorted(d["metadata"]["name"] for d in default if d["kind"] == "Role")
+    assert names == ["tfmw-operator-leader", "tfmw-version-reader"]
 
 
 def test_kueue_off_drops_the_workload_rights_from_each_namespaces_role() -> None:
@@ -210,3 +212,31 @@ def test_watch_namespaces_that_are_not_namespaces_are_refused(option: str, messa
         capture_output=True, text=True, timeout=60, check=False,
     )  # fmt: skip
     assert done.returncode != 0 and message in done.stderr, done.stderr
+
+
+def test_the_published_version_is_the_operator_images_tag_readable_by_every_user() -> None:
+    def published(docs: list[Json]) -> tuple[str, str, Json, Json]:
+        (config_map,) = [
+            d for d in docs if d["kind"] == "ConfigMap" and d["metadata"]["name"] == "tfmw-version"
+        ]
+        (role,) = [d for d in docs if d["kind"] == "Role" and d["metadata"]["name"] == "tfmw-version-reader"]
+        (binding,) = [
+            d for d in docs if d["kind"] == "RoleBinding" and d["metadata"]["name"] == "tfmw-version-reader"
+        ]
+        image = str(operator_container(docs)["image"])
+        return str(config_map["data"]["version"]), image.rsplit(":", 1)[1], role, binding
+
+    shown, tag, role, binding = published(render("deploy"))
+    assert shown == tag == version()
+    (config_map,) = [d for d in render("deploy") if d["kind"] == "ConfigMap"]
+    assert config_map["data"]["trainerImage"] == f"{local_registry()}/tfmw-trainer:{version()}"
+    (local,) = [d for d in render("deploy/overlays/local") if d["metadata"]["name"] == "tfmw-version"]
+    assert local["data"] == {"version": version(), "trainerImage": "tfmw-trainer:dev"}
+    assert role["rules"] == [
+        {"apiGroups": [""], "resources": ["configmaps"], "resourceNames": ["tfmw-version"], "verbs": ["get"]}
+    ]
+    assert binding["subjects"] == [
+        {"apiGroup": "rbac.authorization.k8s.io", "kind": "Group", "name": "system:authenticated"}
+    ]
+    shown, tag, _, _ = published(helm_template("--set", "image.tag=1.2.3"))
+    assert shown == tag == "1.2.3"

@@ -99,12 +99,13 @@ def test_help_and_no_command_print_usage_and_exit_0() -> None:
     assert "submit" in out.getvalue() and "logs" in out.getvalue()
 
 
-def test_convert_is_wired_and_says_it_is_not_available_yet(tmp_path: Path) -> None:
+def test_convert_reads_a_file_or_standard_input_and_names_the_field_it_refuses(tmp_path: Path) -> None:
     manifest = tmp_path / "tfjob.yaml"
     manifest.write_text("apiVersion: kubeflow.org/v1\nkind: TFJob\nmetadata: {name: x}\n")
     err = io.StringIO()
     assert cli.main(["convert", "-f", str(manifest)], out=io.StringIO(), err=err) == EXIT_ERROR
-    assert "not available yet" in err.getvalue()
+    assert f"error: {manifest}, document 1 (TFJob x): spec.tfReplicaSpecs: is required" in err.getvalue()
+    assert parse("convert", "-f", "-").filename == "-"
 
 
 def _run(*code: str) -> subprocess.CompletedProcess[str]:
@@ -166,8 +167,9 @@ def test_a_missing_context_is_an_error_that_names_the_fix(tmp_path: Path) -> Non
 
 
 def test_get_loads_none_of_the_other_commands_machinery(tmp_path: Path) -> None:
-    """`tfmw get` pays for the kubernetes package, not for the function checks, packaging,
-    log reading or waiting it does not use (docs/benchmarks.md, "The CLI's start time")."""
+    """`tfmw get` pays for the official client's Configuration and REST client, not for the
+    function checks, packaging, log reading or waiting it does not use (docs/benchmarks.md,
+    "The CLI's start time")."""
     config = tmp_path / "kubeconfig"
     config.write_text(
         "apiVersion: v1\nkind: Config\ncurrent-context: c\n"
@@ -180,14 +182,19 @@ def test_get_loads_none_of_the_other_commands_machinery(tmp_path: Path) -> None:
         "from tfmw_client.cli import main",
         f"assert main(['--kubeconfig', {str(config)!r}, 'get'], out=io.StringIO(), err=io.StringIO()) == 1",
         "print(sorted(m for m in sys.modules if m.startswith('tfmw_client.')))",
+        "print(sorted(m for m in ('pydantic', 'oauthlib', 'requests', 'kubernetes.config.kube_config') if m in sys.modules))",
     )
     assert result.returncode == 0, result.stderr
-    assert result.stdout.strip() == str(
+    modules, heavy = result.stdout.splitlines()[-2:]
+    assert heavy == "[]"  # the official client's loader and what it brings (tfmw_client.official)
+    assert modules == str(
         [
             "tfmw_client.cli",
             "tfmw_client.errors",
             "tfmw_client.kube",
+            "tfmw_client.kubeconfig",
             "tfmw_client.names",
+            "tfmw_client.official",
             "tfmw_client.render",
             "tfmw_client.sdk",
         ]

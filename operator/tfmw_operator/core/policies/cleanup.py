@@ -6,7 +6,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from datetime import datetime
 
-from tfmw_operator.api.spec import CleanPodPolicy, JobSpec
+from tfmw_operator.api.spec import CleanPodPolicy, JobSpec, ReplicaType
 from tfmw_operator.api.times import later
 from tfmw_operator.core.pods import ObservedPod
 from tfmw_operator.core.policies.verdicts import Cleanup
@@ -73,6 +73,20 @@ def after_finish(
             doomed = list(stale)
             if any(p.active for p in current):
                 wakes.append(grace_end)
+    if succeeded:
+        # The side-car evaluator has its own work left: the final checkpoint, saved just
+        # before the marker. Still running, it gets its pod's grace period
+        # (terminationGracePeriodSeconds, 30 s unless its template says otherwise) from the
+        # success to evaluate it and exit on its own; then cleanPodPolicy stops it.
+        ends = {
+            p.name: later(completed, p.grace_seconds)
+            for p in current
+            if p.replica_type is ReplicaType.EVALUATOR and p.active
+        }
+        evaluating = {name: end for name, end in ends.items() if now < end}
+        if evaluating:
+            doomed = [p for p in doomed if p.name not in evaluating]
+            wakes.append(min(evaluating.values()))
     expiry = ttl_expiry(job, completed)
     expired = expiry is not None and now >= expiry
     if expiry is not None and not expired:

@@ -166,6 +166,8 @@ def first_failure(
         elif pod.phase == "Failed":
             failures.append((pod.finished_at or never, member.order, failure_of(job, pod)))
         elif pod.deleting and pod.phase != "Succeeded":
+            if awaits_exit_code(job, pod):
+                continue
             # deletionTimestamp is the request's time plus the grace period: a pod someone
             # deleted is the cause of the peer that failed for want of it afterwards.
             asked = never if pod.deleting_since is None else later(pod.deleting_since, -pod.grace_seconds)
@@ -180,6 +182,25 @@ def first_failure(
     if not failures:
         return None
     return min(failures, key=lambda item: (item[0], item[1]))[2]
+
+
+def awaits_exit_code(job: JobSpec, pod: ObservedPod) -> bool:
+    """Whether a pod being taken away (evicted, deleted) is judged only once its program has
+    exited: when one of the job's own failure rules matches on exit codes. Its program got
+    SIGTERM and may say what it made of it by its code: TensorFlow's PreemptionCheckpointHandler
+    saves and exits 42, which a rule `{onExitCodes: [42], action: RestartNotCounted}` is
+    about. Judged at the deletion request, the pod has no exit code yet and only the preset's
+    rules (a disruption: a counted restart) could match. Kubernetes' Job waits for such pods to
+    end before its podFailurePolicy rules too.
+
+    Not for a pod Kueue preempted (no rule rules on it) nor one whose node was reported lost
+    (no kubelet will report its exit); a pod gone before its exit was seen is judged as gone.
+    The wait is bounded by the pod's grace period: the kubelet then kills the program."""
+    if not pod.deleting or pod.terminated or pod.preempted or pod.node_lost:
+        return False
+    return any(
+        r.exit_codes is not None or r.exit_codes_not_in is not None for r in job.run_policy.failure_rules
+    )
 
 
 def judge_failures(

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass
 from typing import Any
 
@@ -224,3 +225,139 @@ def test_a_checkpoint_and_progress_are_described_with_only_what_they_hold() -> N
         ProgressStatus(updated_at=at(5)).describe()
         == "a progress document, written at 2026-01-01T12:00:05Z in attempt 0"
     )
+
+
+# ---- the CRD keeps every field ----
+
+# A status with every field the operator writes, each as it writes it.
+EVERY_FIELD: dict[str, Any] = {
+    **FAILED,
+    "restartsNotCounted": 2,
+    "evictions": 1,
+    "replacing": ["worker-1", "evaluator-0"],
+    "replicas": {
+        "chief": {"pending": 0, "running": 1, "succeeded": 0, "failed": 0, "ready": 1},
+        "worker": {"pending": 0, "running": 2, "succeeded": 0, "failed": 1, "ready": 2, "restarts": 1},
+    },
+    "progress": {
+        "attempt": 1,
+        "epoch": 2,
+        "totalEpochs": 10,
+        "step": 200,
+        "totalSteps": 1000,
+        "metrics": {"loss": 0.5},
+        "examplesPerSecond": 120.5,
+        "updatedAt": "2026-01-01T12:00:30.250Z",
+        "percent": 20.0,
+        "eta": "4m",
+        "etaTime": "2026-01-01T12:04:30Z",
+        "lastUpdate": "2026-01-01T12:00:30.250Z",
+        "epochs": "2/10",
+        "summary": "loss=0.5",
+        "since": {"percent": 10.0, "time": "2026-01-01T12:00:10.500Z"},
+        "error": "progress.json: not JSON",
+        "advancedAt": "2026-01-01T12:00:30.250Z",
+        "checkpoint": {"epoch": 2, "step": 200, "path": "checkpoints/ckpt-2"},
+    },
+    "evaluation": {
+        "checkpoint": "checkpoints/ckpt-2",
+        "epoch": 2,
+        "step": 200,
+        "metrics": {"accuracy": 0.9},
+        "summary": "accuracy=0.9",
+        "updatedAt": "2026-01-01T12:00:31.500Z",
+        "error": "evaluation.json: not JSON",
+    },
+    "history": [
+        {
+            "attempt": 0,
+            "outcome": "Replaced",
+            "cause": "OOMKilled",
+            "endTime": "2026-01-01T12:00:20Z",
+            "startTime": "2026-01-01T12:00:00Z",
+            "worker": 1,
+            "replicaType": "worker",
+            "pod": "mnist-worker-1",
+            "node": "node-a",
+            "container": "tensorflow",
+            "exitCode": 137,
+            "message": "killed",
+            "logs": "default/mnist/logs/attempt-0/",
+            "epoch": 2,
+            "checkpoint": {"epoch": 2, "step": 200, "path": "checkpoints/ckpt-2"},
+            "epochsLost": 0,
+            "workers": 3,
+        }
+    ],
+    "attemptWorkers": 3,
+    "stragglers": {
+        **BEYOND["stragglers"],
+        "workers": [{**BEYOND["stragglers"]["workers"][0], "replicaType": "worker"}],
+    },
+    "excludedNodes": [{**BEYOND["excludedNodes"][0], "rule": "bad-gpu"}],
+}
+
+
+def wire_keys() -> set[str]:
+    """Every JSON key of every record of the status."""
+    from tfmw_operator.api import status as module
+    from tfmw_operator.api.records import Record
+
+    kinds = [
+        k for k in vars(module).values() if isinstance(k, type) and issubclass(k, Record) and k is not Record
+    ]
+    fields = [f for kind in kinds for f in dataclasses.fields(kind) if "wire" in f.metadata]  # type: ignore[arg-type]
+    assert len(kinds) >= 9 and fields
+    return {f.metadata["wire"].key for f in fields}
+
+
+def keys_in(document: Any, maps: frozenset[str] = frozenset({"replicas", "metrics"})) -> set[str]:
+    if isinstance(document, list):
+        return set().union(*(keys_in(item) for item in document))
+    if not isinstance(document, dict):
+        return set()
+    found = set(document)
+    for key, value in document.items():
+        if key in maps and isinstance(value, dict):  # keyed by set or metric: the values' keys count
+            found |= set().union(set(), *(keys_in(item) for item in value.values()))
+        else:
+            found |= keys_in(value)
+    return found
+
+
+def unknown_to(schema: dict[str, Any], document: Any, path: str) -> list[str]:
+    """Paths of `document` that the structural schema would prune (or that have the wrong type)."""
+    kinds = {"object": dict, "array": list, "string": str, "integer": int, "number": (int, float)}
+    if not isinstance(document, kinds[schema["type"]]):  # type: ignore[arg-type]
+        return [f"{path}: not {schema['type']}"]
+    if isinstance(document, list):
+        return [
+            miss
+            for i, item in enumerate(document)
+            for miss in unknown_to(schema["items"], item, f"{path}[{i}]")
+        ]
+    if not isinstance(document, dict):
+        return []
+    missing = []
+    for key, value in document.items():
+        inner = (schema.get("properties") or {}).get(key) or schema.get("additionalProperties")
+        if inner is None:
+            missing.append(f"{path}.{key}")
+        else:
+            missing += unknown_to(inner, value, f"{path}.{key}")
+    return missing
+
+
+def test_the_crd_keeps_every_field_the_operator_writes_in_the_status() -> None:
+    """The API server prunes what a structural schema does not name: a field the operator
+    writes and the CRD lacks is lost without an error (status.replicas, evaluation,
+    restartsNotCounted and history's replicaType were, until this test)."""
+    import yaml
+    from kube import REPO
+
+    assert JobStatus.from_json(EVERY_FIELD).to_json() == EVERY_FIELD  # each key as the operator writes it
+    assert wire_keys() <= keys_in(EVERY_FIELD), wire_keys() - keys_in(EVERY_FIELD)  # ... and every one
+    for crd in (REPO / "crds", REPO / "charts" / "tfmw" / "crds"):
+        loaded = yaml.safe_load((crd / "tfmwjobs.tfmw.dev.yaml").read_text())
+        schema = loaded["spec"]["versions"][0]["schema"]["openAPIV3Schema"]["properties"]["status"]
+        assert unknown_to(schema, EVERY_FIELD, "status") == [], crd

@@ -82,6 +82,15 @@ def test_only_a_check_that_started_after_the_claim_was_made_can_vouch_for_it() -
     assert len(reached) == 0
 
 
+def test_a_uid_or_volume_that_is_not_a_string_is_none_and_the_message_names_who_reached_it() -> None:
+    assert Claim.of(claim(uid=7)).identity is None  # type: ignore[arg-type]
+    assert Claim.of(claim(volume=["pv-1"])).identity is None  # type: ignore[arg-type]
+    assert FolderReached("mnist", 2).message("tfmw-shared") == (
+        "claim tfmw-shared reached job mnist's folder for its worker 2; the same claim gives this job "
+        "its own folder, so its workers start without the folder check"
+    )
+
+
 IMAGE = "localhost:5001/tfmw-operator:dev"
 
 

@@ -5,16 +5,24 @@ from __future__ import annotations
 import json
 
 import pytest
-from tfmw_operator.api.status import EvaluationStatus
-from tfmw_operator.api.times import format_precise_time
-from tfmw_operator.core.evaluation import EvaluationReport, next_evaluation, parse_evaluation
+from tfmw_operator.api.spec import parse_job
+from tfmw_operator.api.status import EvaluationStatus, Phase
+from tfmw_operator.api.times import format_precise_time, format_time
+from tfmw_operator.core.decision import Decision, DeletePods
+from tfmw_operator.core.evaluation import (
+    EvaluationReport,
+    next_evaluation,
+    parse_evaluation,
+    reads_evaluation,
+)
+from tfmw_operator.core.pods import ObservedPod, observe_pod
 from tfmw_operator.core.progress import (
     MAX_CHECKPOINT_PATH,
     MAX_CLOCK_AHEAD_SECONDS,
     ProgressError,
     ProgressProblem,
 )
-from wrappers import at, decide, job, pod
+from wrappers import Json, at, decide, job, pod
 
 
 def document(**fields: object) -> bytes:
@@ -63,6 +71,90 @@ def test_a_running_job_with_an_evaluator_records_its_figures() -> None:
     report = parse_evaluation(document(checkpoint="ckpt-1", metrics={"accuracy": 0.5}), at(0))
     decision = decide(obj, pods, evaluation=report, now=at(11))
     assert decision.status.evaluation is not None and decision.status.evaluation.summary == "accuracy=0.5"
+
+
+# ---- after a success: the final checkpoint ----
+
+
+def succeeded_with_its_evaluator_running(grace: int | None = None) -> tuple[Json, list[Json]]:
+    """A job with an evaluator that succeeded at 20 s: training done, the evaluator running."""
+    obj = job("ev").evaluator().launched(phase="Succeeded", completionTime=format_time(at(20))).obj()
+    if grace is not None:
+        obj["spec"]["evaluator"]["template"]["spec"]["terminationGracePeriodSeconds"] = grace
+    pods = [
+        pod(obj, 0).exited(0, at_seconds=19).obj(),
+        pod(obj, 1).exited(0, at_seconds=19).obj(),
+        pod(obj, 0, 0, "evaluator").running().obj(),
+    ]
+    return obj, pods
+
+
+def deleted(decision: Decision) -> set[str]:
+    return {name for a in decision.actions if isinstance(a, DeletePods) for name in a.names}
+
+
+def test_after_a_success_the_evaluator_has_its_grace_to_evaluate_the_final_checkpoint() -> None:
+    obj, pods = succeeded_with_its_evaluator_running()
+    during = decide(obj, pods, now=at(40))
+    assert "ev-evaluator-0" not in deleted(during)
+    assert during.requeue_after == pytest.approx(10.0)  # woken at the end of its grace: 20 s + 30 s
+    after = decide(obj, pods, now=at(51))
+    assert "ev-evaluator-0" in deleted(after)
+
+
+def test_the_evaluators_grace_is_its_templates_termination_grace_period() -> None:
+    obj, pods = succeeded_with_its_evaluator_running(grace=120)
+    assert "ev-evaluator-0" not in deleted(decide(obj, pods, now=at(130)))
+    assert "ev-evaluator-0" in deleted(decide(obj, pods, now=at(141)))
+
+
+def test_a_failed_job_stops_its_evaluator_at_once() -> None:
+    obj = job("ev").evaluator().launched(phase="Failed", completionTime=format_time(at(20))).obj()
+    pods = [pod(obj, 0).exited(1).obj(), pod(obj, 0, 0, "evaluator").running().obj()]
+    assert "ev-evaluator-0" in deleted(decide(obj, pods, now=at(21)))
+
+
+def test_the_final_figures_reach_the_status_after_the_success_however_soon_they_come() -> None:
+    """Written at once, not once per interval: nothing would wake a finished job for them."""
+    obj, pods = succeeded_with_its_evaluator_running()
+    earlier = {"checkpoint": "ckpt-2", "epoch": 2, "updatedAt": format_precise_time(at(19))}
+    obj["status"]["evaluation"] = earlier
+    pods[2] = pod(obj, 0, 0, "evaluator").exited(0, at_seconds=22).obj()
+    report = parse_evaluation(
+        document(checkpoint="ckpt-3", epoch=3, updatedAt=format_precise_time(at(21))), at(0)
+    )
+    decision = decide(obj, pods, evaluation=report, now=at(22), progress_interval=10.0)
+    assert decision.status.evaluation is not None
+    assert (decision.status.evaluation.checkpoint, decision.status.evaluation.epoch) == ("ckpt-3", 3)
+
+
+def test_a_failed_jobs_evaluation_is_left_as_it_was() -> None:
+    obj = job("ev").evaluator().launched(phase="Failed", completionTime=format_time(at(20))).obj()
+    report = parse_evaluation(document(checkpoint="ckpt-3", epoch=3), at(0))
+    decision = decide(obj, [pod(obj, 0, 0, "evaluator").running().obj()], evaluation=report, now=at(22))
+    assert decision.status.evaluation is None
+
+
+def observed(*pods: Json) -> list[ObservedPod | None]:
+    return [observe_pod(p) for p in pods]
+
+
+def test_the_document_is_read_while_training_and_after_a_success_while_the_evaluator_is_there() -> None:
+    obj = job("ev").evaluator().obj()
+    spec = parse_job(obj)
+    evaluator = pod(obj, 0, 0, "evaluator")
+    assert reads_evaluation(spec, Phase.RUNNING, [])
+    assert reads_evaluation(spec, Phase.SUCCEEDED, observed(evaluator.running().obj()))
+    exited = pod(obj, 0, 0, "evaluator").exited(0).obj()
+    assert reads_evaluation(spec, Phase.SUCCEEDED, observed(exited))  # its exit: the last figures
+    going = pod(obj, 0, 0, "evaluator").running().deleting().obj()
+    assert not reads_evaluation(spec, Phase.SUCCEEDED, observed(going, pod(obj, 0).exited(0).obj()))
+    assert not reads_evaluation(spec, Phase.FAILED, observed(pod(obj, 0, 0, "evaluator").running().obj()))
+    for phase in (Phase.PENDING, Phase.RESTARTING):
+        assert not reads_evaluation(spec, phase, [])
+    assert not reads_evaluation(parse_job(job("plain").obj()), Phase.RUNNING, [])
+    without_volume = parse_job(job("nv").evaluator().without_shared_volume().obj())
+    assert not reads_evaluation(without_volume, Phase.RUNNING, [])
 
 
 def test_a_checkpoint_name_at_the_limit_is_read_and_without_updated_at_the_files_time_counts() -> None:

@@ -4,10 +4,12 @@ per TensorFlow's rules, what a failure restarts, and success by exit codes."""
 from __future__ import annotations
 
 import json
+from typing import Any
 
 import pytest
 from tfmw_operator.api.spec import Member, ReplicaType, parse_job
-from tfmw_operator.core.builders import build_pod, build_tf_config
+from tfmw_operator.api.status import ConditionType
+from tfmw_operator.core.builders import build_pod, build_service, build_tf_config
 from tfmw_operator.core.decision import CreatePods, DeletePods, EnsureJobDirectory, RemoveMarker
 from tfmw_operator.core.observed import MarkerState
 from wrappers import Json, at, container_env, decide, job
@@ -89,6 +91,20 @@ def test_pods_say_their_role_in_names_labels_and_environment() -> None:
     assert evaluator_env["TFMW_EVALUATION_PATH"] == "/shared/evaluation.json"
 
 
+def test_every_role_is_found_through_the_one_headless_service_by_a_name_that_says_its_role() -> None:
+    spec = parse_job(job("ps").workers(2).chief().parameter_servers(2).evaluator().obj())
+    selector = build_service(spec)["spec"]["selector"]
+    cluster = json.loads(build_tf_config(spec, Member(CHIEF, 0)))["cluster"]
+    addresses = {address.split(".")[0] for hosts in cluster.values() for address in hosts}
+    for member in spec.members:
+        made = build_pod(spec, member, 0)
+        assert selector.items() <= made["metadata"]["labels"].items(), member
+        hostname = made["spec"]["hostname"]
+        assert (hostname, made["spec"]["subdomain"]) == (made["metadata"]["name"], "ps")
+        assert hostname.startswith(f"ps-{member.type}-")
+        assert (hostname in addresses) is (member.type is not EVALUATOR)  # DNS, and TF_CONFIG's name
+
+
 def test_worker_zero_is_the_chief_only_without_a_chief_of_its_own() -> None:
     alone = parse_job(job().obj())
     assert build_pod(alone, Member.worker(0), 0)["metadata"]["labels"]["tfmw.dev/role"] == "chief"
@@ -161,6 +177,23 @@ def test_a_parameter_servers_death_restarts_the_whole_job() -> None:
     assert decision.status.history[0].replica_type == "ps"
 
 
+def test_the_chief_of_a_parameter_server_job_restarts_the_whole_job() -> None:
+    """The coordinator holds the training loop: without it the workers and parameter servers
+    wait for nothing, so the whole job restarts from its checkpoint."""
+    from wrappers import pod
+
+    obj = job("ps").workers(2).chief().parameter_servers().launched(phase="Running").obj()
+    pods = running_roles(obj)
+    pods[0] = pod(obj, 0, 0, "chief").exited(137).obj()
+    decision = decide(obj, pods)
+    assert (decision.status.attempt, decision.status.phase) == (1, "Restarting")
+    assert decision.status.replacing == ()
+    record = decision.status.history[0]
+    assert (record.outcome, record.replica_type, record.worker) == ("Restarted", "chief", 0)
+    (delete,) = [a for a in decision.actions if isinstance(a, DeletePods)]
+    assert set(delete.names) == {"ps-chief-0", "ps-worker-0", "ps-worker-1", "ps-ps-0"}
+
+
 def test_a_collective_gang_restarts_whole_on_a_workers_death() -> None:
     from wrappers import pod
 
@@ -186,6 +219,9 @@ def test_the_evaluator_restarts_alone_and_never_restarts_training() -> None:
     (delete,) = [a for a in decision.actions if isinstance(a, DeletePods)]
     assert delete.names == ("ev-evaluator-0",)
     assert {r.type: r.restarts for r in decision.status.replicas}["evaluator"] == 1
+    record = decision.status.history[0]  # one entry, with its role
+    assert (record.outcome, record.replica_type, record.attempt) == ("Replaced", "evaluator", 0)
+    assert decision.status.phase == "Running" and decision.status.restarts == 1
 
 
 def test_training_runs_without_its_evaluator_started() -> None:
@@ -243,6 +279,13 @@ def test_a_job_without_shared_volume_touches_no_storage() -> None:
     assert "TFMW_SHARED_DIR" not in env and "TFMW_MARKER_PATH" not in env
     assert "initContainers" not in built["spec"]
     assert decision.watch_marker is None and decision.watch_progress is None
+    created = decision.status.condition(ConditionType.CREATED)
+    assert created is not None and created.message.endswith(
+        "no shared volume: no progress, evaluation or checkpoint is recorded, "
+        "and pods' logs are not kept once the pods are deleted"
+    )
+    with_volume = decide(job("sv").completion(policy="ChiefExitCode").obj(), service=None)
+    assert "no shared volume" not in (with_volume.status.condition(ConditionType.CREATED) or created).message
 
 
 def test_a_job_without_shared_volume_keeps_no_logs_and_has_no_log_path() -> None:
@@ -266,3 +309,89 @@ def test_the_chiefs_marker_ends_a_job_with_a_chief() -> None:
     decision = decide(obj, running_roles(obj), marker=MarkerState(exists=True, job_uid="uid-mw"), now=at(30))
     assert decision.status.phase == "Succeeded"
     assert "the chief wrote" in decision.status.condition("Succeeded").message  # type: ignore[arg-type,union-attr]
+
+
+def evicted_while_running(obj: Json, index: int, exit_code: int | None = None) -> Json:
+    """A worker evicted through the Eviction API (deleted with its grace period, marked
+    DisruptionTarget): still running, or its program exited on the SIGTERM with `exit_code`."""
+    from wrappers import pod
+
+    wrapper = (
+        pod(obj, index).running() if exit_code is None else pod(obj, index).exited(exit_code, at_seconds=18)
+    )
+    evicted = wrapper.deleting(at_seconds=45).obj()
+    evicted["metadata"]["deletionGracePeriodSeconds"] = 30
+    disruption = {"type": "DisruptionTarget", "status": "True", "reason": "EvictionByEvictionAPI"}
+    evicted["status"].setdefault("conditions", []).append(disruption)
+    return evicted
+
+
+PREEMPTED_RULE = {"action": "RestartNotCounted", "onExitCodes": [42]}
+
+
+def test_an_evicted_pod_is_judged_by_the_exit_code_a_rule_of_the_jobs_matches_on() -> None:
+    """PreemptionCheckpointHandler saves and exits 42 on the eviction's SIGTERM: the rule on 42
+    must see that code, so the eviction is not ruled on before the program has exited."""
+    from wrappers import pod
+
+    obj = job("pre").workers(2).rules(PREEMPTED_RULE).launched(phase="Running").obj()
+    saving = decide(obj, [pod(obj, 0).running().obj(), evicted_while_running(obj, 1)])
+    assert (saving.status.phase, saving.status.attempt) == ("Running", 0)
+    assert not any(isinstance(a, DeletePods) for a in saving.actions)
+
+    exited = decide(obj, [pod(obj, 0).running().obj(), evicted_while_running(obj, 1, exit_code=42)])
+    assert (exited.status.phase, exited.status.attempt) == ("Restarting", 1)
+    assert (exited.status.restarts, exited.status.restarts_not_counted) == (0, 1)
+    record = exited.status.history[0]
+    assert (record.worker, record.exit_code, record.cause) == (1, 42, "Evicted")
+    assert "failureRules[0]: RestartNotCounted" in (exited.status.message or "")
+
+
+def test_an_evicted_pod_gone_before_its_exit_was_seen_leaves_its_peers_exit_to_decide() -> None:
+    from wrappers import pod
+
+    obj = job("pre").workers(2).rules(PREEMPTED_RULE).launched(phase="Running").obj()
+    decision = decide(obj, [pod(obj, 0).exited(42, at_seconds=19).obj()])
+    assert (decision.status.restarts, decision.status.restarts_not_counted) == (0, 1)
+    assert decision.status.history[0].worker == 0
+
+
+def test_without_an_exit_code_rule_an_eviction_restarts_at_once_counted() -> None:
+    """The presets rule an eviction a disruption whatever its code: no reason to wait."""
+    from wrappers import pod
+
+    for rules in [(), ({"action": "Fail", "onCauses": ["OOMKilled"]},)]:
+        obj = job("ev").workers(2).rules(*rules).launched(phase="Running").obj()
+        decision = decide(obj, [pod(obj, 0).running().obj(), evicted_while_running(obj, 1)])
+        assert (decision.status.phase, decision.status.restarts) == ("Restarting", 1)
+        assert decision.status.history[0].cause == "Evicted"
+
+
+def test_a_pod_on_a_lost_node_is_not_waited_for_whatever_the_rules() -> None:
+    from wrappers import pod
+
+    obj = job("pre").workers(2).rules(PREEMPTED_RULE).launched(phase="Running").obj()
+    lost = pod(obj, 1).node_not_ready(at_seconds=5).deleting(at_seconds=15).obj()
+    decision = decide(obj, [pod(obj, 0).running().obj(), lost], now=at(20))
+    assert decision.status.phase == "Restarting"
+
+
+@pytest.mark.parametrize(
+    ("wrapper", "said"),
+    [
+        (job().workers(1).chief(), "created a chief and 1 worker (pods) for attempt 0"),
+        (
+            job().workers(2).chief().parameter_servers(1).evaluator(),
+            "created a chief, 2 workers, 1 parameter server and an evaluator (pods) for attempt 0",
+        ),
+        (
+            job().workers(3).parameter_servers(2),
+            "created 3 workers and 2 parameter servers (pods) for attempt 0",
+        ),
+    ],
+)
+def test_the_created_condition_counts_each_role_in_words(wrapper: Any, said: str) -> None:
+    decision = decide(wrapper.obj(), service=None)
+    assert decision.status is not None
+    created = decision.status.condition(ConditionType.CREATED)
+    assert created is not None and created.message == said
