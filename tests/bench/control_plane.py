@@ -15,6 +15,13 @@ One run, one local API server, pods never scheduled (only the controllers work):
   - 10,000 pods of another workload: what they cost the operator's memory
 Prints progress as it goes, then one table with ratio columns; writes
 bench/results/control-plane.json.
+
+    TFMW_BENCH_LONE_ONLY=1 [TFMW_BENCH_REPEATS=10] [TFMW_BENCH_BASELINE=DIR/operator] \
+        PYTHONPATH=tests python3 -m bench.control_plane
+
+only the lone jobs of 1 and 8 workers, REPEATS each, tfmw against TFJob tuned (and another
+tree's operator as tfmw-baseline: a change's before and after in the same run), taking
+turns; medians and p99 side by side with the ratios, in bench/results/control-plane-lone.json.
 """
 
 from __future__ import annotations
@@ -189,10 +196,12 @@ def restart(kube: ClusterClient, running: Running) -> None:
     running.starts.append(ready - contender.started_at)
 
 
-def lone_jobs(kube: ClusterClient, contenders: list[Running]) -> None:
+def lone_jobs(
+    kube: ClusterClient, contenders: list[Running], sizes: tuple[tuple[int, int], ...] = SIZES
+) -> None:
     """Lone jobs, one at a time, taking turns: each contender's are spread over the same
     minutes, so a slower or busier moment of the machine falls on all of them alike."""
-    for workers, repeats in SIZES:
+    for workers, repeats in sizes:
         timings: dict[str, tuple[list[float], list[float]]] = {r.contender.name: ([], []) for r in contenders}
         for r in range(repeats):
             for running in contenders:
@@ -572,6 +581,42 @@ def save(results: dict[str, Any]) -> None:
     (RESULTS / "control-plane.json").write_text(json.dumps(results, indent=2) + "\n")
 
 
+LONE_ONLY = bool(os.environ.get("TFMW_BENCH_LONE_ONLY"))
+LONE_REPEATS = int(os.environ.get("TFMW_BENCH_REPEATS", "10"))
+BASELINE = os.environ.get("TFMW_BENCH_BASELINE", "")
+
+
+def lone_only(kube: ClusterClient, binary: str, shared_root: Path) -> dict[str, Any]:
+    """The lone jobs alone (TFMW_BENCH_LONE_ONLY): tfmw, its baseline and TFJob tuned."""
+    contenders: dict[str, Callable[[str], Contender]] = {"tfmw": lambda ns: Tfmw(ns, shared_root)}
+    if BASELINE:
+        contenders["tfmw-baseline"] = lambda ns: Tfmw(ns, shared_root, Path(BASELINE), "tfmw-baseline")
+    contenders["tfjob-tuned"] = lambda ns: TFJob(binary, ns, tuned=True)
+    sizes = ((1, LONE_REPEATS), (8, LONE_REPEATS))
+    running: list[Running] = []
+    try:
+        for name, make in contenders.items():
+            say(f"{name}: starting ...")
+            running.append(start_contender(kube, make))
+        lone_jobs(kube, running, sizes)
+    finally:
+        for each in running:
+            each.contender.stop()
+            each.seen.stop.set()
+            kube.delete_namespace(each.namespace)
+    side = {each.contender.name: each.out for each in running}
+    lines = []
+    for workers, _ in sizes:
+        for stat in ("median_s", "p99_s"):
+            key = f"pods_and_services_{workers}_workers"
+            values = {n: side[n][key][stat] for n in side}
+            tuned = values["tfjob-tuned"]
+            cells = ", ".join(f"{n} {v * 1000:.1f} ms ({v / tuned:.2f})" for n, v in values.items())
+            lines.append(f"create -> all pods + Services, {workers} worker(s), {stat[:-2]}: {cells}")
+    print("\n".join(lines))
+    return {"repeats": LONE_REPEATS, "side_by_side": side, "lines": lines}
+
+
 def main() -> None:
     os.environ.setdefault("KUBECONFIG", LOCAL_KUBECONFIG)
     os.environ["PATH"] = f"{REPO / 'hack' / 'bin'}:{os.environ['PATH']}"
@@ -591,6 +636,11 @@ def main() -> None:
     shared_root = Path(tempfile.mkdtemp(prefix="tfmw-bench-"))
     results: dict[str, Any] = {}
     try:
+        if LONE_ONLY:
+            RESULTS.mkdir(parents=True, exist_ok=True)
+            lone = lone_only(kube, binary, shared_root)
+            (RESULTS / "control-plane-lone.json").write_text(json.dumps(lone, indent=2) + "\n")
+            return
         contenders: dict[str, Callable[[str], Contender]] = {
             "tfmw": lambda ns: Tfmw(ns, shared_root),
             "tfjob-shipped": lambda ns: TFJob(binary, ns, tuned=False),

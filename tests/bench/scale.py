@@ -92,7 +92,9 @@ JOBS = int(os.environ.get("TFMW_BENCH_JOBS", "1000"))
 WORKERS = 8
 LOSS_FRACTION = 0.1
 STEADY_MARKERS = min(30, max(1, JOBS // 10))  # step 3's jobs, one at a time
-IDLE_SECONDS = 20
+# The idle window: as long as the operator's slowest periodic work (its job audit, 60 s), so
+# the window holds one of each whenever it opens.
+IDLE_SECONDS = float(os.environ.get("TFMW_BENCH_IDLE_SECONDS", "60"))
 # The idle window opens once the contender has written nothing for this long (its Events
 # held back in the launch come after it), or after WRITES_SETTLE_TIMEOUT in any case.
 WRITES_QUIET_SECONDS = 5.0
@@ -480,24 +482,43 @@ def launched(tracker: Tracker, milestones: Milestones, began: float, timeout: fl
     return took
 
 
-def start_profiler(contender: Contender) -> subprocess.Popen[bytes] | None:
-    """With TFMW_BENCH_PYSPY naming py-spy, tfmw's stacks while its gangs launch (step 1),
-    sampled from outside, in bench/results/pyspy-<JOBS>.txt (collapsed stacks)."""
+def profile_path(contender: Contender, step: str) -> Path:
+    return RESULTS / f"pyspy-{contender.name}-{step}-{JOBS}.txt"
+
+
+def start_profiler(contender: Contender, step: str) -> subprocess.Popen[bytes] | None:
+    """With TFMW_BENCH_PYSPY naming py-spy, tfmw's stacks in a step ("launch": while its gangs
+    launch; "idle": the idle window, idle threads left out), sampled from outside, in
+    bench/results/pyspy-<contender>-<step>-<JOBS>.txt (collapsed stacks)."""
     pyspy = os.environ.get("TFMW_BENCH_PYSPY")
     if not pyspy or not isinstance(contender, Tfmw):
         return None
-    out = RESULTS / f"pyspy-{JOBS}.txt"
+    out = profile_path(contender, step)
     pid = str(contender.pid)
-    command = [pyspy, "record", "--pid", pid, "--format", "raw", "--rate", "50", "-o", str(out)]
+    command = [
+        pyspy,
+        "record",
+        "--pid",
+        pid,
+        "--format",
+        "raw",
+        "--rate",
+        "100",
+        "--nonblocking",
+        "-o",
+        str(out),
+    ]
     return subprocess.Popen(command, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
 
 
-def stop_profiler(profiler: subprocess.Popen[bytes] | None, out: dict[str, Any]) -> None:
+def stop_profiler(
+    profiler: subprocess.Popen[bytes] | None, out: dict[str, Any], contender: Contender, step: str
+) -> None:
     if profiler is None:
         return
     profiler.send_signal(signal.SIGINT)
     profiler.wait(timeout=60)
-    out["profile"] = str(RESULTS / f"pyspy-{JOBS}.txt")
+    out[f"profile_{step}"] = str(profile_path(contender, step))
 
 
 def metrics_text() -> str:
@@ -744,7 +765,7 @@ def run_contender(
         )
         cpu_before = cpu_seconds(contender.pid)
         begin = time.monotonic()
-        profiler = start_profiler(contender)
+        profiler = start_profiler(contender, "launch")
 
         # 1. N jobs at once -> every gang Running
         rss.step = "1 launch"
@@ -772,7 +793,7 @@ def run_contender(
         # Busy or waiting: a controller near 100 % here is bound by its own CPU.
         out["cpu_s_to_all_running"] = round(cpu_seconds(contender.pid) - cpu_before, 1)
         out["cpu_percent_to_all_running"] = round(out["cpu_s_to_all_running"] / took * 100, 1)
-        stop_profiler(profiler, out)
+        stop_profiler(profiler, out, contender, "launch")
         say(
             f"{contender.name}: all {JOBS} gangs Running in {took:.1f} s, "
             f"using {out['cpu_percent_to_all_running']} % of a core"
@@ -789,11 +810,13 @@ def run_contender(
         out["status_running_after_pods_s"] = round(time.monotonic() - said, 1)
         # The last status writes and the Events held back in the launch are launch work.
         out["writes_settled_after_statuses_s"] = writes_settled()
+        profiler = start_profiler(contender, "idle")
         cpu_idle, idle_begin = cpu_seconds(contender.pid), time.monotonic()
         time.sleep(IDLE_SECONDS)
         out["idle_cpu_percent_with_all_running"] = round(
             (cpu_seconds(contender.pid) - cpu_idle) / (time.monotonic() - idle_begin) * 100, 2
         )
+        stop_profiler(profiler, out, contender, "idle")
         say(
             f"{contender.name}: every status said Running {out['status_running_after_pods_s']} s after "
             f"the pods, its last write {out['writes_settled_after_statuses_s']} s after that; "

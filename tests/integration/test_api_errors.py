@@ -14,6 +14,8 @@ import pytest
 from kube import ClusterClient, Json, SimulatedKubelet, kubectl, wait_for
 from kubernetes import client
 from kubernetes.client.exceptions import ApiException
+from tfmw_operator.api.kinds import TFMW_JOBS, JobKind
+from tfmw_operator.api.objects import Key
 from tfmw_operator.kube.client import Kube, connection_info
 from tfmw_operator.runtime.settings import Settings
 from tfmw_operator.shell.controller import JobController
@@ -116,6 +118,39 @@ def test_a_job_deleted_unseen_is_forgotten_after_two_lists(kube: ClusterClient, 
     after_one, after_two = asyncio.run(audit())
     assert after_one == {(namespace, "gone"), (namespace, "kept")}  # one list is not enough
     assert after_two == set()  # neither is what the API server holds
+
+
+def test_an_audit_lists_no_job_while_the_counts_agree(kube: ClusterClient, namespace: str) -> None:
+    kept = kube.create_job(namespace, simulated_job("kept").run_policy(suspend=True).manifest())
+    kube.create_job(namespace, simulated_job("other").run_policy(suspend=True).manifest())
+    gone = {**kept, "metadata": {**kept["metadata"], "name": "gone", "uid": str(uuid.uuid4())}}
+    lists: list[str] = []
+
+    class Counted(Kube):
+        async def list_job_uids(self, namespace: str = "", kind: JobKind = TFMW_JOBS) -> dict[Key, str]:
+            lists.append(namespace)
+            return await super().list_job_uids(namespace, kind)
+
+    async def audit() -> tuple[dict[Key, str], dict[Key, str], int | None]:
+        controller = JobController(
+            Counted(connection_info()), Settings(Path("/nonexistent"), namespaces=(namespace,))
+        )
+        try:
+            for name in ("kept", "other"):
+                job = kube.get_job(namespace, name)
+                assert job is not None
+                controller.jobs.put(job)
+            agreed = await controller.audit.once({})
+            controller.jobs.put(gone)  # deleted while the watch could not see it
+            suspects = await controller.audit.once({})
+            return agreed, suspects, await controller.kube.count_jobs(namespace)
+        finally:
+            await controller.kube.close()
+
+    agreed, suspects, count = asyncio.run(audit())
+    assert count == 2
+    assert agreed == {} and suspects == {(namespace, "gone"): gone["metadata"]["uid"]}
+    assert lists == [namespace]  # the counts agreed first: only the second audit listed the jobs
 
 
 def test_a_running_job_whose_service_cannot_come_back_still_sees_its_marker(

@@ -349,6 +349,18 @@ class Kube:
             )
         return found
 
+    async def count_jobs(self, namespace: str = "", kind: JobKind = TFMW_JOBS) -> int | None:
+        """How many jobs there are, in one namespace or all, from a list of one (its
+        remainingItemCount); None when the server does not say."""
+        jobs = _jobs(kind)
+        path = _path(namespace, kind.plural, "", jobs) if namespace else f"{jobs}/{kind.plural}"
+        listed = await self.request("GET", path, params={"limit": "1"}, accept=METADATA_LIST)
+        meta = listed.get("metadata") or {}
+        remaining = meta.get("remainingItemCount")
+        if meta.get("continue") and not isinstance(remaining, int):
+            return None
+        return len(listed.get("items") or []) + (remaining if isinstance(remaining, int) else 0)
+
     async def delete_job(self, namespace: str, name: str, kind: JobKind = TFMW_JOBS) -> None:
         await self._delete(
             _path(namespace, kind.plural, name, _jobs(kind)), {"propagationPolicy": "Background"}

@@ -4,17 +4,20 @@ The controller tracks each launched job here with the marker that may appear and
 progress document to follow; when either changes, the job is triggered.
 
 Where the shared storage is local (inotify), the kernel names the folder that changed:
-nothing is done per running job per tick, and a full look at every job's files every
-SWEEP_SECONDS catches anything missed. Elsewhere (NFS, ...) the markers are polled, less
-often the more jobs there are (at most about MAX_POLL_STATS_PER_SECOND), and progress
-documents once a second.
+nothing runs while nothing changes. A job whose folders to watch changed has its watches set
+up a tick later (its files looked at once, as they may have come before the watch), a folder
+not there yet is looked at every tick until it can be watched, and a full look at every
+job's files every SWEEP_SECONDS catches anything missed. Elsewhere (NFS, ...) the markers
+are polled, less often the more jobs there are (at most about MAX_POLL_STATS_PER_SECOND),
+and progress documents once a second.
 """
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
@@ -37,7 +40,10 @@ MARKER_POLL_SECONDS = 0.2
 MAX_POLL_SECONDS = 2.0
 MAX_POLL_STATS_PER_SECOND = 500
 PROGRESS_POLL_SECONDS = 1.0
-SWEEP_SECONDS = 10.0
+# With inotify, what the kernel's events leave out is a bug's or an overflow's (which is
+# told): the sweep is a safety net, and costs a stat of every job's files (docs/benchmarks.md).
+SWEEP_SECONDS = 300.0
+RELOOK_SECONDS = 10.0  # markers a look failed to see (storage trouble) are looked at again after this
 
 Signature = tuple[int, int]  # (mtime in ns, size) of a file
 ProgressCheck = tuple[Key, str, Signature | None]
@@ -73,6 +79,8 @@ class JobFileWatcher:
         self._trigger_later = trigger_later
         self._jobs: dict[Key, _Watched] = {}
         self._sync: WatchSync | None = None  # while inotify watches the job folders
+        self._relook: set[Key] = set()  # jobs whose markers a look failed to see: looked at again
+        self._relook_at = 0.0  # loop time
 
     def track(self, key: Key, marker: str | None, progress: ProgressWatch | None) -> None:
         """What to watch of a job now; nothing (both None) forgets it."""
@@ -110,8 +118,9 @@ class JobFileWatcher:
             logger.exception("cannot watch %s for markers; polling it instead", self.storage.root)
             events = None
         loop = asyncio.get_running_loop()
+        changed = asyncio.Event()
         if events is not None:
-            self._sync = WatchSync(events)
+            self._sync = WatchSync(events, changed.set)
             loop.add_reader(events.fd, self._on_folder_events, events)
         last_progress = loop.time()
         last_sweep = last_progress - SWEEP_SECONDS  # the first tick: jobs tracked until now
@@ -123,6 +132,17 @@ class JobFileWatcher:
                     interval = min(
                         MAX_POLL_SECONDS, max(MARKER_POLL_SECONDS, awaiting / MAX_POLL_STATS_PER_SECOND)
                     )
+                elif self._sync is not None and self._sync.idle:
+                    # Nothing to look at until a job's folders change, the sweep, or a look that
+                    # failed is due again; then one tick later, so a burst of launches is
+                    # synced together.
+                    wake_at = last_sweep + SWEEP_SECONDS
+                    if self._relook:
+                        wake_at = min(wake_at, self._relook_at)
+                    with contextlib.suppress(TimeoutError):
+                        async with asyncio.timeout_at(wake_at):
+                            await changed.wait()
+                changed.clear()
                 await asyncio.sleep(interval)
                 now = loop.time()
                 sweep = events is None or now - last_sweep >= SWEEP_SECONDS
@@ -135,6 +155,7 @@ class JobFileWatcher:
                     await self._tick(sweep, progress_due)
                 except Exception:  # nothing else notices a marker: this task must outlive any tick
                     logger.exception("marker detection: a look at the shared storage failed; looking again")
+                    last_sweep = now - SWEEP_SECONDS  # the next tick looks at everything
         finally:
             if events is not None:
                 self._sync = None
@@ -145,7 +166,10 @@ class JobFileWatcher:
         unwatched = set()
         if self._sync is not None:
             unwatched = self._sync.sync(self._folders_of, self._jobs.keys() if sweep else None)
-        keys = self._jobs.keys() if sweep else unwatched
+        relook: set[Key] = set()
+        if sweep or (self._relook and asyncio.get_running_loop().time() >= self._relook_at):
+            relook, self._relook = self._relook, set()
+        keys = self._jobs.keys() if sweep else unwatched | relook
         markers = [(k, marker) for k in keys if (marker := self.awaiting_marker(k)) is not None]
         progress = self._progress_to_check() if progress_due else []
         await self._look(markers, progress)
@@ -170,11 +194,17 @@ class JobFileWatcher:
             if isinstance(found, BaseException):
                 if not isinstance(found, (OSError, StorageError)):
                     raise found
-                # Storage trouble must not end marker detection for good: looked at next tick.
+                # Storage trouble must not end marker detection for good: looked at again soon.
                 logger.warning("cannot look for markers of namespace %s: %s", namespace, found)
+                self._relook_later(key for key, _ in by_namespace[namespace][0])
                 continue
             for key in found:
                 self._trigger(key)
+
+    def _relook_later(self, keys: Iterable[Key]) -> None:
+        if not self._relook:
+            self._relook_at = asyncio.get_running_loop().time() + RELOOK_SECONDS
+        self._relook.update(keys)
 
     def _progress_to_check(self) -> list[ProgressCheck]:
         """Jobs whose progress document may be recorded now (the throttle allows it)."""

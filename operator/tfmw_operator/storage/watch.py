@@ -191,13 +191,20 @@ class WatchSync:
     """Keeps the watches of `events` in line with the folders each key wants, at a cost per
     change: `changed(key)` when what a key wants may have changed, `sync()` each tick."""
 
-    def __init__(self, events: FolderEvents) -> None:
+    def __init__(self, events: FolderEvents, on_change: Callable[[], None] = lambda: None) -> None:
         self.events = events
+        self._on_change = on_change  # told of every change, so a sync can wait for one
         self._pending: set[Key] = set()
         self._unwatched: set[Key] = set()
 
     def changed(self, key: Key) -> None:
         self._pending.add(key)
+        self._on_change()
+
+    @property
+    def idle(self) -> bool:
+        """Nothing to sync until a key changes: none pending, none waiting to be watchable."""
+        return not self._pending and not self._unwatched
 
     def sync(self, wanted: Callable[[Key], set[str]], every: Iterable[Key] | None = None) -> set[Key]:
         """Watch what the pending keys want (and every key in `every`, forgetting the rest),

@@ -7,6 +7,7 @@ import asyncio
 import logging
 from collections.abc import Callable
 from pathlib import Path
+from typing import TypeVar
 
 import pytest
 from tfmw_operator.api.objects import Key
@@ -19,6 +20,7 @@ from tfmw_operator.storage.job_files import JobFileWatcher
 KEY: Key = ("ns", "job")
 MARKER = "ns/job/multiworker-complete.txt"
 PROGRESS = "ns/job/progress.json"
+T = TypeVar("T")
 
 
 def watch(
@@ -119,6 +121,52 @@ def test_a_progress_document_unchanged_since_read_triggers_nothing(
 
     quiet, triggered = watch(tmp_path, setup, 0.8, new_size)
     assert quiet == [] and KEY in triggered
+
+
+def test_nothing_runs_while_nothing_changes_and_a_new_job_is_looked_at_once(tmp_path: Path) -> None:
+    # Where inotify watches the folders, the watcher wakes for nothing between sweeps unless a
+    # job's folders change: idle CPU does not grow with the jobs running.
+    for job in ("job", "other", "new"):
+        (tmp_path / "ns" / job).mkdir(parents=True)
+    (tmp_path / "ns" / "new" / "multiworker-complete.txt").write_text("done\n")  # before its watch
+    looks: list[int] = []  # markers asked about, per look
+    ticks: list[bool] = []  # sweep or not, per tick
+
+    class Counted(SharedStorage):
+        async def call(self, relpath: str, function: Callable[..., T], *args: object) -> T:
+            looks.append(len(args[0]) if args and isinstance(args[0], list) else 0)
+            return await super().call(relpath, function, *args)
+
+    async def scenario() -> tuple[list[bool], list[int], list[Key]]:
+        triggered: list[Key] = []
+        watcher = JobFileWatcher(Counted(tmp_path), triggered.append, lambda key, _: triggered.append(key))
+        tick = watcher._tick
+
+        async def counted_tick(sweep: bool, progress_due: bool) -> None:
+            ticks.append(sweep)
+            await tick(sweep, progress_due)
+
+        watcher._tick = counted_tick  # type: ignore[method-assign]
+        watcher.track(KEY, MARKER, ProgressWatch(PROGRESS))
+        watcher.track(("ns", "other"), "ns/other/multiworker-complete.txt", None)
+        detection = asyncio.create_task(watcher.run())
+        await asyncio.sleep(1.5)  # the first tick's sweep, then the time of more than seven ticks
+        idle = list(ticks)
+        watcher.track(("ns", "new"), "ns/new/multiworker-complete.txt", None)
+        for _ in range(100):
+            if triggered:
+                break
+            await asyncio.sleep(0.05)
+        await asyncio.sleep(0.5)
+        detection.cancel()
+        await asyncio.gather(detection, return_exceptions=True)
+        return idle, looks, triggered
+
+    idle, looks, triggered = asyncio.run(scenario())
+    assert idle == [True]  # the first tick sweeps: the jobs tracked before it ran
+    assert looks == [2, 1]  # both markers; then the new job's alone, once its folder is watched
+    assert ticks == [True, False]  # one tick for the new job's watch, and nothing after it
+    assert triggered == [("ns", "new")]
 
 
 def test_a_namespace_whose_storage_hangs_holds_up_only_its_own_markers(
