@@ -161,6 +161,9 @@ class JobSpec:
     # The image of the init container that checks the claim reaches the job's folder (the
     # operator's own); "" leaves it out.
     folder_check_image: str = ""
+    # The operator's own image, which places the in-pod supervisor into the pods of a gang that
+    # restarts in place (core/supervision.py); "": none is placed.
+    supervisor_image: str = ""
     completion_policy: CompletionPolicy = CompletionPolicy.MARKER
     chief_template: Json | None = None  # a chief of its own
     parameter_servers: int = 0
@@ -324,7 +327,7 @@ def parse_rules(raw: object) -> tuple[FailureRule, ...]:
     return tuple(rules)
 
 
-def parse_job(job: Json, folder_check_image: str = "") -> JobSpec:
+def parse_job(job: Json, folder_check_image: str = "", supervisor_image: str = "") -> JobSpec:
     meta = job.get("metadata") or {}
     spec = job.get("spec") or {}
     shared = spec.get("sharedVolume") or {}
@@ -393,6 +396,7 @@ def parse_job(job: Json, folder_check_image: str = "") -> JobSpec:
         template=template,
         queue_name=(meta.get("labels") or {}).get(LABEL_QUEUE_NAME) or None,
         folder_check_image=folder_check_image if claim is not None else "",
+        supervisor_image=supervisor_image,
         completion_policy=completion_policy,
         chief_template=_template(chief.get("template"), "spec.chief.template")
         if isinstance(chief, dict)
@@ -407,8 +411,8 @@ def parse_job(job: Json, folder_check_image: str = "") -> JobSpec:
     )
 
 
-def parse_spec(job: Json, folder_check_image: str = "") -> JobSpec | SpecError:
+def parse_spec(job: Json, folder_check_image: str = "", supervisor_image: str = "") -> JobSpec | SpecError:
     try:
-        return parse_job(job, folder_check_image)
+        return parse_job(job, folder_check_image, supervisor_image)
     except SpecError as error:
         return error

@@ -16,6 +16,7 @@ from tfmw_operator.core.evaluation import EvaluationReading
 from tfmw_operator.core.owned import Owned
 from tfmw_operator.core.pods import ObservedPod
 from tfmw_operator.core.progress import DEFAULT_PROGRESS_INTERVAL_SECONDS, ProgressReading
+from tfmw_operator.core.reports import PodReport, StacksReading
 from tfmw_operator.core.workloads import WorkloadState
 
 
@@ -76,6 +77,11 @@ class Observed:
     status_written_at: datetime | None = None
     # Another job's worker found the job's claim reaching the operator's folders (claim_checks).
     claim_reached: FolderReached | None = None
+    # The supervisors' reports of a gang that restarts in place (core/supervision.py), those
+    # that name this job; None: not read, or they could not be read.
+    reports: tuple[PodReport, ...] | None = None
+    # The supervised pods' stacks files, while a stacks request is outstanding.
+    stacks: tuple[StacksReading, ...] = ()
 
     @classmethod
     def of_owned(
@@ -95,6 +101,8 @@ class Observed:
         workload: WorkloadState | None = None,
         status_written_at: datetime | None = None,
         claim_reached: FolderReached | None = None,
+        reports: tuple[PodReport, ...] | None = None,
+        stacks: tuple[StacksReading, ...] = (),
     ) -> Observed:
         """The job as found; only pods it owns count (a namesake's pods are not its workers).
 
@@ -122,6 +130,8 @@ class Observed:
             workload=workload,
             status_written_at=status_written_at,
             claim_reached=claim_reached,
+            reports=reports,
+            stacks=stacks,
         )
 
     @property

@@ -30,14 +30,18 @@ from tfmw_operator.core.decision import (
     Milestone,
     PatchStatus,
     RemoveMarker,
+    WriteControl,
 )
 from tfmw_operator.core.evaluation import EvaluationReading
 from tfmw_operator.core.observed import CreateError, MarkerState, Observed
 from tfmw_operator.core.owned import Owned
 from tfmw_operator.core.pods import ObservedPod
+from tfmw_operator.core.policies.in_place import in_place, pod_group
 from tfmw_operator.core.policies.progress_deadline import stalled_by_progress
 from tfmw_operator.core.progress import ProgressProblem, ProgressReading
 from tfmw_operator.core.reconcile import reconcile, reconcile_failed
+from tfmw_operator.core.reports import PodReport, StacksReading
+from tfmw_operator.core.supervision import GANG
 from tfmw_operator.core.workloads import WorkloadState, observe_workload
 from tfmw_operator.kube.client import ApiError, Kube
 from tfmw_operator.kube.informer import Informer, LatestJobs, ignore_changes, own_name
@@ -48,6 +52,7 @@ from tfmw_operator.shell.creation import Created, Creator
 from tfmw_operator.shell.events import EventPoster
 from tfmw_operator.shell.worker_deletion import WorkerDeleter
 from tfmw_operator.shell.workqueue import WorkQueue
+from tfmw_operator.storage.control import ReportCache, read_reports, read_stacks, write_control
 from tfmw_operator.storage.files import (
     SharedStorage,
     StorageError,
@@ -86,6 +91,10 @@ class _JobState:
     namesake_service: Owned | None = None  # a Service with the job's name that is not its own
     failures: int = 0  # reconciles that raised, in a row
     status_written_at: datetime | None = None  # by this operator, last
+    # The supervisors' reports as last read (read again only when a file changed), and the
+    # control file as this operator last wrote it (written again only when it changes).
+    reports: ReportCache = dataclasses.field(default_factory=ReportCache.empty)
+    control_written: Json | None = None
 
 
 class JobController:
@@ -202,21 +211,28 @@ class JobController:
         state = self._state(key)
         if state.namesake_service is not None:
             service = await self._namesake_service(key)
-        spec = parse_spec(job, self.settings.folder_check_image)
+        spec = parse_spec(job, self.settings.folder_check_image, self.settings.supervisor_image)
         recorded = JobStatus.from_json(job.get("status"))
         marker, storage_error, progress, evaluation, workload = MarkerState(), None, None, None, None
+        reports: tuple[PodReport, ...] | None = None
+        stacks: tuple[StacksReading, ...] = ()
         if isinstance(spec, JobSpec) and spec.shared:
             try:
                 marker = await self.storage.call(spec.marker_relpath, read_marker, spec.marker_relpath)
             except StorageError as error:
                 storage_error = str(error)
+            if in_place(spec) and (not recorded.finished or any(o.pod and o.pod.supervised for o in pods)):
+                reports, stacks = await self._read_supervisors(state, spec, recorded)
             # Only a running gang trains; a job being launched or restarted costs no read.
             if recorded.phase is Phase.RUNNING:
                 progress = await self._read_progress(key, spec.progress_relpath)
                 if spec.evaluator_template is not None:
                     evaluation = await self._read_evaluation(spec.evaluation_relpath)
             if spec.queue_name and not recorded.finished:
-                workload = await self._workload(namespace, pod_group_name(spec, recorded.attempt))
+                # A gang restarted in place keeps its pods' group; else the attempt's own.
+                observed_pods = [o.pod for o in pods if o.pod is not None]
+                group = pod_group(spec, observed_pods) or pod_group_name(spec, recorded.attempt)
+                workload = await self._workload(namespace, group)
         observed = Observed.of_owned(
             job,
             pods,
@@ -232,6 +248,8 @@ class JobController:
             progress_interval=self.settings.progress_interval,
             workload=workload,
             status_written_at=state.status_written_at,
+            reports=reports,
+            stacks=stacks,
         )
         if isinstance(spec, JobSpec):
             observed = dataclasses.replace(observed, claim_reached=self._claim_reached(spec, observed.pods))
@@ -248,6 +266,31 @@ class JobController:
             # again soon while the gang waits for it.
             requeue = QUEUE_RECHECK_SECONDS if requeue is None else min(requeue, QUEUE_RECHECK_SECONDS)
         return requeue
+
+    async def _read_supervisors(
+        self, state: _JobState, spec: JobSpec, status: JobStatus
+    ) -> tuple[tuple[PodReport, ...] | None, tuple[StacksReading, ...]]:
+        """The gang's supervisors' reports (None: they cannot be read now), and, while a stacks
+        request of this attempt is out, their stacks files."""
+        stems = [m.stem for m in spec.members if m.type in GANG]
+        try:
+            reports = await self.storage.call(
+                spec.directory, read_reports, spec.directory, spec.uid, stems, state.reports
+            )
+        except StorageError as error:
+            logger.warning("cannot read the supervisors' reports of %s: %s", spec.directory, error)
+            return None, ()
+        request = status.stacks_request
+        if request is None or request.attempt != status.attempt or status.finished:
+            return reports, ()
+        try:
+            stacks = await self.storage.call(
+                spec.directory, read_stacks, spec.directory, status.attempt, stems, spec.chief.stem
+            )
+        except StorageError as error:
+            logger.warning("cannot read the stacks of %s: %s", spec.directory, error)
+            stacks = ()
+        return reports, stacks
 
     async def _namesake_service(self, key: Key) -> Owned | None:
         """A Service of the job's name that is not its own, as it is now (gone, or still there)."""
@@ -293,6 +336,14 @@ class JobController:
                 # millisecond it takes, and a failure is only reported either way.
                 call = self.storage.call(action.relpath, ensure_job_directory, action.relpath, action.job_uid)
                 alongside.append(asyncio.ensure_future(reported(warnings, call)))
+            elif isinstance(action, WriteControl):
+                # In the job's folder, which a launch makes beside its pods: made first.
+                await asyncio.gather(*alongside)
+                document = action.document()
+                state = self._state(key)
+                if state.control_written != document:
+                    await self.storage.call(action.relpath, write_control, action.relpath, document)
+                    state.control_written = document
             elif isinstance(action, EnsureService) and not action.launch:
                 if not await self.creator.recreate_service(namespace, action.service, warnings):
                     self.queue.trigger_later(key, SERVICE_RETRY_SECONDS)
@@ -400,7 +451,7 @@ class JobController:
         if Milestone.FAILED in milestones:
             metrics.JOBS_FAILED.labels(reason=decision.status.reason or "").inc()
         self._set_active(key, not decision.finished)
-        self.files.track(key, decision.watch_marker, decision.watch_progress)
+        self.files.track(key, decision.watch_marker, decision.watch_progress, decision.watch_reports)
         progress = decision.status.progress
         if decision.finished or progress is None:
             metrics.forget_job_progress(*key)
