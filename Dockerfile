@@ -8,24 +8,21 @@ ARG BASE=python:3.11-slim
 # the dependency layers' cache): pyproject.toml's version, license and home page and the
 # git revision. hack/images.sh sets the same on its buildah builds with `buildah config`.
 
-# Dependencies come from pyproject.toml alone and the code is a layer of its own, so a
-# code change rebuilds and re-imports kilobytes, not TensorFlow.
-FROM ${BASE} AS operator-deps
-# A folder of wheels to prefer over the index (hack/images.sh mounts one); empty: the index only.
-ARG PIP_FIND_LINKS
-COPY pyproject.toml /src/
-RUN mkdir -p /src/operator/tfmw_operator /src/trainer && python3 -m venv /opt/tfmw \
-    && /opt/tfmw/bin/pip install --no-cache-dir "/src[operator]" && /opt/tfmw/bin/pip uninstall -y -q tfmw
-
-FROM ${BASE} AS trainer-deps
-ARG PIP_FIND_LINKS
-COPY pyproject.toml /src/
-RUN mkdir -p /src/trainer/tfmw_trainer /src/operator && python3 -m venv /opt/tfmw \
-    && /opt/tfmw/bin/pip install --no-cache-dir "/src[trainer]" && /opt/tfmw/bin/pip uninstall -y -q tfmw
-
+# Each image is one stage: its dependencies, from pyproject.toml alone, in a layer of their
+# own (so a code change rebuilds and re-imports kilobytes, not TensorFlow), then the code.
+# One stage writes TensorFlow once: a dependencies stage copied into the image wrote it
+# twice more (the stage's commit, the copy). hack/pip_requirements.py lists what pip
+# installs; tf-keras comes without its dependencies, or pip would put a second TensorFlow
+# (the 572 MB `tensorflow`) over tensorflow-cpu (that script says why).
+# PIP_CERT: a CA bundle for pip to trust (hack/images.sh mounts the host's); empty: pip's own.
 FROM ${BASE} AS operator
 RUN useradd --uid 1000 --user-group --home-dir /tmp --no-create-home tfmw
-COPY --from=operator-deps /opt/tfmw /opt/tfmw
+ARG PIP_CERT
+COPY pyproject.toml hack/pip_requirements.py /tmp/tfmw-build/
+RUN cd /tmp/tfmw-build && python3 -m venv /opt/tfmw \
+    && python3 pip_requirements.py pyproject.toml operator >requirements.txt \
+    && /opt/tfmw/bin/pip install --no-cache-dir --disable-pip-version-check -q -r requirements.txt \
+    && cd / && rm -rf /tmp/tfmw-build
 COPY operator/tfmw_operator /opt/tfmw-src/tfmw_operator
 # Compiled once here: PYTHONDONTWRITEBYTECODE would have every start compile it again.
 RUN /opt/tfmw/bin/python3 -m compileall -q --invalidation-mode unchecked-hash /opt/tfmw-src
@@ -46,7 +43,22 @@ CMD ["--shared-root=/var/lib/tfmw/shared"]
 
 FROM ${BASE} AS trainer
 RUN useradd --uid 1000 --user-group --home-dir /tmp --no-create-home tfmw
-COPY --from=trainer-deps /opt/tfmw /opt/tfmw
+ARG PIP_CERT
+COPY pyproject.toml hack/pip_requirements.py /tmp/tfmw-build/
+# What a training process never reads goes in the same layer, so it never reaches the image:
+# TensorFlow's C++ headers (287 MB, for building custom ops), the packages' own test suites
+# (69 MB; only their test runners import them) and libclang (62 MB: a requirement of
+# tensorflow's that none of its Python imports).
+RUN cd /tmp/tfmw-build && python3 -m venv /opt/tfmw \
+    && python3 pip_requirements.py pyproject.toml trainer >requirements.txt \
+    && python3 pip_requirements.py --no-deps pyproject.toml trainer >requirements-no-deps.txt \
+    && /opt/tfmw/bin/pip install --no-cache-dir --disable-pip-version-check -q -r requirements.txt \
+    && /opt/tfmw/bin/pip install --no-cache-dir --disable-pip-version-check -q --no-deps -r requirements-no-deps.txt \
+    && /opt/tfmw/bin/pip uninstall -q -y libclang \
+    && cd / && rm -rf /tmp/tfmw-build \
+    && site=$(/opt/tfmw/bin/python3 -c 'import sysconfig; print(sysconfig.get_path("purelib"))') \
+    && rm -rf "$site/tensorflow/include" \
+    && find "$site" -mindepth 2 -type d -name tests -prune -exec rm -rf {} +
 COPY trainer/tfmw_trainer /opt/tfmw-src/tfmw_trainer
 # The wire contract with the operator (standard library only), not the operator itself.
 COPY operator/tfmw_operator/__init__.py operator/tfmw_operator/contract.py /opt/tfmw-src/tfmw_operator/

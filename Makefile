@@ -30,7 +30,7 @@ export TFMW_IMAGE_TAG := $(VERSION)
 
 # Debian packages, .venv (the project editable, with its extras) and hack/bin; again only
 # when one of these inputs changed (or .venv was removed).
-$(STAMP): pyproject.toml hack/versions.env hack/go.mod hack/install-deps.sh
+$(STAMP): pyproject.toml hack/versions.env hack/go.mod hack/install-deps.sh hack/pip_requirements.py
 	TFMW_VENV=$(VENV) hack/install-deps.sh
 	@touch $@
 
@@ -41,8 +41,17 @@ help: ## the targets, in groups
 
 install: $(STAMP) ## Debian packages, .venv and hack/bin (every target runs it first)
 
-demo: install ## a newcomer's first run: cluster, images, operator, the sample trained
-	hack/demo.sh
+# Not after make install: hack/demo.sh installs only what the demo needs, side by side with
+# the builds (TFMW_INSTALLED=1 when make install is up to date already), and prints each
+# step's time.
+demo: ## a newcomer's first run: cluster, images, operator, the sample trained
+	@TFMW_INSTALLED=$$($(MAKE) -q $(STAMP) 2>/dev/null && echo 1) hack/demo.sh
+
+# Helm, from its Go module, for the targets that run it (helm lint, the chart rendered by
+# unit and integration tests, make test-install); make install and make demo need none.
+.PHONY: helm
+helm: install
+	@hack/build.sh helm
 
 test: install ## unit, integration, end-to-end and fault tests (the README's test command)
 	@hack/stage.sh "unit tests" $(MAKE) --no-print-directory test-unit
@@ -52,7 +61,7 @@ test: install ## unit, integration, end-to-end and fault tests (the README's tes
 	@hack/stage.sh "end-to-end tests" $(MAKE) --no-print-directory test-e2e
 	@hack/stage.sh "fault tests" $(MAKE) --no-print-directory test-faults
 
-lint: install ## ruff, mypy --strict, the import contract (.importlinter), helm lint
+lint: install helm ## ruff, mypy --strict, the import contract (.importlinter), helm lint
 	$(VENV)/bin/ruff check .
 	$(VENV)/bin/ruff format --check .
 	$(VENV)/bin/mypy operator/tfmw_operator trainer/tfmw_trainer client/tfmw_client tests
@@ -61,7 +70,7 @@ lint: install ## ruff, mypy --strict, the import contract (.importlinter), helm 
 
 ##@ Tests
 
-test-unit: install ## the pure logic, no cluster
+test-unit: install helm ## the pure logic, no cluster
 	$(PYTEST) tests/unit -m "not processes"
 
 # The trainer's tests that train for real: TensorFlow worker processes on localhost with the
@@ -77,7 +86,7 @@ test-trainer: install ## the trainer's multi-worker tests, as local processes
 test-programs: install ## the sample TensorFlow programs, as local processes
 	$(PYTEST) tests/programs
 
-test-integration: install ## against a real control plane, no node
+test-integration: install helm ## against a real control plane, no node
 	hack/cluster.sh up --no-node
 	$(PYTEST) tests/integration
 
@@ -114,7 +123,7 @@ test-tfjob: install ## Kubeflow's SDK e2e test and TFJob examples: TFJOB_CONTROL
 # chart installed with helm (then uninstalled, leaving nothing of ours), then the base
 # with kubectl apply -k (and delete -k); the sample trained from registry images each
 # time (tests/install). Leaves the registry down.
-test-install: install ## Helm and kustomize installs from a local registry, trained
+test-install: install helm ## Helm and kustomize installs from a local registry, trained
 	hack/cluster.sh up
 	$(PYTEST) --tb=short tests/install; status=$$?; hack/registry.sh down; exit $$status
 

@@ -12,6 +12,8 @@
 # trainer images are built, for the local cluster and for kind alike.
 #
 #   hack/images.sh         all of them, loaded
+#   hack/images.sh build   all of them, not loaded (make demo builds them while it builds the
+#                          cluster's binaries, and loads them once the node runs)
 #   hack/images.sh pause   tfmw-pause:dev only, not loaded (kind's node image takes it)
 #   hack/images.sh push    the two targets, pushed to $TFMW_REGISTRY (make push), not loaded
 #   hack/images.sh sandbox tfmw-pause:dev only, loaded: the node's own sandbox image (as a
@@ -61,18 +63,6 @@ pause() {
   log "built tfmw-pause:dev"
 }
 
-# Wheels are fetched once on the host and offered to pip inside the build.
-fetch_wheels() {
-  wheels=$image_store/wheels
-  mkdir -p "$wheels"
-  if [[ ! -f $wheels/.complete || $repo/pyproject.toml -nt $wheels/.complete ]]; then
-    log "downloading wheels for the images ..."
-    python3 -m pip download -q -d "$wheels" "$repo[operator,trainer]" setuptools wheel >/dev/null
-    rm -f "$wheels"/tfmw-*
-    touch "$wheels/.complete"
-  fi
-}
-
 # The build with what it says about itself (the Dockerfile's LABEL and ENV from VERSION,
 # REVISION, SOURCE, LICENSES), set with buildah config on a layer of metadata only, so the
 # build args never reach the layer cache; made once per build (a reused build's revision
@@ -90,8 +80,12 @@ released() { # target inputs-hash
   buildah tag "tfmw-$target:$inputs-labelled" "tfmw-$target:dev" "$registry/tfmw-$target:$tag"
 }
 
+# pip in the build trusts the host's CA bundle (PIP_CERT), as pip on the host does: a
+# network whose TLS is inspected signs with a CA of its own, which only that bundle holds.
+ca_bundle=/etc/ssl/certs/ca-certificates.crt
+
 target() { # operator|trainer: tfmw-<target>:dev, tagged with a hash of what makes it
-  local target=$1 inputs t0 sources=$1
+  local target=$1 inputs t0 sources="$1 hack/pip_requirements.py"
   # The trainer image carries the wire contract it shares with the operator.
   [[ $target != trainer ]] || sources+=" operator/tfmw_operator/__init__.py operator/tfmw_operator/contract.py"
   # shellcheck disable=SC2046,SC2086 # one file a word
@@ -105,18 +99,35 @@ target() { # operator|trainer: tfmw-<target>:dev, tagged with a hash of what mak
   fi
   log "building tfmw-$target ..."
   t0=$(date +%s)
-  buildah bud -q --pull=never --network host --isolation chroot --layers \
-    -v /etc/ssl/certs/ca-certificates.crt:/etc/ssl/certs/ca-certificates.crt:ro \
-    -v "$wheels:/wheels:ro" \
-    --build-arg BASE=tfmw-base:bookworm --build-arg PIP_FIND_LINKS=/wheels \
+  local cert=()
+  [[ ! -f $ca_bundle ]] || cert=(-v "$ca_bundle:$ca_bundle:ro" --build-arg "PIP_CERT=$ca_bundle")
+  buildah bud -q --pull=never --network host --isolation chroot --layers "${cert[@]}" \
+    --build-arg BASE=tfmw-base:bookworm \
     --target "$target" -t "tfmw-$target:$inputs" -f "$repo/Dockerfile" "$repo" >"$out/build-$target.log" 2>&1 \
     || { tail -30 "$out/build-$target.log"; exit 1; }
   released "$target" "$inputs"
-  # Earlier builds of this target only take disk space.
+  # Earlier builds of this target only take disk space (their layers go in prune, once no
+  # build runs beside: a running build's cached steps are untagged images too).
   buildah images --format '{{.Name}}:{{.Tag}}' | grep -E "/tfmw-$target:[0-9a-f]{16}(-labelled)?\$" |
     grep -v -E ":$inputs(-labelled)?\$" | xargs -r buildah rmi >/dev/null 2>&1 || true
-  buildah rmi --prune >/dev/null 2>&1 || true
+  touch "$out/.prune"
   log "built tfmw-$target:dev in $(( $(date +%s) - t0 ))s"
+}
+
+# The targets side by side, the trainer first (the longest: pip unpacks TensorFlow on one
+# core while the operator's build takes the other), then what no image uses any more.
+targets() { # name...
+  local name pids=() status=0
+  for name in "$@"; do
+    target "$name" &
+    pids+=($!)
+  done
+  for pid in "${pids[@]}"; do wait "$pid" || status=1; done
+  ((status == 0)) || exit 1
+  if [[ -f $out/.prune ]]; then
+    buildah rmi --prune >/dev/null 2>&1 || true
+    rm -f "$out/.prune"
+  fi
 }
 
 start=$(date +%s)
@@ -131,9 +142,8 @@ if [[ ${1:-} == sandbox ]]; then
 fi
 if [[ ${1:-} == push ]]; then
   base
-  fetch_wheels
+  targets trainer operator
   for name in operator trainer; do
-    target "$name"
     # Plain HTTP for the machine-local registry only.
     tls=true
     [[ $registry != "$LOCAL_REGISTRY" ]] || tls=false
@@ -143,20 +153,23 @@ if [[ ${1:-} == push ]]; then
   exit 0
 fi
 # TFMW_IMAGES="operator": that image alone (a cluster short of disk for the trainer's).
-read -ra targets <<<"${TFMW_IMAGES:-operator trainer}"
+read -ra wanted <<<"${TFMW_IMAGES:-trainer operator}"
 loaded=()
-for name in "${targets[@]}"; do loaded+=("tfmw-$name:dev"); done
+for name in "${wanted[@]}"; do loaded+=("tfmw-$name:dev"); done
 if [[ ${TFMW_IMAGE_BUILDER:-buildah} == docker ]]; then
-  for name in "${targets[@]}"; do
+  for name in "${wanted[@]}"; do
     docker build -q --target "$name" "${labels[@]}" -t "tfmw-$name:dev" -t "$registry/tfmw-$name:$tag" "$repo" >/dev/null
   done
 else
   base
   pause
-  fetch_wheels
-  for name in "${targets[@]}"; do target "$name"; done
+  targets "${wanted[@]}"
   # The pause image is the local node's sandbox; a kind node has its own.
   [[ -n $kind_cluster ]] || loaded=(tfmw-pause:dev "${loaded[@]}")
+fi
+if [[ ${1:-} == build ]]; then
+  log "images built in $(( $(date +%s) - start ))s (not loaded)"
+  exit 0
 fi
 for name in "${loaded[@]}"; do load_image "$name" "$out"; done
 log "images ready in $(( $(date +%s) - start ))s"

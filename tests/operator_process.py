@@ -25,8 +25,10 @@ class OperatorProcess:
         kubeconfig: str | None = None,
         ports: tuple[int, int] | None = None,
         env: dict[str, str] | None = None,
+        args: tuple[str, ...] = (),
     ) -> None:
         self.namespace = namespace
+        self.args = args  # more command-line arguments
         self.ports = ports  # (metrics, liveness); None: neither is served
         self.shared_root = shared_root
         self.env = {**os.environ, "KUBECONFIG": kubeconfig or os.environ["KUBECONFIG"], **(env or {})}
@@ -39,7 +41,7 @@ class OperatorProcess:
         command = [
             sys.executable, "-m", "tfmw_operator", "--shared-root", str(self.shared_root),
             "--namespace", self.namespace, "--metrics-port", str(metrics),
-            "--liveness", f"http://127.0.0.1:{liveness}/healthz" if liveness else "",
+            "--liveness", f"http://127.0.0.1:{liveness}/healthz" if liveness else "", *self.args,
         ]  # fmt: skip
         with self.log.open("ab") as log:
             self.process = subprocess.Popen(command, env=self.env, stdout=log, stderr=subprocess.STDOUT)

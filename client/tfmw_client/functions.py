@@ -118,7 +118,9 @@ def _import_hint(name: str, value: object) -> str:
 
 def undefined_globals(fn: Callable[..., Any], source: str) -> list[str]:
     """The globals the function uses that the job will not have, each with how to fix it."""
-    table = symtable.symtable(source, "<function>", "exec")
+    # As the job's program has it: annotations are never evaluated, so the names they use
+    # need not exist there (and symtable then leaves them out).
+    table = symtable.symtable(f"from __future__ import annotations\n{source}", "<function>", "exec")
     (function_table,) = [t for t in table.get_children() if t.get_name() == fn.__name__]
     allowed = _BUILTINS | {fn.__name__} | _declared_globals(function_table)
     problems = []

@@ -21,6 +21,7 @@ import kopf
 import uvloop
 from prometheus_client import start_http_server
 
+from tfmw_operator.api.tfjob import SERVE_MODES, SERVE_OFF
 from tfmw_operator.core.progress import DEFAULT_PROGRESS_INTERVAL_SECONDS
 from tfmw_operator.handlers import operate
 from tfmw_operator.kube.client import connection_info
@@ -67,6 +68,13 @@ def main(argv: list[str] | None = None) -> None:
         default=7 * 24 * 3600.0,
         help="seconds a deleted job's folder is kept before the operator removes it; negative: never",
     )
+    parser.add_argument(
+        "--tfjobs",
+        choices=SERVE_MODES,
+        default=SERVE_OFF,
+        help="serve Kubeflow's TFJobs (kubeflow.org/v1): managedBy (only those whose runPolicy.managedBy "
+        "names tfmw) or all (also those naming no controller, once Kubeflow's is gone); docs/tfjob.md",
+    )
     parser.add_argument("--verbose", action="store_true")
     parser.add_argument(
         "--leader-elect", action="store_true", help="run only while holding the Lease (for several replicas)"
@@ -86,6 +94,7 @@ def main(argv: list[str] | None = None) -> None:
         folder_check_image=args.folder_check_image,
         supervisor_image=args.supervisor_image,
         folder_retention_seconds=None if args.folder_retention < 0 else args.folder_retention,
+        tfjobs=args.tfjobs,
     )
     health = Health()
     if args.liveness:

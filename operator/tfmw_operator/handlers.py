@@ -15,7 +15,7 @@ from typing import Any
 
 import kopf
 
-from tfmw_operator.api.names import GROUP, LABEL_QUEUE_NAME, PLURAL, VERSION
+from tfmw_operator.api.names import LABEL_QUEUE_NAME
 from tfmw_operator.api.objects import Key
 from tfmw_operator.kube.client import Kube, connection_info
 from tfmw_operator.runtime.health import Health
@@ -116,6 +116,7 @@ class Operator:
             "the job audit": controller.audit.run(),
             **{f"the watch of {w.path}": w.run() for w in controller.watches()},
             **{f"the watch of {w.path}": w.run() for w in controller.claims.values()},
+            **{f"the watch of {w.path} ({w.selector})": w.run() for w in controller.side_watches()},
             **{f"Event poster {i}": controller.events.run() for i in range(EVENT_POSTERS)},
         }
         retention = self.settings.folder_retention_seconds
@@ -159,7 +160,10 @@ class Operator:
         controller = self.controller
         if event["type"] == "DELETED":
             controller.jobs.remove(job)
-            controller.queue.forget(key)
+            if controller.jobs.get(key) is not None:  # a job of the other kind waited for the name
+                controller.queue.trigger(key)
+            else:
+                controller.queue.forget(key)
             meta = job.get("metadata", {})
             if (meta.get("labels") or {}).get(LABEL_QUEUE_NAME):
                 await controller.audit.end_workloads_of_deleted(key, meta.get("uid", ""))
@@ -186,10 +190,13 @@ def registry(operator: Operator) -> kopf.OperatorRegistry:
     async def stop(**_: Any) -> None:
         await operator.stop()
 
-    @kopf.on.event(GROUP, VERSION, PLURAL, registry=handlers)
     async def job_event(event: Mapping[str, Any], namespace: str | None, name: str, **_: Any) -> None:
         await operator.job_event(event, (namespace or "", name))
 
+    for kind in operator.settings.kinds:  # TFMultiWorkerJobs, and TFJobs when served
+        kopf.on.event(kind.group, kind.version, kind.plural, id=f"{kind.plural}-events", registry=handlers)(
+            job_event
+        )
     return handlers
 
 

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import copy
 import fcntl
+import io
 import json
 import os
 import pty
@@ -62,6 +63,21 @@ if worker == "0":
         file.write(os.getcwd())
 """
 HELPER = 'def describe(worker, epoch, replicas):\n    return f"worker={worker} epoch={epoch} replicas={replicas}"\n'
+
+
+def count_workers(epochs: int) -> None:
+    """Submitted by Client().train: runs alone on each worker, with only what it imports."""
+    import os
+
+    import tensorflow as tf
+
+    strategy = tf.distribute.MultiWorkerMirroredStrategy()
+
+    one = tf.function(lambda: tf.distribute.get_replica_context().all_reduce("sum", tf.constant(1.0)))
+
+    for epoch in range(1, epochs + 1):
+        replicas = float(strategy.experimental_local_results(strategy.run(one))[0])
+        print(f"worker={os.environ['TFMW_WORKER_INDEX']} epoch={epoch} replicas={replicas}", flush=True)
 
 
 def tfmw(
@@ -168,6 +184,25 @@ def test_a_submitted_folder_trains_to_succeeded(
         ),
         timeout=60,
     )
+
+
+def test_a_function_submitted_from_python_trains_and_is_waited_for(
+    kube: ClusterClient, shared_dir: Path, fresh_name: Callable[[str], str]
+) -> None:
+    from tfmw_client import Client
+
+    name = fresh_name("cli-train")
+    client = Client(namespace=NAMESPACE)
+    assert client.train(count_workers, {"epochs": 2}, workers=2, image=IMAGE, name=name, memory="2Gi") == name
+    shown = io.StringIO()  # not a terminal, not a notebook: a line per change
+    job = client.wait(name, timeout=TRAINING_TIMEOUT, out=shown)
+    assert job["status"]["phase"] == "Succeeded", shown.getvalue()
+    assert f"{name}  Succeeded" in shown.getvalue()
+    logs = client.logs(name, all=True)
+    assert logs.live and [stem for stem, _ in logs.entries] == ["worker-0", "worker-1"]
+    assert "worker=1 epoch=2 replicas=2.0" in logs["worker-1"], logs.text()[-2000:]
+    marker = json.loads((shared_dir / NAMESPACE / name / "multiworker-complete.txt").read_text())
+    assert marker["writtenBy"] == "tfmw launcher" and marker["jobUid"] == job["metadata"]["uid"]
 
 
 def test_a_program_larger_than_a_configmap_is_refused_before_anything_is_made(

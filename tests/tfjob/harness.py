@@ -28,8 +28,8 @@ from kubernetes.client.exceptions import ApiException
 from tfjob.upstream import EXAMPLES, Manifest
 
 CONTROLLERS = ("kubeflow", "tfmw")
-# The suite's default controller: Kubeflow's until tfmw serves TFJobs, then "tfmw".
-DEFAULT_CONTROLLER = "kubeflow"
+# The suite's default controller: tfmw, which serves TFJobs (docs/tfjob.md).
+DEFAULT_CONTROLLER = "tfmw"
 GROUP, VERSION, PLURAL = "kubeflow.org", "v1", "tfjobs"
 CRD_NAME = "tfjobs.kubeflow.org"
 GPU = "nvidia.com/gpu"
@@ -89,7 +89,7 @@ class TfmwController:
     def start(self) -> TfmwController:
         from operator_process import OperatorProcess
 
-        self.process = OperatorProcess(self.namespace, self.shared_root).start()
+        self.process = OperatorProcess(self.namespace, self.shared_root, args=("--tfjobs", "all")).start()
         self.log = self.process.log
         self.process.wait_started(timeout=60)
         return self

@@ -41,21 +41,17 @@ def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
 
 
 def unschedulable_for(jobs: TFJobs, name: str, resource: str) -> str | None:
-    """The scheduler's word that every pod of the job is Pending for lack of the resource."""
+    """The scheduler's word, in each pod's PodScheduled condition (Events may be dropped by
+    its rate limit), that every pod of the job is Pending for lack of the resource."""
     pods = jobs.pods(name)
-    if not pods or any(p["status"].get("phase") != "Pending" for p in pods):
-        return None
     messages = []
     for pod in pods:
-        said = [
-            e["message"]
-            for e in jobs.events(pod["metadata"]["name"])
-            if e.get("reason") == "FailedScheduling"
-        ]
-        if not any(resource in message for message in said):
+        scheduled = [c for c in pod["status"].get("conditions") or [] if c["type"] == "PodScheduled"]
+        said = [str(c.get("message") or "") for c in scheduled if c["status"] == "False"]
+        if pod["status"].get("phase") != "Pending" or not any(resource in message for message in said):
             return None
-        messages.append(str(said[-1]))
-    return messages[-1]
+        messages.append(said[-1])
+    return messages[-1] if messages else None
 
 
 def test_example(

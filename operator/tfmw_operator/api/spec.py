@@ -172,6 +172,10 @@ class JobSpec:
     # The object the job is, for the owner references of what the operator creates.
     api_version: str = API_VERSION
     kind: str = KIND
+    # A TFJob's: its replica types as it spells them, by set ("worker" -> "Worker"): its pods
+    # carry Kubeflow's labels too (api/tfjob.py).
+    kubeflow_replica_types: tuple[tuple[str, str], ...] = ()
+    tf_config: bool = True  # False: a TFJob of one replica, which TFJob gives no TF_CONFIG
 
     @property
     def replica_sets(self) -> tuple[ReplicaSet, ...]:

@@ -26,6 +26,7 @@ from tfmw_operator.api.names import (
 )
 from tfmw_operator.api.objects import Json, copy_json
 from tfmw_operator.api.spec import JobSpec, Member, ReplicaType
+from tfmw_operator.api.tfjob import kubeflow_pod_labels
 from tfmw_operator.api.times import format_time
 from tfmw_operator.contract import WORKER, pod_stem
 from tfmw_operator.core.pods import main_container_index
@@ -124,18 +125,21 @@ def build_service(job: JobSpec) -> Json:
 
 
 def pod_labels(job: JobSpec, member: Member, attempt: int) -> dict[str, str]:
-    return {
+    labels = {
         LABEL_JOB_NAME: job.name,
         LABEL_REPLICA_TYPE: str(member.type),
         LABEL_REPLICA_INDEX: str(member.index),
         LABEL_ATTEMPT: str(attempt),
         LABEL_ROLE: job.role(member),
     }
+    if job.kubeflow_replica_types:  # a TFJob's: Kubeflow's SDK finds its pods by these
+        labels |= kubeflow_pod_labels(job, str(member.type), member.index)
+    return labels
 
 
 def build_env(job: JobSpec, member: Member, attempt: int, supervised: bool = False) -> list[Json]:
-    values = {
-        contract.TF_CONFIG: build_tf_config(job, member),
+    values = {contract.TF_CONFIG: build_tf_config(job, member)} if job.tf_config else {}
+    values |= {
         contract.JOB_NAME_ENV: job.name,
         contract.JOB_UID_ENV: job.uid,
         contract.NAMESPACE_ENV: job.namespace,

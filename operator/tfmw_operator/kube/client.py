@@ -16,7 +16,7 @@ from collections.abc import AsyncIterator, Callable
 import aiohttp
 import kopf
 
-from tfmw_operator.api.names import GROUP, PLURAL, VERSION
+from tfmw_operator.api.kinds import TFMW_JOBS, JobKind
 from tfmw_operator.api.objects import Json
 
 MERGE_PATCH = "application/merge-patch+json"
@@ -44,7 +44,6 @@ MAX_WATCH_LINE_BYTES = 16 * 1024 * 1024
 WATCH_SECONDS = 300
 WATCH_TIMEOUT = aiohttp.ClientTimeout(total=None, sock_connect=5, sock_read=WATCH_SECONDS + 30)
 KUEUE_GROUP, KUEUE_VERSION, WORKLOADS = "kueue.x-k8s.io", "v1beta2", "workloads"
-JOBS = f"/apis/{GROUP}/{VERSION}"
 METADATA_LIST = "application/json;as=PartialObjectMetadataList;g=meta.k8s.io;v=v1"
 Login = Callable[[], kopf.ConnectionInfo]
 
@@ -131,6 +130,10 @@ def connection_info() -> kopf.ConnectionInfo:
     if credentials is None:
         raise RuntimeError("no credentials: not in a pod, and no usable $KUBECONFIG")
     return credentials
+
+
+def _jobs(kind: JobKind) -> str:
+    return f"/apis/{kind.group}/{kind.version}"
 
 
 def _path(namespace: str, resource: str, name: str = "", prefix: str = "/api/v1") -> str:
@@ -293,30 +296,46 @@ class Kube:
         # A deletion may also come back as a Status, not as a pod.
         return deleted if deleted is not None and deleted.get("kind") == "Pod" else None
 
-    async def patch_job_status(self, namespace: str, name: str, status: Json, resource_version: str) -> Json:
+    async def patch_job_status(
+        self, namespace: str, name: str, status: Json, resource_version: str, kind: JobKind = TFMW_JOBS
+    ) -> Json:
         """Patch the status only if the job is still as read: a stale writer gets a 409.
         Returns the job as patched."""
         body = {"metadata": {"resourceVersion": resource_version}, "status": status}
-        path = _path(namespace, PLURAL, name, JOBS) + "/status"
+        path = _path(namespace, kind.plural, name, _jobs(kind)) + "/status"
         return await self.request("PATCH", path, body=body, content_type=MERGE_PATCH)
 
-    async def get_job(self, namespace: str, name: str) -> Json | None:
+    async def patch_job_metadata(
+        self, namespace: str, name: str, metadata: Json, resource_version: str, kind: JobKind
+    ) -> Json:
+        """Merge `metadata` into the job's (an annotation), only if the job is still as read."""
+        body = {"metadata": {**metadata, "resourceVersion": resource_version}}
+        return await self.request(
+            "PATCH", _path(namespace, kind.plural, name, _jobs(kind)), body=body, content_type=MERGE_PATCH
+        )
+
+    async def get_job(self, namespace: str, name: str, kind: JobKind = TFMW_JOBS) -> Json | None:
         """The job as it is now, None when there is none; by a LIST, which the operator may
         do (it watches jobs), where it has no need to GET."""
         found = await self.request(
-            "GET", _path(namespace, PLURAL, "", JOBS), params={"fieldSelector": f"metadata.name={name}"}
+            "GET",
+            _path(namespace, kind.plural, "", _jobs(kind)),
+            params={"fieldSelector": f"metadata.name={name}"},
         )
         items = found.get("items") or []
         if not items:
             return None
         job: Json = items[0]
-        job.setdefault("apiVersion", f"{GROUP}/{VERSION}")
-        job.setdefault("kind", "TFMultiWorkerJob")
+        job.setdefault("apiVersion", f"{kind.group}/{kind.version}")
+        job.setdefault("kind", kind.kind)
         return job
 
-    async def list_job_uids(self, namespace: str = "") -> dict[tuple[str, str], str]:
+    async def list_job_uids(
+        self, namespace: str = "", kind: JobKind = TFMW_JOBS
+    ) -> dict[tuple[str, str], str]:
         """Every job's UID by (namespace, name), in one namespace or all: metadata only."""
-        path = _path(namespace, PLURAL, "", JOBS) if namespace else f"{JOBS}/{PLURAL}"
+        jobs = _jobs(kind)
+        path = _path(namespace, kind.plural, "", jobs) if namespace else f"{jobs}/{kind.plural}"
         listed = await self.request("GET", path, accept=METADATA_LIST)
         found = {}
         for item in listed.get("items") or []:
@@ -326,8 +345,10 @@ class Kube:
             )
         return found
 
-    async def delete_job(self, namespace: str, name: str) -> None:
-        await self._delete(_path(namespace, PLURAL, name, JOBS), {"propagationPolicy": "Background"})
+    async def delete_job(self, namespace: str, name: str, kind: JobKind = TFMW_JOBS) -> None:
+        await self._delete(
+            _path(namespace, kind.plural, name, _jobs(kind)), {"propagationPolicy": "Background"}
+        )
 
     async def get_workload(self, namespace: str, name: str) -> Json | None:
         """A Kueue Workload; None when there is none (or Kueue is not installed)."""

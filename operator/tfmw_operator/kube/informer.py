@@ -290,17 +290,35 @@ class Informer(Generic[R]):
 
 
 class LatestJobs:
-    """The newest version seen of each job: kopf's watch events and our own status writes.
+    """The newest version seen of each job, of every kind served: kopf's watch events and our
+    own status writes.
 
     A job once seen deleted stays deleted: a late answer to a write must not bring it back.
+    A TFMultiWorkerJob and a TFJob may share a name in one namespace: they would share their
+    pods' names, so only one runs, the one created first (`get`); the other is told so.
     """
 
     def __init__(self) -> None:
-        self._jobs: dict[Key, Json] = {}
+        self._jobs: dict[Key, dict[str, Json]] = {}  # by (namespace, name), then by kind
         self._deleted: dict[str, float] = {}  # uid -> when
 
     def get(self, key: Key) -> Json | None:
-        return self._jobs.get(key)
+        """The job of that name; of two kinds, the one created first."""
+        held = self._jobs.get(key)
+        if not held:
+            return None
+        if len(held) == 1:
+            return next(iter(held.values()))
+        return min(held.values(), key=_created_first)
+
+    def held(self, key: Key) -> list[Json]:
+        """Every job of that name held, of every kind."""
+        return list((self._jobs.get(key) or {}).values())
+
+    def rivals(self, key: Key) -> list[Json]:
+        """Jobs of that name that `get` does not give: they wait for it to go."""
+        chosen = self.get(key)
+        return [job for job in (self._jobs.get(key) or {}).values() if job is not chosen]
 
     def put(self, job: Json) -> bool:
         """Keep the job if it is newer than the one held; False when it is not (an echo)."""
@@ -308,27 +326,48 @@ class LatestJobs:
         key = (meta.get("namespace") or "", meta.get("name") or "")
         if meta.get("uid") in self._deleted:
             return False
-        held = self._jobs.get(key)
+        kinds = self._jobs.setdefault(key, {})
+        kind = str(job.get("kind") or "")
+        held = kinds.get(kind)
         at = resource_version(job)
         if held is not None and at and at <= resource_version(held):
             return False
-        self._jobs[key] = job
+        kinds[kind] = job
         return True
 
-    def uids(self) -> dict[Key, str]:
-        """The UID of each job held."""
-        return {key: str((job.get("metadata") or {}).get("uid") or "") for key, job in self._jobs.items()}
+    def uids(self, kind: str | None = None) -> dict[Key, str]:
+        """The UID of each job held (of `kind`, or the one `get` gives)."""
+        found = {}
+        for key, kinds in self._jobs.items():
+            job = kinds.get(kind) if kind is not None else self.get(key)
+            if job is not None:
+                found[key] = str((job.get("metadata") or {}).get("uid") or "")
+        return found
+
+    def all_uids(self, key: Key) -> set[str]:
+        return {
+            str((job.get("metadata") or {}).get("uid") or "") for job in (self._jobs.get(key) or {}).values()
+        }
 
     def remove(self, job: Json) -> None:
         meta = job.get("metadata") or {}
         key = (meta.get("namespace") or "", meta.get("name") or "")
-        held = self._jobs.get(key)
+        kinds = self._jobs.get(key) or {}
+        kind = str(job.get("kind") or "")
+        held = kinds.get(kind)
         if held is not None and (held.get("metadata") or {}).get("uid") == meta.get("uid"):
-            del self._jobs[key]
+            del kinds[kind]
+            if not kinds:
+                del self._jobs[key]
         now = time.monotonic()
         self._deleted[str(meta.get("uid"))] = now
         if len(self._deleted) > 1000:
             self._deleted = {u: t for u, t in self._deleted.items() if now - t < TOMBSTONE_SECONDS}
+
+
+def _created_first(job: Json) -> tuple[str, str]:
+    meta = job.get("metadata") or {}
+    return str(meta.get("creationTimestamp") or ""), str(job.get("kind") or "")
 
 
 __all__ = ["Informer", "LatestJobs", "resource_version"]

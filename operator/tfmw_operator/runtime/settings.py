@@ -5,6 +5,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from pathlib import Path
 
+from tfmw_operator.api.kinds import TFJOBS, TFMW_JOBS, JobKind
+from tfmw_operator.api.tfjob import SERVE_OFF
 from tfmw_operator.core.progress import DEFAULT_PROGRESS_INTERVAL_SECONDS
 
 
@@ -24,6 +26,13 @@ class Settings:
     supervisor_image: str = ""
     # How long a deleted job's folder is kept before the operator removes it; None: never.
     folder_retention_seconds: float | None = None
+    # Which of Kubeflow's TFJobs the operator serves: off, managedBy or all (api/tfjob.py).
+    tfjobs: str = SERVE_OFF
+
+    @property
+    def kinds(self) -> tuple[JobKind, ...]:
+        """The kinds of job served."""
+        return (TFMW_JOBS, TFJOBS) if self.tfjobs != SERVE_OFF else (TFMW_JOBS,)
 
     @property
     def exact_namespaces(self) -> tuple[str, ...]:

@@ -14,6 +14,7 @@ import asyncio
 import logging
 from collections.abc import Callable, Iterable
 
+from tfmw_operator.api.kinds import TFMW_JOBS, JobKind
 from tfmw_operator.api.objects import Key
 from tfmw_operator.core.builders import pod_group_name_prefix
 from tfmw_operator.core.owned import Owned
@@ -34,49 +35,52 @@ class JobAudit:
         pods: Iterable[Informer[Owned]],
         namespaces: tuple[str, ...],
         forget: Callable[[Key], None],
+        kinds: Iterable[JobKind] = (TFMW_JOBS,),
     ) -> None:
         self.kube = kube
         self.jobs = jobs
         self.pods = list(pods)
         self.namespaces = namespaces or ("",)
         self.forget = forget
+        self.kinds = tuple(kinds)  # the kinds of job served
 
     async def run(self) -> None:
         """Until cancelled: an audit every JOB_AUDIT_SECONDS."""
-        suspects: dict[Key, str] = {}
+        suspects: dict[str, dict[Key, str]] = {}
         while True:
             await asyncio.sleep(JOB_AUDIT_SECONDS)
             try:
-                suspects = await self.once(suspects)
+                for kind in self.kinds:
+                    suspects[kind.kind] = await self.once(suspects.get(kind.kind, {}), kind)
+                await self.end_orphaned_workloads()
             except Exception as error:  # the next audit tries again; nothing is forgotten meanwhile
                 logger.warning("listing jobs to find those deleted unseen failed: %s", error)
 
-    async def once(self, suspects: dict[Key, str]) -> dict[Key, str]:
-        """Forget the jobs held that this list and the one before (`suspects`) both leave
-        out; the jobs this list leaves out, to look at next time. Two lists, because a job
-        created while one is being made may be held already and not in it."""
+    async def once(self, suspects: dict[Key, str], kind: JobKind = TFMW_JOBS) -> dict[Key, str]:
+        """Forget the jobs of `kind` held that this list and the one before (`suspects`) both
+        leave out; the jobs this list leaves out, to look at next time. Two lists, because a
+        job created while one is being made may be held already and not in it."""
         listed: dict[Key, str] = {}
         for namespace in self.namespaces:
-            listed |= await self.kube.list_job_uids(namespace)
-        missing = {key: uid for key, uid in self.jobs.uids().items() if listed.get(key) != uid}
+            listed |= await self.kube.list_job_uids(namespace, kind)
+        missing = {key: uid for key, uid in self.jobs.uids(kind.kind).items() if listed.get(key) != uid}
         for key, uid in missing.items():
-            job = self.jobs.get(key)
+            job = next((j for j in self.jobs.held(key) if j.get("kind") == kind.kind), None)
             if suspects.get(key) == uid and job is not None:
-                logger.info("job %s/%s (uid %s) was deleted while unseen: forgotten", *key, uid)
+                logger.info("%s %s/%s (uid %s) was deleted while unseen: forgotten", kind.kind, *key, uid)
                 self.jobs.remove(job)
                 self.forget(key)
-        await self.end_orphaned_workloads()
         return {key: uid for key, uid in missing.items() if suspects.get(key) != uid}
 
     async def end_orphaned_workloads(self) -> None:
         """The Workloads of pods whose job is gone."""
-        live = self.jobs.uids()
         for view in self.pods:
             for key in view.jobs():
+                live = self.jobs.all_uids(key)
                 groups = {
                     owned.pod.pod_group
                     for owned in view.of_job(key)
-                    if owned.pod is not None and owned.pod.pod_group and live.get(key) not in owned.owners
+                    if owned.pod is not None and owned.pod.pod_group and not live & owned.owners
                 }
                 for group in sorted(g for g in groups if g):
                     logger.info("ending Workload %s/%s: its job is gone", key[0], group)

@@ -14,9 +14,11 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import TypeVar
 
+from tfmw_operator.api.kinds import TFJOBS, StatusWrites, kind_of
 from tfmw_operator.api.objects import Json, Key
-from tfmw_operator.api.spec import JobSpec, parse_spec
-from tfmw_operator.api.status import JobStatus, Phase, merge_patch
+from tfmw_operator.api.spec import JobSpec
+from tfmw_operator.api.status import JobStatus, Phase
+from tfmw_operator.api.tfjob import KF_JOB_NAME, KF_OPERATOR_NAME, KUBEFLOW_OPERATOR_NAME, SERVE_OFF, serves
 from tfmw_operator.core.builders import build_event, pod_group_name
 from tfmw_operator.core.claim_checks import Claim, FolderReached, ReachedClaims
 from tfmw_operator.core.decision import (
@@ -121,10 +123,26 @@ class JobController:
             for n, scope in by_scope
         }
         self.reached_claims = ReachedClaims()
+        # Where TFJobs are served: Kubeflow's own TFJob controller, seen through its pods (the
+        # job's, and the controller's own): one controller per job (api/tfjob.py `serves`).
+        self.kubeflow_pods: dict[str, Informer[str]] = {}
+        self.kubeflow_controllers: dict[str, Informer[bool]] = {}
+        if settings.tfjobs != SERVE_OFF:
+            self.kubeflow_pods = {
+                n: Informer(kube, f"{scope}/pods", _name, self.queue.trigger, KUBEFLOW_PODS, _kubeflow_job)
+                for n, scope in by_scope
+            }
+            self.kubeflow_controllers = {
+                n: Informer(kube, f"{scope}/pods", _running, ignore_changes, KUBEFLOW_CONTROLLER, own_name)
+                for n, scope in by_scope
+            }
+        self._told: set[str] = set()  # UIDs of jobs told once why they wait or are not served
         self.storage = SharedStorage(settings.shared_root)
         self.files = JobFileWatcher(self.storage, self.queue.trigger, self.queue.trigger_later)
         self.events = EventPoster(kube)
-        self.audit = JobAudit(kube, self.jobs, self.pods.values(), settings.exact_namespaces, self._forget)
+        self.audit = JobAudit(
+            kube, self.jobs, self.pods.values(), settings.exact_namespaces, self._forget, settings.kinds
+        )
         self.creator = Creator(kube, self.events, self._services_of, self._pods_of)
         self.deleter = WorkerDeleter(kube, self.storage, self._pods_of)
         self._states: dict[Key, _JobState] = {}
@@ -133,6 +151,10 @@ class JobController:
 
     def watches(self) -> list[Informer[Owned]]:
         return [*self.pods.values(), *self.services.values()]
+
+    def side_watches(self) -> list[Informer[str] | Informer[bool]]:
+        """Watches of what is not the operator's own that reconciles only read (never wait for)."""
+        return [*self.kubeflow_pods.values(), *self.kubeflow_controllers.values()]
 
     def _view(self, informers: dict[str, Informer[T]], namespace: str) -> Informer[T]:
         return informers[namespace] if namespace in informers else informers[""]
@@ -191,9 +213,12 @@ class JobController:
         described = f"{type(error).__name__}: {error}"[:500]
         try:
             pods = self._pods_of(key[0]).of_job(key)
-            observed = Observed.of_owned(job, pods, MarkerState(), datetime.now(UTC))
+            kind = kind_of(job)
+            spec = kind.parse(job, self.settings.folder_check_image, self.settings.supervisor_image)
+            now = datetime.now(UTC)
+            observed = Observed.of_owned(job, pods, MarkerState(), now, spec, kind.recorded_status(job))
             decision = reconcile_failed(observed, described)
-            await self._apply(key, job, observed.pods, decision)
+            await self._apply(key, job, observed.pods, decision, spec if isinstance(spec, JobSpec) else None)
         except Exception:
             logger.exception("reporting the failed reconcile of %s/%s failed too", *key)
             return delay
@@ -206,13 +231,17 @@ class JobController:
         if job is None:
             self._forget(key)
             return None
+        self._tell_rivals(key, job)
+        kind = kind_of(job)
+        if kind is TFJOBS and not self._serves_tfjob(key, job):
+            return None
         pods = self._pods_of(namespace).of_job(key)
         service = next((s for s in self._services_of(namespace).of_job(key) if s.name == name), None)
         state = self._state(key)
         if state.namesake_service is not None:
             service = await self._namesake_service(key)
-        spec = parse_spec(job, self.settings.folder_check_image, self.settings.supervisor_image)
-        recorded = JobStatus.from_json(job.get("status"))
+        spec = kind.parse(job, self.settings.folder_check_image, self.settings.supervisor_image)
+        recorded = kind.recorded_status(job)
         marker, storage_error, progress, evaluation, workload = MarkerState(), None, None, None, None
         reports: tuple[PodReport, ...] | None = None
         stacks: tuple[StacksReading, ...] = ()
@@ -254,7 +283,9 @@ class JobController:
         if isinstance(spec, JobSpec):
             observed = dataclasses.replace(observed, claim_reached=self._claim_reached(spec, observed.pods))
         decision = reconcile(observed)
-        completed = await self._apply(key, job, observed.pods, decision)
+        completed = await self._apply(
+            key, job, observed.pods, decision, spec if isinstance(spec, JobSpec) else None
+        )
         if completed:
             self._track(key, decision, marker.modified)
         metrics.RECONCILE_SECONDS.observe(time.perf_counter() - started)
@@ -292,6 +323,36 @@ class JobController:
             stacks = ()
         return reports, stacks
 
+    def _tell_rivals(self, key: Key, job: Json) -> None:
+        """Jobs of the other kind with this job's name wait for it to go: say so on each, once."""
+        for rival in self.jobs.rivals(key):
+            uid = str((rival.get("metadata") or {}).get("uid") or "")
+            if uid in self._told:
+                continue
+            self._told.add(uid)
+            message = (
+                f"{job.get('kind')} {key[1]} has this name in this namespace and was created first: "
+                f"their pods would have the same names: this {rival.get('kind')} waits for it to be deleted"
+            )
+            self._warn(key[0], rival, "NameInUse", message)
+
+    def _serves_tfjob(self, key: Key, job: Json) -> bool:
+        """Whether this TFJob is tfmw's to reconcile (api/tfjob.py `serves`); if not, say why
+        on it once, and touch nothing of it."""
+        kubeflows_pods = (
+            bool(self._view(self.kubeflow_pods, key[0]).of_job(key)) if self.kubeflow_pods else False
+        )
+        running = any(any(view.of_job(k)) for view in self.kubeflow_controllers.values() for k in view.jobs())
+        serving = serves(self.settings.tfjobs, job, kubeflows_pods, running)
+        if serving.served:
+            return True
+        uid = str((job.get("metadata") or {}).get("uid") or "")
+        if uid not in self._told:
+            self._told.add(uid)
+            logger.info("TFJob %s/%s is not tfmw's: %s", *key, serving.why)
+            self._warn(key[0], job, "NotServedByTfmw", serving.why)
+        return False
+
     async def _namesake_service(self, key: Key) -> Owned | None:
         """A Service of the job's name that is not its own, as it is now (gone, or still there)."""
         found = await self.kube.get_service(*key)
@@ -317,7 +378,9 @@ class JobController:
         self.files.saw_progress(key, signature)
         return reading
 
-    async def _apply(self, key: Key, job: Json, pods: Sequence[ObservedPod], decision: Decision) -> bool:
+    async def _apply(
+        self, key: Key, job: Json, pods: Sequence[ObservedPod], decision: Decision, spec: JobSpec | None
+    ) -> bool:
         """Carry out the actions in order; False when one of them means deciding again."""
         meta = job["metadata"]
         namespace, name = meta["namespace"], meta["name"]
@@ -363,9 +426,9 @@ class JobController:
                     completed = False
                     break
             elif isinstance(action, PatchStatus):
-                patch = merge_patch(job.get("status") or {}, action.status.to_json())
-                if patch:
-                    if not await self._patch_status(job, patch):
+                writes = kind_of(job).status_writes(job, action.status, spec, datetime.now(UTC))
+                if writes.metadata is not None or writes.status is not None:
+                    if not await self._patch_status(job, writes):
                         completed = False
                         break
                     self._state(key).status_written_at = datetime.now(UTC)
@@ -380,7 +443,7 @@ class JobController:
             elif isinstance(action, DeleteWorkloads):
                 await asyncio.gather(*(self.kube.delete_workload(namespace, n) for n in action.names))
             elif isinstance(action, DeleteJob):
-                await self.kube.delete_job(namespace, name)
+                await self.kube.delete_job(namespace, name, kind_of(job))
         await asyncio.gather(*alongside)
         events = [(e.type, e.reason, e.message) for e in decision.events] if completed else []
         events += [("Warning", reason, message) for reason, message in warnings]
@@ -412,20 +475,30 @@ class JobController:
             state.create_error = None
         return outcome.done
 
-    async def _patch_status(self, job: Json, patch: Json) -> bool:
-        """False when the job is not as read: decide again from it as it is, or forget it
-        when it is gone (a deletion the watch missed, in a re-list's gap)."""
+    async def _patch_status(self, job: Json, writes: StatusWrites) -> bool:
+        """Write the job's status (for a TFJob, tfmw's own first, in an annotation); False when
+        the job is not as read: decide again from it as it is, or forget it when it is gone (a
+        deletion the watch missed, in a re-list's gap)."""
         meta = job["metadata"]
         namespace, name = meta["namespace"], meta["name"]
+        kind = kind_of(job)
+        version = meta["resourceVersion"]
         try:
-            self.jobs.put(await self.kube.patch_job_status(namespace, name, patch, meta["resourceVersion"]))
+            if writes.metadata is not None:
+                written = await self.kube.patch_job_metadata(
+                    namespace, name, writes.metadata["metadata"], version, kind
+                )
+                self.jobs.put(written)
+                version = (written.get("metadata") or {}).get("resourceVersion") or version
+            if writes.status is not None:
+                self.jobs.put(await self.kube.patch_job_status(namespace, name, writes.status, version, kind))
         except ApiError as error:
             if error.status not in (404, 409):
                 raise
             if error.status == 409 and self.jobs.get((namespace, name)) is not job:
                 return False  # the watch has brought the newer version already
             # Changed since it was read, or gone: the watch may never tell (it missed it).
-            current = await self.kube.get_job(namespace, name)
+            current = await self.kube.get_job(namespace, name, kind)
             if current is None or (current.get("metadata") or {}).get("uid") != meta.get("uid"):
                 self.jobs.remove(job)
                 self._forget((namespace, name))
@@ -487,6 +560,26 @@ class JobController:
         state.active = active
         self._active += 1 if active else -1
         metrics.ACTIVE_JOBS.set(self._active)
+
+
+# Pods of Kubeflow's TFJob controller: its jobs' (by their job-name label) and its own.
+KUBEFLOW_PODS = f"{KF_OPERATOR_NAME}={KUBEFLOW_OPERATOR_NAME}"
+KUBEFLOW_CONTROLLER = "control-plane=kubeflow-training-operator"
+
+
+def _name(obj: Json) -> str:
+    return str((obj.get("metadata") or {}).get("name") or "")
+
+
+def _running(obj: Json) -> bool:
+    """A controller pod that runs (a finished or terminating one serves nothing)."""
+    meta = obj.get("metadata") or {}
+    return (obj.get("status") or {}).get("phase") == "Running" and not meta.get("deletionTimestamp")
+
+
+def _kubeflow_job(obj: Json) -> str | None:
+    job = ((obj.get("metadata") or {}).get("labels") or {}).get(KF_JOB_NAME)
+    return job if isinstance(job, str) else None
 
 
 def _signed_progress(shared_root: Path, relpath: str) -> tuple[Signature | None, ProgressReading | None]:

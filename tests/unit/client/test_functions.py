@@ -72,7 +72,10 @@ def decorated(epochs: int) -> None:
 
 
 def annotated(config: Path | None = None) -> None:
-    print("annotated", config)
+    def inner(value: LEARNING_RATE_TYPE) -> Iterator[int]:  # type: ignore[name-defined]  # noqa: F821
+        yield value
+
+    print("annotated", config, list(inner(1)))
 
 
 class Trainer:
@@ -107,7 +110,7 @@ def test_decorators_are_left_out_and_annotations_never_evaluated(tmp_path: Path)
     made = function_program(decorated, {"epochs": 2})
     assert made.warnings == ("`decorated` runs in the job without its decorators",)
     assert run(made.source, tmp_path) == "decorated 2\n"
-    assert run(function_program(annotated).source, tmp_path) == "annotated None\n"
+    assert run(function_program(annotated).source, tmp_path) == "annotated None [1]\n"
 
 
 def test_a_module_used_without_import_is_refused_with_the_import_to_add() -> None:

@@ -1,0 +1,562 @@
+"""Kubeflow's TFJob (`kubeflow.org/v1`), as tfmw serves it and as `tfmw convert` rewrites it.
+
+A TFJob becomes the TFMultiWorkerJob that means the same (`convert`): the replica sets as
+roles, each replica's `restartPolicy` as failure rules on its role, `successPolicy` as the
+completion policy, `runPolicy` as tfmw's. `tfmw convert` prints that manifest, with a note
+for every field it had to change; the operator parses it into the JobSpec its engine runs
+(`parse_tfjob`), adding what only a TFJob's pods need (Kubeflow's labels, which the SDK's
+log and pod look-ups use). A field tfmw cannot honour faithfully is refused, naming it
+(`ConversionError`): never silently dropped. How training-operator v1.9 behaves, field by
+field, is in docs/tfjob.md. Pure.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from dataclasses import dataclass
+from typing import Any, Final
+
+from tfmw_operator.api.names import API_VERSION, KIND, LABEL_QUEUE_NAME
+from tfmw_operator.api.objects import Json, copy_json
+from tfmw_operator.api.spec import JobSpec, SpecError, parse_job
+from tfmw_operator.api.status import ConditionType, JobStatus, Phase
+from tfmw_operator.api.times import format_time
+
+GROUP: Final = "kubeflow.org"
+VERSION: Final = "v1"
+PLURAL: Final = "tfjobs"
+TFJOB_KIND: Final = "TFJob"
+TFJOB_API_VERSION: Final = f"{GROUP}/{VERSION}"
+
+# runPolicy.managedBy: who reconciles a TFJob (docs/tfjob.md, "One controller per job").
+MANAGED_BY_TFMW: Final = "tfmw.dev/tfjob-controller"
+MANAGED_BY_KUBEFLOW: Final = "kubeflow.org/training-operator"
+
+# Kubeflow's pod labels, which its SDK looks pods up by.
+LABEL_PREFIX: Final = "training.kubeflow.org/"
+KF_JOB_NAME: Final = "training.kubeflow.org/job-name"
+KF_REPLICA_TYPE: Final = "training.kubeflow.org/replica-type"
+KF_REPLICA_INDEX: Final = "training.kubeflow.org/replica-index"
+KF_JOB_ROLE: Final = "training.kubeflow.org/job-role"  # `master` on the chief
+KF_OPERATOR_NAME: Final = "training.kubeflow.org/operator-name"
+# Kubeflow's own controller adopts pods labelled with its name: tfmw's say their own.
+OPERATOR_NAME: Final = "tfmw"
+KUBEFLOW_OPERATOR_NAME: Final = "tfjob-controller"
+
+# Annotations on a TFJob that tfmw reads: a shared volume for its kept logs and progress.
+ANNOTATION_SHARED_CLAIM: Final = "tfmw.dev/shared-claim"
+ANNOTATION_SHARED_MOUNT_PATH: Final = "tfmw.dev/shared-mount-path"
+# ... and writes: tfmw's own status of the job, which TFJob's status schema has no room for.
+ANNOTATION_STATUS: Final = "tfmw.dev/status"
+
+DEFAULT_PORT: Final = 2222
+PORT_NAME: Final = "tfjob-port"
+CONTAINER: Final = "tensorflow"
+UNBOUNDED_BACKOFF: Final = 2**31 - 1  # TFJob without backoffLimit: no limit
+
+# tfReplicaSpecs' keys, spelt any case (Kubeflow's defaulter does the same), and tfmw's sets.
+REPLICA_TYPES: Final = {
+    "chief": "Chief",
+    "master": "Master",
+    "worker": "Worker",
+    "ps": "PS",
+    "evaluator": "Evaluator",
+}
+# Exit codes 1..127: a program's own error (TFJob's ExitCode retries 128 and up).
+PROGRAM_EXIT_CODES: Final = list(range(1, 128))
+
+
+class ConversionError(SpecError):
+    """A TFJob field tfmw has no faithful meaning for; `field` is its path."""
+
+    def __init__(self, field: str, why: str) -> None:
+        super().__init__(f"{field}: {why}")
+        self.field = field
+
+
+@dataclass(frozen=True)
+class Note:
+    """A field `convert` had to change, and how: a comment in `tfmw convert`'s output."""
+
+    field: str
+    said: str
+
+
+@dataclass(frozen=True)
+class Conversion:
+    manifest: Json  # the TFMultiWorkerJob
+    notes: tuple[Note, ...]
+    replica_types: dict[str, str]  # tfmw's set -> the TFJob's key as written ("Worker", "Master" ...)
+    distributed: bool  # TFJob sets TF_CONFIG only when its replicas add up to more than one
+
+
+def _replicas(spec: Json, key: str) -> int:
+    value = spec.get("replicas", 1)
+    if not isinstance(value, int) or value < 0:
+        raise ConversionError(
+            f"spec.tfReplicaSpecs.{key}.replicas", f"must be a non-negative integer, got {value!r}"
+        )
+    return value
+
+
+def _sets(tfjob: Json) -> dict[str, tuple[str, Json]]:
+    """tfReplicaSpecs by tfmw's set (chief, worker, ps, evaluator): (the key as written, spec)."""
+    raw = (tfjob.get("spec") or {}).get("tfReplicaSpecs")
+    if not isinstance(raw, dict) or not raw:
+        raise ConversionError("spec.tfReplicaSpecs", "is required: at least a Worker or a Chief")
+    sets: dict[str, tuple[str, Json]] = {}
+    for key, replica in raw.items():
+        kind = str(key).lower()
+        if kind not in REPLICA_TYPES:
+            raise ConversionError(
+                f"spec.tfReplicaSpecs.{key}",
+                "tfmw runs the replica types Chief (or Master), Worker, PS and Evaluator",
+            )
+        if not isinstance(replica, dict):
+            raise ConversionError(f"spec.tfReplicaSpecs.{key}", "must be a replica spec")
+        target = "chief" if kind in ("chief", "master") else kind
+        if target in sets:
+            raise ConversionError(f"spec.tfReplicaSpecs.{key}", "a TFJob has at most one Chief or Master")
+        sets[target] = (str(key), replica)
+    return sets
+
+
+def _port(sets: dict[str, tuple[str, Json]], notes: list[Note]) -> int:
+    """The one port every task listens on: TFJob's `tfjob-port` on the `tensorflow` container."""
+    found: dict[int, str] = {}
+    for key, replica in sets.values():
+        for container in ((replica.get("template") or {}).get("spec") or {}).get("containers") or []:
+            if isinstance(container, dict) and container.get("name") == CONTAINER:
+                for port in container.get("ports") or []:
+                    if isinstance(port, dict) and port.get("name") == PORT_NAME:
+                        found.setdefault(int(port.get("containerPort", DEFAULT_PORT)), key)
+    if len(found) > 1:
+        raise ConversionError(
+            "spec.tfReplicaSpecs.*.template.spec.containers[tensorflow].ports[tfjob-port]",
+            f"tfmw runs every task on one port; these replicas name several: {sorted(found)}",
+        )
+    port = next(iter(found), DEFAULT_PORT)
+    if found:
+        notes.append(Note("spec.port", f"{port}, the replicas' tfjob-port (the pods get it as port tfmw)"))
+    return port
+
+
+def _template(key: str, replica: Json, notes: list[Note], priority_class: str | None) -> Json:
+    template: Json = copy_json(replica.get("template") or {})
+    spec = template.setdefault("spec", {})
+    if spec.get("restartPolicy"):
+        notes.append(
+            Note(
+                f"spec.tfReplicaSpecs.{key}.template.spec.restartPolicy", "dropped: tfmw restarts pods itself"
+            )
+        )
+        del spec["restartPolicy"]
+    for container in spec.get("containers") or []:
+        if isinstance(container, dict) and container.get("ports"):
+            kept = [p for p in container["ports"] if not (isinstance(p, dict) and p.get("name") == PORT_NAME)]
+            if len(kept) != len(container["ports"]):
+                container["ports"] = kept
+                if not kept:
+                    del container["ports"]
+    if priority_class and not spec.get("priorityClassName"):
+        spec["priorityClassName"] = priority_class
+    return template
+
+
+def _rules(role_keys: dict[str, str], policies: dict[str, str], notes: list[Note]) -> list[Json]:
+    """Each replica's restartPolicy as rules on its role: Never fails, OnFailure and Always
+    restart, ExitCode restarts what took the pod away and exit codes 128 and up."""
+    rules: list[Json] = []
+    for target, key in role_keys.items():
+        policy = policies[target]
+        roles = ["worker", "chief"] if target == "worker" and "chief" not in role_keys else [target]
+        field = f"spec.tfReplicaSpecs.{key}.restartPolicy"
+        if policy == "Never":
+            rules.append({"onRoles": roles, "action": "Fail"})
+        elif policy in ("OnFailure", "Always"):
+            if policy == "Always":
+                notes.append(Note(field, "Always: a pod that exits 0 is not restarted (OnFailure's rule)"))
+            rules.append({"onRoles": roles, "action": "Restart"})
+        elif policy == "ExitCode":
+            rules += [
+                {"onRoles": roles, "onDisruption": True, "action": "Restart"},
+                {"onRoles": roles, "onExitCodes": PROGRAM_EXIT_CODES, "action": "Fail"},
+                {"onRoles": roles, "onDisruption": False, "action": "Restart"},
+            ]
+        else:
+            raise ConversionError(field, f"must be Always, OnFailure, Never or ExitCode, got {policy!r}")
+    return rules
+
+
+def _scheduling(run: Json, labels: Json, total: int, notes: list[Note]) -> str | None:
+    """runPolicy.schedulingPolicy where it has a meaning in tfmw; the priority class to set."""
+    policy = run.get("schedulingPolicy")
+    if policy is None:
+        return None
+    if not isinstance(policy, dict):
+        raise ConversionError("spec.runPolicy.schedulingPolicy", "must be an object")
+    field = "spec.runPolicy.schedulingPolicy"
+    minimum = policy.get("minAvailable")
+    if minimum is not None and minimum != total:
+        raise ConversionError(
+            f"{field}.minAvailable",
+            f"tfmw admits the whole gang together or none of it (under Kueue): minAvailable {minimum} "
+            f"of {total} pods has no meaning here; leave it out or set it to {total}",
+        )
+    for unsupported in ("minResources", "scheduleTimeoutSeconds"):
+        if policy.get(unsupported) is not None:
+            raise ConversionError(
+                f"{field}.{unsupported}",
+                "belongs to a gang scheduler (volcano, scheduler-plugins) that tfmw does not drive: "
+                "leave it out, and give the job a Kueue queue instead (docs/kueue.md)",
+            )
+    queue = policy.get("queue")
+    if isinstance(queue, str) and queue and not labels.get(LABEL_QUEUE_NAME):
+        labels[LABEL_QUEUE_NAME] = queue
+        notes.append(
+            Note(f"{field}.queue", f"metadata.labels[{LABEL_QUEUE_NAME}]: {queue} (a Kueue LocalQueue)")
+        )
+    priority_class = policy.get("priorityClass")
+    if isinstance(priority_class, str) and priority_class:
+        notes.append(
+            Note(f"{field}.priorityClass", "every pod's priorityClassName, where its template sets none")
+        )
+        return priority_class
+    return None
+
+
+def convert(tfjob: Json) -> Conversion:
+    """The TFMultiWorkerJob that means what `tfjob` means, or ConversionError naming the
+    field tfmw cannot honour."""
+    meta = tfjob.get("metadata") or {}
+    spec = tfjob.get("spec") or {}
+    if not isinstance(spec, dict):
+        raise ConversionError("spec", "must be an object")
+    run = spec.get("runPolicy") or {}
+    notes: list[Note] = []
+    sets = _sets(tfjob)
+    counts = {target: _replicas(replica, key) for target, (key, replica) in sets.items()}
+    for single in ("chief", "evaluator"):
+        if counts.get(single, 1) not in (0, 1) and single in sets:
+            raise ConversionError(
+                f"spec.tfReplicaSpecs.{sets[single][0]}.replicas", f"tfmw runs one {single}"
+            )
+    sets = {target: value for target, value in sets.items() if counts[target] > 0}
+    if "worker" not in sets:
+        raise ConversionError(
+            "spec.tfReplicaSpecs.Worker",
+            "tfmw needs at least one worker; a lone chief runs as one Worker (worker 0 is the chief)",
+        )
+    if spec.get("enableDynamicWorker"):
+        raise ConversionError(
+            "spec.enableDynamicWorker", "tfmw gives every task the whole cluster in TF_CONFIG"
+        )
+    for field in ("minResources",):
+        if field in run:
+            raise ConversionError(f"spec.runPolicy.{field}", "has no meaning in tfmw")
+    labels = {k: v for k, v in (meta.get("labels") or {}).items() if isinstance(v, str)}
+    total = sum(counts[t] for t in sets)
+    priority_class = _scheduling(run, labels, total, notes)
+    port = _port(sets, notes)
+    templates = {
+        target: _template(key, replica, notes, priority_class) for target, (key, replica) in sets.items()
+    }
+    policies = {
+        target: str(replica.get("restartPolicy") or "Never") for target, (key, replica) in sets.items()
+    }
+    role_keys = {target: key for target, (key, _) in sets.items()}
+    success = spec.get("successPolicy") or ""
+    if success not in ("", "AllWorkers"):
+        raise ConversionError("spec.successPolicy", f"must be empty or AllWorkers, got {success!r}")
+    if "chief" in sets or success == "":
+        policy = "ChiefExitCode"
+        if success == "AllWorkers":
+            notes.append(
+                Note("spec.successPolicy", "ChiefExitCode: with a Chief, TFJob ends on the chief's exit")
+            )
+    else:
+        policy = "AllWorkersExitCode"
+    run_policy: Json = {
+        "restartPolicy": "Never",
+        "failureRules": _rules(role_keys, policies, notes),
+        "cleanPodPolicy": run.get("cleanPodPolicy") or "None",
+    }
+    if "cleanPodPolicy" not in run:
+        notes.append(Note("spec.runPolicy.cleanPodPolicy", "None, TFJob's default (tfmw's own is Running)"))
+    backoff = run.get("backoffLimit")
+    run_policy["backoffLimit"] = UNBOUNDED_BACKOFF if backoff is None else backoff
+    if backoff is None:
+        notes.append(Note("spec.runPolicy.backoffLimit", "unset: no limit, as TFJob has none"))
+    for field in ("activeDeadlineSeconds", "ttlSecondsAfterFinished", "suspend"):
+        if run.get(field) is not None:
+            run_policy[field] = run[field]
+    if run.get("managedBy") is not None:
+        notes.append(Note("spec.runPolicy.managedBy", "dropped: a TFMultiWorkerJob is always tfmw's"))
+    job_spec: Json = {
+        "workers": counts["worker"],
+        "port": port,
+        "completion": {"policy": policy},
+        "runPolicy": run_policy,
+        "template": templates["worker"],
+    }
+    if "chief" in sets:
+        job_spec["chief"] = {"template": templates["chief"]}
+    if "ps" in sets:
+        job_spec["parameterServers"] = {"replicas": counts["ps"], "template": templates["ps"]}
+    if "evaluator" in sets:
+        job_spec["evaluator"] = {"template": templates["evaluator"]}
+        notes.append(
+            Note(
+                f"spec.tfReplicaSpecs.{role_keys['evaluator']}",
+                "the evaluator is not in TF_CONFIG's cluster (TensorFlow's rule; TFJob put it there)",
+            )
+        )
+    annotations = meta.get("annotations") or {}
+    claim = annotations.get(ANNOTATION_SHARED_CLAIM)
+    if isinstance(claim, str) and claim:
+        shared: Json = {"claimName": claim}
+        mount_path = annotations.get(ANNOTATION_SHARED_MOUNT_PATH)
+        if isinstance(mount_path, str) and mount_path:
+            shared["mountPath"] = mount_path
+        job_spec["sharedVolume"] = shared
+    manifest_meta: Json = {"name": meta.get("name")}
+    if meta.get("namespace"):
+        manifest_meta["namespace"] = meta["namespace"]
+    if labels:
+        manifest_meta["labels"] = labels
+    manifest = {"apiVersion": API_VERSION, "kind": KIND, "metadata": manifest_meta, "spec": job_spec}
+    distributed = total > 1
+    if not distributed:
+        notes.append(
+            Note("TF_CONFIG", "set for the lone task too (TFJob sets none for a job of one replica)")
+        )
+    return Conversion(manifest, tuple(notes), {t: k for t, k in role_keys.items()}, distributed)
+
+
+def parse_tfjob(tfjob: Json, folder_check_image: str = "") -> JobSpec:
+    """The JobSpec tfmw's engine runs for `tfjob`: its conversion's, owned by the TFJob, with
+    Kubeflow's pod labels; SpecError (ConversionError) naming the field it cannot run."""
+    conversion = convert(tfjob)
+    manifest = conversion.manifest
+    meta = tfjob.get("metadata") or {}
+    manifest["metadata"].update(namespace=meta.get("namespace", "default"), uid=meta.get("uid", ""))
+    job = parse_job(manifest, folder_check_image)
+    return dataclasses.replace(
+        job,
+        api_version=TFJOB_API_VERSION,
+        kind=TFJOB_KIND,
+        kubeflow_replica_types=tuple(sorted(conversion.replica_types.items())),
+        tf_config=conversion.distributed,
+    )
+
+
+def parse_tfjob_spec(tfjob: Json, folder_check_image: str = "") -> JobSpec | SpecError:
+    try:
+        return parse_tfjob(tfjob, folder_check_image)
+    except SpecError as error:
+        return error
+
+
+def kubeflow_pod_labels(job: JobSpec, replica_type: str, index: int) -> dict[str, str]:
+    """The labels Kubeflow's controller puts on a TFJob's pods, which its SDK reads: the
+    replica type as the TFJob spells it, lower-cased (`master` for a Master), and
+    `job-role: master` on the chief (worker 0 without one)."""
+    spelt = dict(job.kubeflow_replica_types).get(replica_type, replica_type)
+    labels = {
+        KF_OPERATOR_NAME: OPERATOR_NAME,
+        KF_JOB_NAME: job.name,
+        KF_REPLICA_TYPE: spelt.lower(),
+        KF_REPLICA_INDEX: str(index),
+    }
+    chief = job.chief
+    if (str(chief.type), chief.index) == (replica_type, index):
+        labels[KF_JOB_ROLE] = "master"
+    return labels
+
+
+def managed_by(tfjob: Json) -> str | None:
+    value = ((tfjob.get("spec") or {}).get("runPolicy") or {}).get("managedBy")
+    return value if isinstance(value, str) and value else None
+
+
+def is_kubeflows_pod(labels: Any) -> bool:
+    """A pod Kubeflow's own TFJob controller made: its operator-name label."""
+    return isinstance(labels, dict) and labels.get(KF_OPERATOR_NAME) == KUBEFLOW_OPERATOR_NAME
+
+
+# ---- the status, in TFJob's own shape ----
+
+
+def _condition(kind: str, true: bool, reason: str, message: str, stamp: str, old: Json | None) -> Json:
+    """A TFJob condition; its transition time moves only when its status does."""
+    status = "True" if true else "False"
+    transition = old.get("lastTransitionTime") if old and old.get("status") == status else stamp
+    updated = (
+        old.get("lastUpdateTime")
+        if old and old.get("status") == status and old.get("reason") == reason
+        else stamp
+    )
+    return {
+        "type": kind,
+        "status": status,
+        "reason": reason,
+        "message": message,
+        "lastUpdateTime": updated or stamp,
+        "lastTransitionTime": transition or stamp,
+    }
+
+
+def tfjob_conditions(status: JobStatus, namespace: str, name: str, old: list[Json], stamp: str) -> list[Json]:
+    """TFJob's conditions for tfmw's status, as Kubeflow's controller keeps them: in the order
+    they happened, the newest last; Running and Restarting exclude each other; Running turns
+    False (kept) once the job has finished or is suspended; nothing changes once Failed.
+    tfmw's own account (the cause, the worker, the log's end) is in the messages."""
+    previous = {c.get("type"): c for c in old if isinstance(c, dict) and isinstance(c.get("type"), str)}
+    if previous.get("Failed", {}).get("status") == "True":
+        return old
+    who = f"TFJob {namespace}/{name}"
+    wanted: dict[str, tuple[bool, str, str]] = {}
+    if status.launched_attempt is not None or status.phase is not None:
+        wanted["Created"] = (True, "TFJobCreated", f"TFJob {name} is created.")
+    phase = status.phase
+    restarting = status.condition(ConditionType.RESTARTING)
+    if phase is Phase.RUNNING:
+        wanted["Running"] = (True, "TFJobRunning", f"{who} is running.")
+    elif phase is Phase.RESTARTING and restarting is not None and restarting.true:
+        wanted["Restarting"] = (True, "TFJobRestarting", restarting.message)
+    elif phase is Phase.SUSPENDED:
+        wanted["Suspended"] = (True, "TFJobSuspended", f"TFJob {name} is suspended.")
+    elif phase is Phase.SUCCEEDED:
+        succeeded = status.condition(ConditionType.SUCCEEDED)
+        told = f" ({succeeded.message})" if succeeded is not None and succeeded.message else ""
+        wanted["Succeeded"] = (True, "TFJobSucceeded", f"{who} successfully completed.{told}")
+    elif phase is Phase.FAILED:
+        wanted["Failed"] = (
+            True,
+            "TFJobFailed",
+            f"{who} has failed because {status.message or status.reason}",
+        )
+    conditions = [c for c in old if isinstance(c, dict)]
+
+    def put(kind: str, true: bool, reason: str, message: str) -> None:
+        nonlocal conditions
+        held = previous.get(kind)
+        same = held is not None and (held.get("status"), held.get("reason")) == (
+            "True" if true else "False",
+            reason,
+        )
+        if same and held is not None and held.get("message") == message:
+            return
+        fresh = _condition(kind, true, reason, message, stamp, held)
+        conditions = [c for c in conditions if c.get("type") != kind] + [fresh]
+        previous[kind] = fresh
+
+    for kind, (true, reason, message) in wanted.items():
+        put(kind, true, reason, message)
+        if kind in ("Running", "Restarting"):
+            other = "Restarting" if kind == "Running" else "Running"
+            conditions = [c for c in conditions if c.get("type") != other]
+            previous.pop(other, None)
+    if phase in (Phase.SUSPENDED, Phase.SUCCEEDED, Phase.FAILED):
+        # Kubeflow flips Running to False where it stands in the list.
+        reason = {Phase.SUSPENDED: "TFJobSuspended", Phase.SUCCEEDED: "TFJobSucceeded"}.get(
+            phase, "TFJobFailed"
+        )
+        conditions = [
+            _condition("Running", False, reason, c.get("message") or "", stamp, c)
+            if c.get("type") == "Running" and c.get("status") == "True"
+            else c
+            for c in conditions
+        ]
+    if phase is not Phase.SUSPENDED and previous.get("Suspended", {}).get("status") == "True":
+        put("Suspended", False, "TFJobResumed", f"TFJob {name} is resumed.")
+    return conditions
+
+
+def tfjob_status(status: JobStatus, spec: JobSpec | None, tfjob: Json, old: Json, stamp: str) -> Json:
+    """TFJob's status (`conditions`, `replicaStatuses`, `startTime`, `completionTime`) for
+    tfmw's: every tool that reads a TFJob's status reads it as Kubeflow's controller wrote it.
+    `spec` is None for a TFJob tfmw refused (its status says why, in its Failed condition)."""
+    meta = tfjob.get("metadata") or {}
+    namespace, name = str(meta.get("namespace") or ""), str(meta.get("name") or "")
+    spelt = dict(spec.kubeflow_replica_types) if spec is not None else {}
+    replicas: Json = {}
+    counted = {r.type: r for r in status.replicas}
+    for replica_set in spec.replica_sets if spec is not None else ():
+        key = spelt.get(str(replica_set.type), str(replica_set.type))
+        counts = counted.get(str(replica_set.type))
+        if counts is None and replica_set.type.value == "worker" and status.workers is not None:
+            active, succeeded, failed = (
+                status.workers.running,
+                status.workers.succeeded,
+                status.workers.failed,
+            )
+        elif counts is not None:
+            active, succeeded, failed = counts.running, counts.succeeded, counts.failed
+        else:
+            active = succeeded = failed = 0
+        if status.phase is Phase.SUCCEEDED:  # as Kubeflow's cleanup pass moves them
+            active, succeeded = 0, succeeded + active
+        replicas[key] = {
+            k: v for k, v in (("active", active), ("succeeded", succeeded), ("failed", failed)) if v
+        }
+    rendered: Json = {
+        "conditions": tfjob_conditions(status, namespace, name, list(old.get("conditions") or []), stamp),
+        "replicaStatuses": replicas,
+    }
+    if status.start_time is not None:
+        rendered["startTime"] = format_time(status.start_time)
+    if status.completion_time is not None:
+        rendered["completionTime"] = format_time(status.completion_time)
+    return rendered
+
+
+# ---- one controller per job (docs/tfjob.md, "One controller per job") ----
+
+SERVE_OFF: Final = "off"
+SERVE_MANAGED_BY: Final = "managedBy"  # only TFJobs whose runPolicy.managedBy names tfmw
+SERVE_ALL: Final = "all"  # also those that name no controller, or Kubeflow's, once it is gone
+SERVE_MODES: Final = (SERVE_OFF, SERVE_MANAGED_BY, SERVE_ALL)
+
+
+@dataclass(frozen=True)
+class Serving:
+    """Whether tfmw serves a TFJob, and why not when it does not."""
+
+    served: bool
+    why: str = ""
+
+
+def serves(mode: str, tfjob: Json, kubeflows_pods: bool, kubeflow_running: bool) -> Serving:
+    """Exactly one controller reconciles a TFJob at any moment:
+
+    - `runPolicy.managedBy: tfmw.dev/tfjob-controller` is tfmw's, in both modes (Kubeflow's
+      training-operator v1.9 leaves a TFJob whose managedBy names another controller alone);
+    - another controller named there is that controller's;
+    - a TFJob that names none (or Kubeflow's) is tfmw's only in mode `all`, which the platform
+      turns on once Kubeflow's TFJob controller is gone; and never one whose pods Kubeflow's
+      controller made (a job started under it is left to finish there), nor any while
+      Kubeflow's controller is seen running."""
+    if mode == SERVE_OFF:
+        return Serving(False, "tfmw serves no TFJob (--tfjobs=off)")
+    named = managed_by(tfjob)
+    if named == MANAGED_BY_TFMW:
+        return Serving(True)
+    if named is not None and named != MANAGED_BY_KUBEFLOW:
+        return Serving(False, f"spec.runPolicy.managedBy names {named[:80]}, not tfmw")
+    hand_over = f"set spec.runPolicy.managedBy: {MANAGED_BY_TFMW} to hand a new TFJob to tfmw"
+    if mode != SERVE_ALL:
+        return Serving(False, f"tfmw serves only TFJobs handed to it (--tfjobs=managedBy): {hand_over}")
+    if kubeflows_pods:
+        return Serving(
+            False,
+            "its pods were made by Kubeflow's training-operator: tfmw does not take over a job started "
+            "there; delete and create it again to run it under tfmw",
+        )
+    if kubeflow_running:
+        return Serving(
+            False,
+            "Kubeflow's training-operator is running in this cluster and would serve it too: stop it, or "
+            + hand_over,
+        )
+    return Serving(True)

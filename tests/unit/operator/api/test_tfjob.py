@@ -1,0 +1,326 @@
+"""Kubeflow's TFJob: converted to the TFMultiWorkerJob that means the same, refused where tfmw
+has no faithful meaning, its status told in TFJob's shape, and one controller per job."""
+
+from __future__ import annotations
+
+import copy
+from typing import Any
+
+import pytest
+from tfmw_operator.api.kinds import TFJOBS
+from tfmw_operator.api.spec import CompletionPolicy, Member, ReplicaType, parse_job
+from tfmw_operator.api.status import ConditionType, JobStatus, Phase, ReplicaCounts, WorkerCounts
+from tfmw_operator.api.tfjob import (
+    MANAGED_BY_KUBEFLOW,
+    MANAGED_BY_TFMW,
+    SERVE_ALL,
+    SERVE_MANAGED_BY,
+    ConversionError,
+    convert,
+    kubeflow_pod_labels,
+    parse_tfjob,
+    serves,
+    tfjob_conditions,
+)
+from tfmw_operator.core.builders import build_pod, build_tf_config
+from wrappers import T0, at, container_env
+
+Json = dict[str, Any]
+STAMP = "2026-01-01T12:00:20Z"
+
+
+def replica(replicas: int = 1, policy: str | None = None, image: str = "img:1", **more: Any) -> Json:
+    spec: Json = {
+        "replicas": replicas,
+        "template": {"spec": {"containers": [{"name": "tensorflow", "image": image, **more}]}},
+    }
+    if policy is not None:
+        spec["restartPolicy"] = policy
+    return spec
+
+
+def tfjob(name: str = "dist", run: Json | None = None, **replicas: Json) -> Json:
+    spec: Json = {"tfReplicaSpecs": replicas}
+    if run is not None:
+        spec["runPolicy"] = run
+    return {
+        "apiVersion": "kubeflow.org/v1",
+        "kind": "TFJob",
+        "metadata": {"name": name, "namespace": "ns", "uid": f"uid-{name}"},
+        "spec": spec,
+    }
+
+
+def test_dist_mnist_chief_ps_and_workers_become_roles() -> None:
+    job = tfjob(Chief=replica(1, "Never"), PS=replica(1, "Never"), Worker=replica(2, "Never"))
+    converted = convert(job).manifest
+    spec = converted["spec"]
+    assert converted["kind"] == "TFMultiWorkerJob" and converted["metadata"] == {
+        "name": "dist",
+        "namespace": "ns",
+    }
+    assert spec["workers"] == 2 and spec["parameterServers"]["replicas"] == 1 and "chief" in spec
+    assert spec["completion"] == {"policy": "ChiefExitCode"}
+    assert spec["runPolicy"]["cleanPodPolicy"] == "None"  # TFJob's default
+    assert {r["action"] for r in spec["runPolicy"]["failureRules"]} == {"Fail"}
+    parsed = parse_job(converted)  # what the CRD would take, the parser takes
+    assert [m.stem for m in parsed.members] == ["chief-0", "worker-0", "worker-1", "ps-0"]
+
+
+def test_a_converted_job_is_what_the_engine_runs_for_the_tfjob() -> None:
+    job = parse_tfjob(tfjob(Worker=replica(2, "OnFailure")))
+    assert (job.kind, job.api_version, job.uid) == ("TFJob", "kubeflow.org/v1", "uid-dist")
+    assert job.completion_policy is CompletionPolicy.CHIEF_EXIT_CODE and not job.shared
+    pod = build_pod(job, Member.worker(0), 0)
+    assert pod["metadata"]["ownerReferences"][0]["kind"] == "TFJob"
+    labels = pod["metadata"]["labels"]
+    assert labels["training.kubeflow.org/job-name"] == "dist"
+    assert labels["training.kubeflow.org/replica-type"] == "worker"
+    assert labels["training.kubeflow.org/replica-index"] == "0"
+    assert labels["training.kubeflow.org/job-role"] == "master"  # worker 0, without a chief
+    assert labels["training.kubeflow.org/operator-name"] == "tfmw"  # never Kubeflow's: it would adopt
+    assert "training.kubeflow.org/job-role" not in build_pod(job, Member.worker(1), 0)["metadata"]["labels"]
+
+
+def test_a_master_keeps_its_name_in_the_labels_and_is_the_chief() -> None:
+    job = parse_tfjob(tfjob(Master=replica(1), Worker=replica(1)))
+    labels = kubeflow_pod_labels(job, "chief", 0)
+    assert labels["training.kubeflow.org/replica-type"] == "master"
+    assert labels["training.kubeflow.org/job-role"] == "master"
+    assert job.chief == Member(ReplicaType.CHIEF, 0)
+
+
+def test_a_lone_replica_gets_no_tf_config_as_under_tfjob() -> None:
+    job = parse_tfjob(tfjob(Worker=replica(1)))
+    env = container_env(build_pod(job, Member.worker(0), 0)["spec"]["containers"][0])
+    assert "TF_CONFIG" not in env and env["TFMW_ROLE"] == "chief"
+    two = parse_tfjob(tfjob(Worker=replica(2)))
+    assert "TF_CONFIG" in container_env(build_pod(two, Member.worker(0), 0)["spec"]["containers"][0])
+
+
+@pytest.mark.parametrize(
+    ("policy", "actions"),
+    [
+        ("Never", [("Fail", None)]),
+        ("OnFailure", [("Restart", None)]),
+        ("Always", [("Restart", None)]),
+        ("ExitCode", [("Restart", True), ("Fail", None), ("Restart", False)]),
+    ],
+)
+def test_each_replicas_restart_policy_becomes_rules_on_its_role(
+    policy: str, actions: list[tuple[str, bool | None]]
+) -> None:
+    rules = convert(tfjob(Worker=replica(2, policy))).manifest["spec"]["runPolicy"]["failureRules"]
+    assert [(r["action"], r.get("onDisruption")) for r in rules] == actions
+    assert all(r["onRoles"] == ["worker", "chief"] for r in rules)  # worker 0 is the chief
+
+
+def test_exit_code_fails_on_the_programs_own_codes_and_restarts_signals() -> None:
+    from tfmw_operator.core.policies.failure_rules import Failure, rule_on
+
+    job = parse_tfjob(tfjob(Worker=replica(2, "ExitCode")))
+    assert rule_on(job, Failure("worker", "Error", 1, False)).action.value == "Fail"
+    assert rule_on(job, Failure("worker", "OOMKilled", 137, False)).action.value == "Restart"
+    assert rule_on(job, Failure("chief", "Evicted", 1, True)).action.value == "Restart"
+
+
+def test_success_policy_and_run_policy_map() -> None:
+    run = {
+        "backoffLimit": 2,
+        "activeDeadlineSeconds": 60,
+        "ttlSecondsAfterFinished": 5,
+        "cleanPodPolicy": "All",
+    }
+    job = tfjob(run=run, Worker=replica(2))
+    job["spec"]["successPolicy"] = "AllWorkers"
+    spec = convert(job).manifest["spec"]
+    assert spec["completion"]["policy"] == "AllWorkersExitCode"
+    assert {k: spec["runPolicy"][k] for k in run} == run
+    unbounded = convert(tfjob(Worker=replica(2))).manifest["spec"]["runPolicy"]["backoffLimit"]
+    assert unbounded == 2**31 - 1  # TFJob has no limit unless one is set
+
+
+def test_a_queue_becomes_kueues_label_and_a_priority_class_every_pods() -> None:
+    job = tfjob(
+        run={"schedulingPolicy": {"queue": "team", "priorityClass": "high", "minAvailable": 2}},
+        Worker=replica(2),
+    )
+    converted = convert(job)
+    assert converted.manifest["metadata"]["labels"] == {"kueue.x-k8s.io/queue-name": "team"}
+    assert converted.manifest["spec"]["template"]["spec"]["priorityClassName"] == "high"
+    assert {n.field for n in converted.notes} >= {
+        "spec.runPolicy.schedulingPolicy.queue",
+        "spec.runPolicy.schedulingPolicy.priorityClass",
+    }
+
+
+def test_the_shared_volume_comes_from_an_annotation() -> None:
+    job = tfjob(Worker=replica(2))
+    job["metadata"]["annotations"] = {"tfmw.dev/shared-claim": "tfmw-shared"}
+    assert parse_tfjob(job).claim_name == "tfmw-shared"
+
+
+def test_tfjob_port_becomes_the_jobs_port_and_leaves_the_container() -> None:
+    ported = replica(2, ports=[{"name": "tfjob-port", "containerPort": 3333}])
+    converted = convert(tfjob(Worker=ported)).manifest["spec"]
+    assert converted["port"] == 3333
+    assert "ports" not in converted["template"]["spec"]["containers"][0]
+
+
+@pytest.mark.parametrize(
+    ("job", "field"),
+    [
+        (tfjob(Foo=replica(1)), "spec.tfReplicaSpecs.Foo"),
+        (tfjob(Chief=replica(1), Master=replica(1), Worker=replica(1)), "spec.tfReplicaSpecs."),
+        (tfjob(Chief=replica(2), Worker=replica(1)), "spec.tfReplicaSpecs.Chief.replicas"),
+        (tfjob(Chief=replica(1)), "spec.tfReplicaSpecs.Worker"),
+        (tfjob(Worker=replica(1, "Sometimes")), "spec.tfReplicaSpecs.Worker.restartPolicy"),
+        (
+            tfjob(run={"schedulingPolicy": {"minAvailable": 1}}, Worker=replica(2)),
+            "spec.runPolicy.schedulingPolicy.minAvailable",
+        ),
+        (
+            tfjob(run={"schedulingPolicy": {"minResources": {"cpu": 1}}}, Worker=replica(2)),
+            "spec.runPolicy.schedulingPolicy.minResources",
+        ),
+        ({"metadata": {"name": "x"}, "spec": {}}, "spec.tfReplicaSpecs"),
+    ],
+)
+def test_what_has_no_faithful_meaning_is_refused_naming_the_field(job: Json, field: str) -> None:
+    with pytest.raises(ConversionError) as refused:
+        convert(job)
+    assert refused.value.field.startswith(field) and field in str(refused.value)
+
+
+def test_enable_dynamic_worker_and_success_policy_typos_are_refused() -> None:
+    dynamic = tfjob(Worker=replica(2))
+    dynamic["spec"]["enableDynamicWorker"] = True
+    with pytest.raises(ConversionError, match=r"spec\.enableDynamicWorker"):
+        convert(dynamic)
+    typo = tfjob(Worker=replica(2))
+    typo["spec"]["successPolicy"] = "AllWorker"
+    with pytest.raises(ConversionError, match=r"spec\.successPolicy"):
+        convert(typo)
+
+
+def test_the_tf_config_of_a_converted_job_follows_tensorflows_rules() -> None:
+    import json
+
+    job = parse_tfjob(tfjob(Chief=replica(1), Worker=replica(1), Evaluator=replica(1)))
+    config = json.loads(build_tf_config(job, Member(ReplicaType.EVALUATOR, 0)))
+    assert set(config["cluster"]) == {"chief", "worker"}  # TFJob put the evaluator in; TF does not
+    assert config["task"] == {"type": "evaluator", "index": 0}
+
+
+# ---- status ----
+
+
+def conditions(phase: Phase | None, old: list[Json] | None = None, **status: Any) -> list[Json]:
+    return tfjob_conditions(
+        JobStatus(phase=phase, launched_attempt=0, **status), "ns", "dist", old or [], STAMP
+    )
+
+
+def test_a_succeeded_job_ends_as_kubeflows_do() -> None:
+    running = conditions(Phase.RUNNING)
+    assert [(c["type"], c["status"], c["reason"]) for c in running] == [
+        ("Created", "True", "TFJobCreated"),
+        ("Running", "True", "TFJobRunning"),
+    ]
+    done = conditions(Phase.SUCCEEDED, running)
+    assert [(c["type"], c["status"]) for c in done] == [
+        ("Created", "True"),
+        ("Running", "False"),
+        ("Succeeded", "True"),
+    ]
+    # The SDK's e2e test asks: Created and Succeeded true, Running, Restarting and Failed not.
+
+
+def test_running_and_restarting_exclude_each_other_and_restarting_tells_the_cause() -> None:
+    from tfmw_operator.api.status import Condition
+
+    restarting = Condition(
+        "Restarting", True, "WorkerFailed", "gang restart 1/3: worker 1 exited with code 137", STAMP
+    )
+    after = conditions(Phase.RESTARTING, conditions(Phase.RUNNING), conditions=(restarting,))
+    assert [c["type"] for c in after] == ["Created", "Restarting"]
+    assert after[-1]["message"].startswith("gang restart 1/3")
+    again = conditions(Phase.RUNNING, after)
+    assert [c["type"] for c in again] == ["Created", "Running"]
+
+
+def test_nothing_changes_once_failed() -> None:
+    failed = conditions(
+        Phase.FAILED, conditions(Phase.RUNNING), reason="WorkerFailed", message="worker 1 exited 1"
+    )
+    assert failed[-1]["type"] == "Failed" and "worker 1 exited 1" in failed[-1]["message"]
+    assert conditions(Phase.RUNNING, failed) == failed
+
+
+def test_replica_statuses_are_keyed_as_the_tfjob_spells_them() -> None:
+    job = tfjob(Chief=replica(1), Worker=replica(2))
+    spec = parse_tfjob(job)
+    status = JobStatus(
+        phase=Phase.RUNNING,
+        launched_attempt=0,
+        start_time=T0,
+        workers=WorkerCounts(running=2),
+        replicas=(ReplicaCounts("chief", running=1), ReplicaCounts("worker", running=1, failed=1)),
+    )
+    writes = TFJOBS.status_writes(job, status, spec, at(20))
+    assert writes.status is not None and writes.status["replicaStatuses"] == {
+        "Chief": {"active": 1},
+        "Worker": {"active": 1, "failed": 1},
+    }
+    assert writes.status["startTime"] == "2026-01-01T12:00:00Z"
+    # tfmw's own status is kept first, in an annotation the engine reads back.
+    assert writes.metadata is not None
+    job["metadata"]["annotations"] = writes.metadata["metadata"]["annotations"]
+    assert TFJOBS.recorded_status(job) == status
+    assert TFJOBS.status_writes(job, status, spec, at(20)).metadata is None  # unchanged: no write
+
+
+def test_a_forged_status_annotation_reads_as_nothing() -> None:
+    job = tfjob(Worker=replica(1))
+    for forged in ("not json", "[1, 2]", "x" * 70_000, '{"attempt": "three"}'):
+        job["metadata"]["annotations"] = {"tfmw.dev/status": forged}
+        assert TFJOBS.recorded_status(job).attempt == 0
+
+
+def test_a_refused_tfjob_says_why_in_its_failed_condition() -> None:
+    status = JobStatus(
+        phase=Phase.FAILED, reason="InvalidSpec", message="spec.tfReplicaSpecs.Foo: tfmw runs ..."
+    )
+    status = status.with_condition(ConditionType.FAILED, True, "InvalidSpec", status.message or "", T0)
+    writes = TFJOBS.status_writes(tfjob(Foo=replica(1)), status, None, at(1))
+    assert writes.status is not None
+    (failed,) = [c for c in writes.status["conditions"] if c["type"] == "Failed"]
+    assert "spec.tfReplicaSpecs.Foo" in failed["message"]
+
+
+# ---- one controller per job ----
+
+
+@pytest.mark.parametrize(
+    ("mode", "named", "kubeflows_pods", "running", "served"),
+    [
+        (SERVE_ALL, None, False, False, True),
+        (SERVE_ALL, MANAGED_BY_KUBEFLOW, False, False, True),
+        (SERVE_ALL, MANAGED_BY_TFMW, False, True, True),
+        (SERVE_ALL, None, True, False, False),  # started under Kubeflow's controller
+        (SERVE_ALL, None, False, True, False),  # Kubeflow's controller runs: it would serve it too
+        (SERVE_ALL, "kueue.x-k8s.io/multikueue", False, False, False),
+        (SERVE_MANAGED_BY, None, False, False, False),
+        (SERVE_MANAGED_BY, MANAGED_BY_TFMW, False, False, True),
+        ("off", MANAGED_BY_TFMW, False, False, False),
+    ],
+)
+def test_exactly_one_controller_serves_a_tfjob(
+    mode: str, named: str | None, kubeflows_pods: bool, running: bool, served: bool
+) -> None:
+    job = tfjob(Worker=replica(1))
+    if named is not None:
+        job["spec"]["runPolicy"] = {"managedBy": named}
+    decision = serves(mode, copy.deepcopy(job), kubeflows_pods, running)
+    assert decision.served is served
+    assert served or decision.why  # never silent
