@@ -25,7 +25,7 @@ export TFMW_REGISTRY := $(REGISTRY)
 export TFMW_IMAGE_TAG := $(VERSION)
 
 .PHONY: help install lint test test-unit test-integration test-e2e test-docs test-faults faults run images cluster-up cluster-down \
-	cluster-status deploy namespace-storage namespace-storage-delete kind-namespace-storage kind-namespace-storage-delete demo push registry-up registry-down test-install bench bench-scale bench-felt bench-goodput kwok-up kwok-down mutate golden kueue-up kueue-down kind-up kind-deploy kind-e2e kind-multinode kind-down test-kind test-multinode \
+	cluster-status deploy namespace-storage namespace-storage-delete kind-namespace-storage kind-namespace-storage-delete demo push registry-up registry-down test-install bench bench-tfjob bench-scale bench-felt bench-goodput kwok-up kwok-down mutate golden kueue-up kueue-down kind-up kind-deploy kind-e2e kind-multinode kind-down test-kind test-multinode \
 	bump-kubernetes clean
 
 # Debian packages, .venv (the project editable, with its extras) and hack/bin; again only
@@ -260,6 +260,12 @@ kind-down: ## delete the kind cluster
 bench: install ## the control plane against Kubeflow's TFJob
 	hack/cluster.sh up --no-node
 	PYTHONPATH=tests $(PYTHON) -m bench.control_plane
+
+# The TFJob API side by side (tests/bench/tfjob_api.py): the same TFJob manifests under tfmw
+# (--tfjobs=all) and Kubeflow's TFJob controller (shipped, tuned), with a bare client's floor.
+bench-tfjob: install ## the same TFJobs under tfmw and under Kubeflow's controller
+	hack/cluster.sh up --no-node
+	PYTHONPATH=tests $(PYTHON) -m bench.tfjob_api
 
 # Simulated nodes (kwok, built from its Go module) on the local control plane (make
 # cluster-up, or hack/cluster.sh up --no-node) running already: labelled and tainted tfmw.dev/kwok, so only the scale bench's

@@ -105,7 +105,7 @@ up() {
   ensure_docker
   ensure_kind
   [[ -d $kind_shared ]] || made made-shared
-  mkdir -p "$kind_shared/default" && chmod 0777 "$kind_shared" "$kind_shared/default"
+  mkdir -p "$kind_shared/default" && chmod 1777 "$kind_shared" && chmod 0777 "$kind_shared/default"  # the root sticky
   [[ -d /lib/modules ]] || { made made-lib-modules; mkdir -p /lib/modules; }  # kind mounts it
   [[ -e $kind_kubeconfig ]] || made made-kubeconfig
   image=$(chosen_image)

@@ -51,7 +51,10 @@ restart_changed() {
 
 write_configs() {
   mkdir -p "$containerd_dir" "$kubelet_dir" "$cni_dir/net.d" "$shared_dir/default"
-  chmod 0777 "$shared_dir" "$shared_dir/default"   # workers and the operator run as non-root users
+  # Workers and the operator run as non-root users. The root is sticky: an entry there (a
+  # namespace's folder) is renamed or removed only by its owner.
+  chmod 1777 "$shared_dir"
+  chmod 0777 "$shared_dir/default"
   write_if_changed "$containerd_dir/config.toml" <<EOF
 version = 2
 root = "$containerd_dir/root"

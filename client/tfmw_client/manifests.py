@@ -24,8 +24,8 @@ ANNOTATION_PROGRAM = "tfmw.dev/program"
 # The user the trainer image runs as; the operator writes the job's folder as the same user.
 DEFAULT_UID = 1000
 _NAME_UNSAFE = re.compile(r"[^a-z0-9-]+")
-_ENV_NAME = re.compile(r"^[-._a-zA-Z][-._a-zA-Z0-9]*$")
-_PACKAGE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._\-\[\],<>=!~*+ ;:/@'\"]*$")
+_ENV_NAME = re.compile(r"^[-._a-zA-Z][-._a-zA-Z0-9]*\Z")
+_PACKAGE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._\-\[\],<>=!~*+ ;:/@'\"]*\Z")
 _RANDOM = string.ascii_lowercase + string.digits
 
 
@@ -227,7 +227,7 @@ for pattern in "$@"; do
 done
 echo "@@$nonce DONE"
 """.strip()
-_PATTERN = re.compile(r"^[a-z0-9*-]{1,64}\.log$")
+_PATTERN = re.compile(r"^[a-z0-9*-]{1,64}\.log\Z")
 READER_DEADLINE_SECONDS = 300
 
 

@@ -47,9 +47,9 @@ VERSION_CONFIGMAP: Final = "tfmw-version"
 OPERATOR_DEPLOYMENT: Final = "tfmw-operator"
 
 # An object name: a DNS-1123 label (the job's name is stricter, DNS-1035: starts with a letter).
-JOB_NAME_PATTERN: Final = re.compile(r"^[a-z]([-a-z0-9]*[a-z0-9])?$")
+JOB_NAME_PATTERN: Final = re.compile(r"^[a-z]([-a-z0-9]*[a-z0-9])?\Z")
 JOB_NAME_MAX: Final = 54  # docs/reference.md: <name>-worker-<i> fits 63 characters (up to 10 workers)
-_STEM = re.compile(r"^(chief|worker|ps|evaluator)-(\d{1,6})$")
+_STEM = re.compile(r"^(chief|worker|ps|evaluator)-(\d{1,6})\Z")
 
 
 def pod_stem(job: str, pod: str) -> str:

@@ -123,9 +123,13 @@ class Operator:
         if retention is not None and (self.settings.exact_namespaces or not self.settings.namespaces):
             kube = controller.kube
 
-            async def live_uids() -> set[str]:
-                namespaces = self.settings.exact_namespaces or ("",)
-                return {uid for n in namespaces for uid in (await kube.list_job_uids(n)).values()}
+            async def live_uids() -> dict[str, set[str]]:
+                """Each namespace's jobs' UIDs: only a job of a folder's own namespace keeps it."""
+                live: dict[str, set[str]] = {}
+                for namespace in self.settings.exact_namespaces or ("",):
+                    for (job_namespace, _), uid in (await kube.list_job_uids(namespace)).items():
+                        live.setdefault(job_namespace, set()).add(uid)
+                return live
 
             namespaces = self.settings.exact_namespaces
             sweeper = FolderRetention(controller.storage, retention, live_uids, namespaces)

@@ -164,6 +164,21 @@ class Tfmw(Contender):
         return 1  # one headless Service for the whole gang
 
 
+class TfmwTFJob(Tfmw):
+    """tfmw's operator serving Kubeflow's TFJob API (`--tfjobs=all`), driven with the very
+    TFJob manifests the incumbent gets (TFJob.job): the same jobs, another controller. Its
+    pods carry Kubeflow's labels and tfmw's; its one headless Service only tfmw's, which is
+    what the bench watches it by."""
+
+    def __init__(self, namespace: str, shared_root: Path) -> None:
+        super().__init__(namespace, shared_root, name="tfmw-tfjob")
+        self.command = [*self.command, "--tfjobs", "all"]
+        self.api = ("kubeflow.org", "v1", "tfjobs")
+
+    def job(self, name: str, workers: int) -> Json:
+        return TFJob.manifest(name, workers, TFJob.restart_policy, self.template)
+
+
 class TFJob(Contender):
     """The training-operator out of cluster, as its issue tracker describes running it."""
 
@@ -191,6 +206,10 @@ class TFJob(Contender):
         )
 
     def job(self, name: str, workers: int) -> Json:
+        return self.manifest(name, workers, self.restart_policy, self.template)
+
+    @staticmethod
+    def manifest(name: str, workers: int, restart_policy: str, template: Json) -> Json:
         return {
             "apiVersion": "kubeflow.org/v1",
             "kind": "TFJob",
@@ -201,8 +220,8 @@ class TFJob(Contender):
                 "tfReplicaSpecs": {
                     "Worker": {
                         "replicas": workers,
-                        "restartPolicy": self.restart_policy,
-                        "template": self.template,
+                        "restartPolicy": restart_policy,
+                        "template": template,
                     }
                 },
             },

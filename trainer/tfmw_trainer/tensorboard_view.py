@@ -223,12 +223,17 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--interval", type=float, default=5.0, help="seconds between syncs")
     parser.add_argument("--max-file-bytes", type=int, default=MAX_FILE_BYTES)
     parser.add_argument("--max-total-bytes", type=int, default=MAX_TOTAL_BYTES)
-    parser.add_argument("--tensorboard", default="tensorboard", help="the TensorBoard command")
+    parser.add_argument(
+        "--tensorboard",
+        help="the TensorBoard command (default: this Python's `-m tensorboard.main`, the "
+        "TensorBoard installed beside the view, whether or not its bin/ is on the PATH)",
+    )
     parser.add_argument("tensorboard_args", nargs="*", help="after --: TensorBoard's flags")
     args = parser.parse_args(argv)
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     view = View(args.source, args.view, args.max_file_bytes, args.max_total_bytes)
-    return serve(view, args.interval, [args.tensorboard, *args.tensorboard_args])
+    tensorboard = [args.tensorboard] if args.tensorboard else [sys.executable, "-m", "tensorboard.main"]
+    return serve(view, args.interval, [*tensorboard, *args.tensorboard_args])
 
 
 if __name__ == "__main__":

@@ -30,7 +30,9 @@ from tfmw_trainer.keras_step_times import ComputeTimeCallback
 from tfmw_trainer.progress import INTERIM_REPORT_SECONDS, ProgressReporter
 from tfmw_trainer.step_times import StepTimes
 
-OWNER_FILE = "job.json"
+# Which job wrote the checkpoints beside it ({MARKER_JOB_UID: uid}); not the operator's
+# contract.OWNER_FILE, which says which job a whole folder is.
+CHECKPOINTS_JOB_FILE = "job.json"
 
 
 @dataclass(frozen=True)
@@ -95,7 +97,7 @@ def resumable_checkpoint(place: Placement) -> str | None:
     """The latest checkpoint, if this job wrote it: an earlier job of the same name may
     have left its own in the folder, and resuming from that would be silently wrong."""
     directory = place.shared_dir / "checkpoints"
-    owner = directory / OWNER_FILE
+    owner = directory / CHECKPOINTS_JOB_FILE
     try:
         recorded = json.loads(owner.read_text())
     except (OSError, ValueError):
@@ -107,7 +109,7 @@ def resumable_checkpoint(place: Placement) -> str | None:
 
 
 def claim_checkpoints(place: Placement) -> None:
-    owner = place.shared_dir / "checkpoints" / OWNER_FILE
+    owner = place.shared_dir / "checkpoints" / CHECKPOINTS_JOB_FILE
     owner.write_text(json.dumps({contract.MARKER_JOB_UID: place.job_uid}) + "\n")
 
 

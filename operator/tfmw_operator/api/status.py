@@ -60,6 +60,8 @@ class ConditionType(StrEnum):
     SHARED_VOLUME_CHECKED = "SharedVolumeChecked"
     # Whether gang restarts keep the pods that run (the in-pod supervisor), and why not.
     RESTART_IN_PLACE = "RestartInPlace"
+    POD_SECURITY_ENFORCED = "PodSecurityEnforced"
+    SHARED_VOLUME_BOUND = "SharedVolumeBound"
 
 
 @dataclass(frozen=True)

@@ -17,14 +17,18 @@ more, which costs time, never safety.
 from __future__ import annotations
 
 from collections import OrderedDict
+from collections.abc import Iterable
 from dataclasses import dataclass
 from datetime import datetime
 
 from tfmw_operator.api.objects import Json
 from tfmw_operator.api.times import parse_time
+from tfmw_operator.core.pods import ObservedPod
 
 # One entry per claim a job used: far more than a cluster has, few bytes each.
 MAX_CLAIMS = 4096
+# Pods this operator created, remembered for their folder check: far more than run at once.
+MAX_OWN_PODS = 65536
 PARTS = ("metadata", "spec", "status")
 
 
@@ -37,6 +41,7 @@ class Claim:
     bound: bool
     created: datetime | None = None
     deleting: bool = False
+    phase: str = ""  # status.phase: Pending, Bound, Lost
 
     @classmethod
     def of(cls, raw: Json) -> Claim:
@@ -48,6 +53,7 @@ class Claim:
             bound=status.get("phase") == "Bound",
             created=parse_time(meta.get("creationTimestamp")),
             deleting=bool(meta.get("deletionTimestamp")),
+            phase=phase if isinstance(phase := status.get("phase"), str) else "",
         )
 
     @property
@@ -107,3 +113,40 @@ class ReachedClaims:
 
     def __len__(self) -> int:
         return len(self._reached)
+
+
+class OwnPods:
+    """The UIDs of the pods this operator created, as the API server answered the creation:
+    bounded, the oldest forgotten first (a check of a pod forgotten is not counted, and the
+    next job on its claim is checked again)."""
+
+    def __init__(self, limit: int = MAX_OWN_PODS) -> None:
+        self.limit = limit
+        self._uids: OrderedDict[str, None] = OrderedDict()
+
+    def add(self, uid: object) -> None:
+        if not isinstance(uid, str) or not uid:
+            return
+        self._uids[uid] = None
+        self._uids.move_to_end(uid)
+        while len(self._uids) > self.limit:
+            self._uids.popitem(last=False)
+
+    def __contains__(self, uid: object) -> bool:
+        return isinstance(uid, str) and bool(uid) and uid in self._uids
+
+    def __len__(self) -> int:
+        return len(self._uids)
+
+
+def trusted_pass(pods: Iterable[ObservedPod], own: OwnPods, image: str) -> ObservedPod | None:
+    """The first pod, still up, whose folder check passed and counts: a pod this operator
+    made (by UID), whose check ran `image`, the operator's own."""
+    return next(
+        (
+            p
+            for p in pods
+            if p.folder_checked and p.active and p.uid in own and image and p.folder_check_image == image
+        ),
+        None,
+    )

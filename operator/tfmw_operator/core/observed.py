@@ -11,7 +11,7 @@ from enum import StrEnum
 from tfmw_operator.api.objects import Json
 from tfmw_operator.api.spec import JobSpec, SpecError, parse_spec
 from tfmw_operator.api.status import JobStatus
-from tfmw_operator.core.claim_checks import FolderReached
+from tfmw_operator.core.claim_checks import Claim, FolderReached
 from tfmw_operator.core.evaluation import EvaluationReading
 from tfmw_operator.core.owned import Owned
 from tfmw_operator.core.pods import ObservedPod
@@ -82,6 +82,10 @@ class Observed:
     reports: tuple[PodReport, ...] | None = None
     # The supervised pods' stacks files, while a stacks request is outstanding.
     stacks: tuple[StacksReading, ...] = ()
+    # The Pod Security level the job's namespace enforces by its label ("" none; None: not known).
+    pod_security: str | None = None
+    claim: Claim | None = None  # the job's claim as the claims watch saw it
+    claim_known: bool = False  # that watch lists fresh: a claim not seen does not exist
 
     @classmethod
     def of_owned(
@@ -103,6 +107,9 @@ class Observed:
         claim_reached: FolderReached | None = None,
         reports: tuple[PodReport, ...] | None = None,
         stacks: tuple[StacksReading, ...] = (),
+        pod_security: str | None = None,
+        claim: Claim | None = None,
+        claim_known: bool = False,
     ) -> Observed:
         """The job as found; only pods it owns count (a namesake's pods are not its workers).
 
@@ -132,6 +139,9 @@ class Observed:
             claim_reached=claim_reached,
             reports=reports,
             stacks=stacks,
+            pod_security=pod_security,
+            claim=claim,
+            claim_known=claim_known,
         )
 
     @property

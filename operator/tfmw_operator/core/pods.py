@@ -73,6 +73,7 @@ class ObservedPod:
     folder_mismatch: bool = False
     folder_checked: bool = False  # the operator's folder check found the job's folder
     folder_checked_at: datetime | None = None  # when that check started
+    folder_check_image: str = ""  # the image that check ran, when the kubelet says so
     # The control plane reported its node not ready or gone (see _node_lost): the kubelet
     # there can neither report on the worker nor confirm the pod's deletion.
     node_lost: bool = False
@@ -226,15 +227,45 @@ def _node_lost(status: Json) -> tuple[bool, datetime | None]:
     return status.get("phase") == "Unknown" or status.get("reason") == NODE_LOST, None
 
 
-def _folder_check(status: Json) -> tuple[bool, datetime | None]:
-    """Whether the folder check passed, and when it started (None: not said, or absurd)."""
+def _folder_check(spec: Json, status: Json) -> tuple[bool, datetime | None, str]:
+    """Whether the folder check passed, when it started (None: not said, or absurd), and the
+    image it ran: the spec's, when the kubelet reports having run that very image ("" when
+    not: the image of a pod can be changed after it is made, so the spec alone says nothing
+    of what ran)."""
     for container in status.get("initContainerStatuses") or []:
         if isinstance(container, dict) and container.get("name") == FOLDER_CHECK_CONTAINER:
             terminated = _terminated(container)
             if terminated is None or terminated.get("exitCode") != 0:
-                return False, None
-            return True, parse_time(terminated.get("startedAt"))
-    return False, None
+                return False, None, ""
+            image = next(
+                (
+                    c.get("image")
+                    for c in spec.get("initContainers") or []
+                    if isinstance(c, dict) and c.get("name") == FOLDER_CHECK_CONTAINER
+                ),
+                None,
+            )
+            ran = container.get("image")
+            same = isinstance(image, str) and isinstance(ran, str) and same_image(image, ran)
+            return (
+                True,
+                parse_time(terminated.get("startedAt")),
+                image if same and isinstance(image, str) else "",
+            )
+    return False, None, ""
+
+
+def same_image(written: str, reported: str) -> bool:
+    """Whether the image a container status reports is the one written: as written, or as
+    the runtime completes a short Docker Hub name (`x:1` is `docker.io/library/x:1`)."""
+    if not written:
+        return False
+    forms = {written, f"docker.io/{written}"}
+    if "/" not in written:
+        forms.add(f"docker.io/library/{written}")
+    if ":" not in written.rsplit("/", 1)[-1] and "@" not in written:
+        forms |= {f"{form}:latest" for form in forms}
+    return reported in forms
 
 
 def _preempted(status: Json) -> bool:
@@ -288,7 +319,7 @@ def observe_pod(pod: Json) -> ObservedPod | None:
     if terminated is not None:
         reason = reason or terminated.get("reason") or ""
         message = message or terminated.get("message") or ""
-    folder_checked, folder_checked_at = _folder_check(status)
+    folder_checked, folder_checked_at, folder_check_image = _folder_check(pod.get("spec") or {}, status)
     inits = (pod.get("spec") or {}).get("initContainers") or []
     init_names = [c.get("name") for c in inits if isinstance(c, dict)]
     return ObservedPod(
@@ -323,6 +354,7 @@ def observe_pod(pod: Json) -> ObservedPod | None:
         and exit_code == FOLDER_CHECK_MISMATCH_EXIT_CODE,
         folder_checked=folder_checked,
         folder_checked_at=folder_checked_at,
+        folder_check_image=folder_check_image,
         node_lost=node_lost,
         node_lost_at=node_lost_at,
         supervised=SUPERVISOR_CONTAINER in init_names,

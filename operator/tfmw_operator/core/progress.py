@@ -41,7 +41,7 @@ DEFAULT_PROGRESS_INTERVAL_SECONDS = 10.0
 # Clocks of nodes differ; a document dated further ahead than this is refused.
 MAX_CLOCK_AHEAD_SECONDS = 300
 MAX_CHECKPOINT_PATH = 1024
-METRIC_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_./-]{0,62}$")
+METRIC_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_./-]{0,62}")  # fullmatch: "$" lets "\n" end
 SUMMARY_METRICS = 3
 
 
@@ -127,7 +127,7 @@ def _metrics(value: object) -> tuple[tuple[str, float], ...]:
         raise ProgressError(f"metrics has {len(value)} entries; at most {MAX_METRICS}")
     checked = []
     for name, figure in value.items():
-        if not METRIC_NAME.match(name):
+        if not METRIC_NAME.fullmatch(name):
             raise ProgressError(
                 f"metrics: {_shown(name)} is not a metric name (letters, digits, _ . / -; 63 at most)"
             )

@@ -88,6 +88,7 @@ from tfmw_operator.core.policies.time_limits import active_deadline, judge_pendi
 from tfmw_operator.core.policies.verdicts import Cause, Fail, MarkerVerdict, Pending, Queued, Restart, WakeAt
 from tfmw_operator.core.progress import next_progress
 from tfmw_operator.core.supervision import supervision_of, with_reports
+from tfmw_operator.core.tenancy import claim_finding, pod_security_finding
 
 NAMESAKE_RECHECK_SECONDS = 2.0
 COUNTS_WRITE_SECONDS = 1.0
@@ -212,6 +213,7 @@ def _decide(step: _Step, job: JobSpec) -> None:
     if step.status.finished:
         _clean_up(step, job)
         return
+    _tenancy(step, job)
     current, stale = _split(step, job)
     _count_workers(step, job, current)
     marker = judge_marker(step.obs.marker, job.uid) if job.shared else MarkerVerdict.ABSENT
@@ -348,10 +350,14 @@ def _count_workers(step: _Step, job: JobSpec, current: Sequence[ObservedPod]) ->
         ready_workers=f"{ready}/{len(job.members)}",
         replicas=_replica_counts(job, current, step.status.replicas),
     )
-    checked = next((p for p in current if p.folder_checked), None)
+    # Said only of a pass the operator counts (claim_checks: its own pod, its own image).
+    checked = next(
+        (p for p in current if p.folder_checked and p.folder_check_image == job.folder_check_image), None
+    )
     if (
         job.folder_check_image
         and checked
+        and step.obs.claim_reached is not None
         and not step.status.condition_is_true(ConditionType.SHARED_VOLUME_CHECKED)
     ):
         message = (
@@ -426,6 +432,30 @@ def _note_recreated(step: _Step, stems: set[str]) -> None:
     recreated = tuple(sorted(set(record.recreated) | stems))
     if recreated != record.recreated:
         step.update(history=(evolve(record, recreated=recreated), *history[1:]))
+
+
+def _tenancy(step: _Step, job: JobSpec) -> None:
+    """The wall between tenants (core/tenancy): a namespace that does not enforce Pod
+    Security baseline, and a claim that is not bound, named on the job with a shared volume:
+    a condition, and a Warning when it turns bad. Said True only once it was said False."""
+    if not job.shared or job.claim_name is None:
+        return
+    findings = (
+        (ConditionType.POD_SECURITY_ENFORCED, pod_security_finding(job.namespace, step.obs.pod_security)),
+        (
+            ConditionType.SHARED_VOLUME_BOUND,
+            claim_finding(job.claim_name, step.obs.claim, step.obs.claim_known),
+        ),
+    )
+    for kind, finding in findings:
+        if finding is None:
+            continue
+        said = step.status.condition(kind)
+        if finding.ok and said is None:
+            continue
+        if not finding.ok and (said is None or said.true or said.reason != finding.reason):
+            step.event("Warning", finding.reason, finding.message)
+        step.condition(kind, finding.ok, finding.reason, finding.message, listed=True)
 
 
 def _storage(step: _Step) -> None:
@@ -506,14 +536,14 @@ def _launch(step: _Step, job: JobSpec, current: Sequence[ObservedPod], leftover_
     if step.obs.service_missing:  # a restart's is there already: asking again costs two calls
         step.actions.append(EnsureService(build_service(job)))
     if missing:
-        # The claim reaches the folder (sharedVolume is immutable): no init container to start again.
-        checked = step.status.condition_is_true(ConditionType.SHARED_VOLUME_CHECKED)
+        # The claim reaches the folder (sharedVolume is immutable): no init container to start
+        # again. Known only from a check this operator made (claim_checks), never from the
+        # job's status: whoever may write the status could have set SharedVolumeChecked.
         reached = step.obs.claim_reached if job.folder_check_image else None
-        if not checked and reached is not None:
+        if reached is not None and not step.status.condition_is_true(ConditionType.SHARED_VOLUME_CHECKED):
             message = reached.message(job.claim_name or "")
             step.condition(ConditionType.SHARED_VOLUME_CHECKED, True, "ClaimReached", message)
-            checked = True
-        built = dataclasses.replace(job, folder_check_image="") if checked else job
+        built = dataclasses.replace(job, folder_check_image="") if reached is not None else job
         group = pod_group(job, current)
         step.actions.append(CreatePods(built, attempt, missing, proven=not first, pod_group=group))
         _note_recreated(step, {m.stem for m in missing})
@@ -588,8 +618,9 @@ def _name_of(job: JobSpec, member: Member) -> str:
 
 
 def _checked(step: _Step, job: JobSpec) -> JobSpec:
-    """The job as its pods are built now: without the folder check once it passed."""
-    if step.status.condition_is_true(ConditionType.SHARED_VOLUME_CHECKED):
+    """The job as its pods are built now: without the folder check once one this operator
+    made passed on its claim (claim_checks; the status condition is not believed)."""
+    if job.folder_check_image and step.obs.claim_reached is not None:
         return dataclasses.replace(job, folder_check_image="")
     return job
 

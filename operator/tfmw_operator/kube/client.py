@@ -18,6 +18,7 @@ import kopf
 
 from tfmw_operator.api.kinds import TFMW_JOBS, JobKind
 from tfmw_operator.api.objects import Json
+from tfmw_operator.kube.fair import FairSlots, namespace_of_path
 
 MERGE_PATCH = "application/merge-patch+json"
 logger = logging.getLogger(__name__)
@@ -27,7 +28,9 @@ logger = logging.getLogger(__name__)
 CONNECTION_POOL_SIZE = 8
 # Requests beyond this wait for a slot before aiohttp builds them: each request waiting inside
 # aiohttp for a connection holds memory, and a large cleanup sends thousands at once
-# (docs/benchmarks.md, "The measurements behind the code"). Twice the pool keeps it fed.
+# (docs/benchmarks.md, "The measurements behind the code"). Twice the pool keeps it fed. The
+# slots go to namespaces in turn (fair.py): one tenant's thousand jobs never queue another's
+# requests behind theirs.
 REQUESTS_AT_ONCE = 2 * CONNECTION_POOL_SIZE
 REQUEST_TIMEOUT = aiohttp.ClientTimeout(total=30, sock_connect=5)
 LOG_TIMEOUT = aiohttp.ClientTimeout(total=60, sock_connect=5)
@@ -146,7 +149,7 @@ class Kube:
 
     def __init__(self, credentials: kopf.ConnectionInfo, relogin: Login = connection_info) -> None:
         self._relogin = relogin
-        self._slots = asyncio.Semaphore(REQUESTS_AT_ONCE)
+        self._slots = FairSlots(REQUESTS_AT_ONCE)
         self._connect(credentials)
 
     def _connect(self, credentials: kopf.ConnectionInfo) -> None:
@@ -181,13 +184,14 @@ class Kube:
         timeout: aiohttp.ClientTimeout = REQUEST_TIMEOUT,
         accept: str | None = None,
     ) -> Json:
+        namespace = namespace_of_path(path)
         for attempt in (1, 2):
             data = None if body is None else json.dumps(body, separators=(",", ":"))
             headers = {"Content-Type": content_type} if data is not None else {}
             if accept is not None:
                 headers["Accept"] = accept
             async with (
-                self._slots,
+                self._slots.held(namespace),
                 self.session.request(
                     method, self.server + path, params=params, data=data, headers=headers, timeout=timeout
                 ) as response,
@@ -378,7 +382,9 @@ class Kube:
         follow: bool = False,
         grace_seconds: float | None = None,
     ) -> bytes:
-        """The last `limit_bytes` of a container's log, as the bytes it printed (b"" when none).
+        """The last `limit_bytes` of a container's log, as the bytes it printed (b"" when none);
+        LogUnavailable when it cannot be read (the API server's refusal, or no answer at all:
+        a kubelet restarting is not reached).
 
         With `follow`, reading goes on until the container ends, so a worker being stopped
         is read to its last line: for at most `grace_seconds` (the grace period the pod is
@@ -396,22 +402,31 @@ class Kube:
         try:
             async with self.streams.get(url, params=params, timeout=timeout) as response:
                 if response.status >= 400:
-                    error = ApiError(response.status, response.reason or "", await response.read())
-                    if error.status not in (400, 404):  # never started, or already gone
-                        logger.warning(
-                            "cannot read the log of %s/%s [%s]: %s", namespace, pod, container, error
-                        )
-                    return b""
+                    error = ApiError(
+                        response.status, response.reason or "", await response.content.read(4096)
+                    )
+                    raise LogUnavailable(error.status, str(error))
                 async for chunk in response.content.iter_chunked(64 * 1024):
                     tail.append(chunk)
                     kept += len(chunk)
                     while kept - len(tail[0]) >= limit_bytes:
                         kept -= len(tail.popleft())
         except (aiohttp.ClientError, TimeoutError) as error:  # a dropped stream: keep what came
+            if not tail:
+                raise LogUnavailable(0, f"{type(error).__name__}: {error}") from error
             logger.warning("log of %s/%s [%s] cut short: %s", namespace, pod, container, error)
         # Kept as bytes: a byte limit may split a UTF-8 character, programs print any bytes
         # at all, and decoding them leniently would triple a log of non-UTF-8 output.
         return b"".join(tail)[-limit_bytes:]
 
 
-__all__ = ["ApiError", "Kube", "LineSplitter", "LineTooLong", "connection_info"]
+class LogUnavailable(Exception):
+    """A container's log could not be read: `status` the API server's (0: no answer)."""
+
+    def __init__(self, status: int, reason: str) -> None:
+        super().__init__(reason)
+        self.status = status
+        self.reason = reason
+
+
+__all__ = ["ApiError", "Kube", "LineSplitter", "LineTooLong", "LogUnavailable", "connection_info"]

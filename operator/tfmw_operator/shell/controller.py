@@ -20,7 +20,7 @@ from tfmw_operator.api.spec import JobSpec
 from tfmw_operator.api.status import JobStatus, Phase
 from tfmw_operator.api.tfjob import KF_JOB_NAME, KF_OPERATOR_NAME, KUBEFLOW_OPERATOR_NAME, SERVE_OFF, serves
 from tfmw_operator.core.builders import build_event, pod_group_name
-from tfmw_operator.core.claim_checks import Claim, FolderReached, ReachedClaims
+from tfmw_operator.core.claim_checks import Claim, FolderReached, OwnPods, ReachedClaims, trusted_pass
 from tfmw_operator.core.decision import (
     CreatePods,
     Decision,
@@ -44,8 +44,10 @@ from tfmw_operator.core.progress import ProgressProblem, ProgressReading
 from tfmw_operator.core.reconcile import reconcile, reconcile_failed
 from tfmw_operator.core.reports import PodReport, StacksReading
 from tfmw_operator.core.supervision import GANG
+from tfmw_operator.core.tenancy import pod_security_of
 from tfmw_operator.core.workloads import WorkloadState, observe_workload
 from tfmw_operator.kube.client import ApiError, Kube
+from tfmw_operator.kube.fair import FairSlots
 from tfmw_operator.kube.informer import Informer, LatestJobs, ignore_changes, own_name
 from tfmw_operator.runtime import metrics
 from tfmw_operator.runtime.settings import Settings
@@ -123,6 +125,11 @@ class JobController:
             for n, scope in by_scope
         }
         self.reached_claims = ReachedClaims()
+        # The Pod Security level each namespace enforces (core/tenancy): read only.
+        self.namespaces: Informer[str] = Informer(
+            kube, "/api/v1/namespaces", pod_security_of, ignore_changes, "", own_name
+        )
+        self.own_pods = OwnPods()  # the UIDs of the pods this operator created (claim_checks)
         # Where TFJobs are served: Kubeflow's own TFJob controller, seen through its pods (the
         # job's, and the controller's own): one controller per job (api/tfjob.py `serves`).
         self.kubeflow_pods: dict[str, Informer[str]] = {}
@@ -143,18 +150,18 @@ class JobController:
         self.audit = JobAudit(
             kube, self.jobs, self.pods.values(), settings.exact_namespaces, self._forget, settings.kinds
         )
-        self.creator = Creator(kube, self.events, self._services_of, self._pods_of)
+        self.creator = Creator(kube, self.events, self._services_of, self._pods_of, self.own_pods.add)
         self.deleter = WorkerDeleter(kube, self.storage, self._pods_of)
         self._states: dict[Key, _JobState] = {}
         self._active = 0
-        self._launching = asyncio.Semaphore(LAUNCHES_AT_ONCE)
+        self._launching = FairSlots(LAUNCHES_AT_ONCE)  # in turn between namespaces (kube/fair)
 
     def watches(self) -> list[Informer[Owned]]:
         return [*self.pods.values(), *self.services.values()]
 
     def side_watches(self) -> list[Informer[str] | Informer[bool]]:
         """Watches of what is not the operator's own that reconciles only read (never wait for)."""
-        return [*self.kubeflow_pods.values(), *self.kubeflow_controllers.values()]
+        return [self.namespaces, *self.kubeflow_pods.values(), *self.kubeflow_controllers.values()]
 
     def _view(self, informers: dict[str, Informer[T]], namespace: str) -> Informer[T]:
         return informers[namespace] if namespace in informers else informers[""]
@@ -169,15 +176,23 @@ class JobController:
         """Record a folder check this job's worker passed, and say whether any job's did for
         the claim as it is now. The worker must still be up (not deleted: the claim's
         protection finalizer keeps its claim while it runs), and the claim older than the
-        check, so the claim seen is the one the check read."""
+        check, so the claim seen is the one the check read. Only a pod this operator created
+        counts, and only a check that ran the operator's image (claim_checks)."""
         if not job.folder_check_image or job.claim_name is None:
             return None
         claim = self._claim(job.namespace, job.claim_name)
-        passed = next((p for p in pods if p.folder_checked and p.active), None)
+        passed = trusted_pass(pods, self.own_pods, job.folder_check_image)
         if passed is not None:
             reached = FolderReached(job.name, passed.index)
             self.reached_claims.record(job.namespace, claim, reached, passed.folder_checked_at)
         return self.reached_claims.reached(job.namespace, claim)
+
+    def _pod_security(self, namespace: str) -> str | None:
+        """The Pod Security level the namespace enforces by its label; None when the
+        namespaces watch is not listing fresh."""
+        if not self.namespaces.fresh:
+            return None
+        return next(iter(self.namespaces.of_job(("", namespace))), "")
 
     def _pods_of(self, namespace: str) -> Informer[Owned]:
         return self._view(self.pods, namespace)
@@ -281,7 +296,13 @@ class JobController:
             stacks=stacks,
         )
         if isinstance(spec, JobSpec):
-            observed = dataclasses.replace(observed, claim_reached=self._claim_reached(spec, observed.pods))
+            observed = dataclasses.replace(
+                observed,
+                claim_reached=self._claim_reached(spec, observed.pods),
+                pod_security=self._pod_security(spec.namespace),
+                claim=None if spec.claim_name is None else self._claim(spec.namespace, spec.claim_name),
+                claim_known=self._view(self.claims, spec.namespace).fresh,
+            )
         decision = reconcile(observed)
         completed = await self._apply(
             key, job, observed.pods, decision, spec if isinstance(spec, JobSpec) else None
@@ -420,7 +441,7 @@ class JobController:
                 service = action.service if isinstance(action, EnsureService) else None
                 # Only the creating waits its turn: a gang restart's deletions, or any other
                 # job's decision, never queue behind a burst of launches.
-                async with self._launching:
+                async with self._launching.held(namespace):
                     created = await self.creator.launch(namespace, service, batch)
                 if not self._created(key, created):
                     completed = False

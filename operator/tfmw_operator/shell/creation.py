@@ -64,8 +64,11 @@ View = Callable[[str], Informer[Owned]]  # a namespace's pods or Services as las
 
 
 class Creator:
-    def __init__(self, kube: Kube, events: EventPoster, services: View, pods: View) -> None:
+    def __init__(
+        self, kube: Kube, events: EventPoster, services: View, pods: View, created: Callable[[object], None]
+    ) -> None:
         self.kube = kube
+        self.created = created  # told the UID of each pod created
         self.events = events
         self.services = services
         self.pods = pods
@@ -130,6 +133,7 @@ class Creator:
                     view = self.pods(namespace)
                     for pod in created:
                         if pod is not None:
+                            self.created((pod.get("metadata") or {}).get("uid"))
                             view.put(pod)
                     batch = min(batch * 2, CREATE_BATCH_MAX)
         except CreateRefused as refused:

@@ -10,7 +10,8 @@ from collections.abc import Awaitable, Callable, Iterator, Sequence
 from tfmw_operator.core.decision import DeletePods
 from tfmw_operator.core.owned import Owned
 from tfmw_operator.core.pods import ObservedPod
-from tfmw_operator.kube.client import Kube
+from tfmw_operator.kube.client import Kube, LogUnavailable
+from tfmw_operator.kube.fair import FairSlots
 from tfmw_operator.kube.informer import Informer
 from tfmw_operator.storage.files import SharedStorage, archive_log, reported
 
@@ -28,6 +29,13 @@ LOG_MIN_BYTES = 64 * 1024
 # before its deletion when that is immediate, beside it when graceful.
 LOG_FOLLOWED_AT_ONCE = 64
 LOG_READS_AT_ONCE = 32
+# The most one namespace follows at once: workers that ignore SIGTERM with a grace period of
+# days hold their slots that long, and take no more than a quarter from everyone else.
+LOG_FOLLOWED_PER_NAMESPACE = 16
+# A log that cannot be read (a kubelet restarting answers nothing, or errors, for a few
+# seconds) is asked again, after these pauses: the pod is deleted only after, when it is
+# deleted at once, so its log is still there to be read. 404: the pod is gone, and its log.
+LOG_READ_PAUSES = (1.0, 2.0, 4.0, 4.0)
 
 
 Warn = Callable[[str, str], None]  # a Warning Event (reason, message) on the worker's job
@@ -40,8 +48,9 @@ class WorkerDeleter:
         self.storage = storage
         self.pods = pods  # the view of a namespace's pods
         self._reading = 0  # containers whose logs are being read now
-        self._following = 0  # of those, followed while their workers stop
-        self._reads_now = asyncio.Semaphore(LOG_READS_AT_ONCE)  # read before a deletion
+        # Of those, followed while their workers stop; both shared in turn between namespaces.
+        self._followed = FairSlots(LOG_FOLLOWED_AT_ONCE, per_namespace=LOG_FOLLOWED_PER_NAMESPACE)
+        self._reads_now = FairSlots(LOG_READS_AT_ONCE)  # read before a deletion
         self._in_turn: collections.deque[tuple[str, str, ObservedPod, Warn]] = collections.deque()
         self._readers = 0  # reading the queued logs, at most LOG_READS_AT_ONCE
         self._archiving: set[asyncio.Task[None]] = set()
@@ -68,7 +77,7 @@ class WorkerDeleter:
         # With no grace the API server forgets the pod at once, and a log stream not yet
         # open by then finds nothing: such a worker's log is read before, never followed.
         immediate = pod.terminated or grace == 0
-        follow = pod.active and not immediate and self._following + count <= LOG_FOLLOWED_AT_ONCE
+        follow = pod.active and not immediate and self._followed.try_acquire(namespace, count)
         if not follow and not immediate:
             # A graceful deletion leaves the log readable while the worker stops: read beside it.
             gone = await self.delete_pod(namespace, pod, action.grace_seconds)
@@ -76,13 +85,12 @@ class WorkerDeleter:
             return gone
         if follow:
             self._reading += count
-            self._following += count
             reading = asyncio.gather(*self._reads(namespace, pod, follow, grace), return_exceptions=True)
             self._archive_later(job_relpath, pod, reading, follow, warn)
             await asyncio.sleep(0)  # let the log requests go out before the stop
             return await self.delete_pod(namespace, pod, action.grace_seconds)
         # Deleted at once: read first, or the log goes with the pod.
-        async with self._reads_now:
+        async with self._reads_now.held(namespace):
             self._reading += count  # counted once reading (a wait for the slot may be cancelled)
             reading = asyncio.gather(*self._reads(namespace, pod, follow, grace), return_exceptions=True)
             self._archive_later(job_relpath, pod, reading, follow, warn)
@@ -95,7 +103,23 @@ class WorkerDeleter:
         """Each container's log, kept to a tail that shares LOG_MEMORY_BYTES with the others
         being read now."""
         limit = log_tail_bytes(self._reading)
-        return (self.kube.container_log(namespace, pod.name, c, limit, follow, grace) for c in pod.containers)
+        return (self._read_log(namespace, pod.name, c, limit, follow, grace) for c in pod.containers)
+
+    async def _read_log(
+        self, namespace: str, pod: str, container: str, limit: int, follow: bool, grace: int
+    ) -> bytes:
+        """One container's log; asked again after LOG_READ_PAUSES while it cannot be read and
+        the pod is not gone (then followed no more: the worker has stopped by then, or soon)."""
+        for pause in (*LOG_READ_PAUSES, None):
+            try:
+                return await self.kube.container_log(namespace, pod, container, limit, follow, grace)
+            except LogUnavailable as unavailable:
+                if unavailable.status == 404 or pause is None:
+                    raise
+                logger.info("the log of %s/%s [%s] not read yet: %s", namespace, pod, container, unavailable)
+                follow = False
+                await asyncio.sleep(pause)
+        raise AssertionError("unreachable")
 
     def _read_in_turn(self, namespace: str, job_relpath: str, pod: ObservedPod, warn: Warn) -> None:
         """Queue the log of a worker deleted gracefully, read by LOG_READS_AT_ONCE readers.
@@ -133,7 +157,8 @@ class WorkerDeleter:
             logs = await reading
         finally:
             self._reading -= len(pod.containers)
-            self._following -= len(pod.containers) if followed else 0
+            if followed:
+                self._followed.release(job_relpath.split("/", 1)[0], len(pod.containers))
         try:
             await self._save(job_relpath, pod, logs, warn)
         except Exception:  # best effort: one worker's log never ends the readers of the others'
@@ -145,8 +170,11 @@ class WorkerDeleter:
         warnings: list[tuple[str, str]] = []
         for position, (container, text) in enumerate(zip(pod.containers, logs, strict=True)):
             if isinstance(text, BaseException):
-                logger.warning("reading the log of %s [%s] failed: %r", pod.name, container, text)
-                continue
+                # Never a silent absence: the file the job's history points to says why.
+                why = log_not_read(pod, container, text)
+                logger.warning("%s", why)
+                warn("LogNotSaved", why)
+                text = f"[tfmw] {why}\n".encode()
             if not text:
                 continue
             suffix = "" if position == 0 else f".{container}"
@@ -195,3 +223,20 @@ class WorkerDeleter:
 def log_tail_bytes(reading: int) -> int:
     """How much of each container's log to keep while `reading` containers are being read."""
     return max(LOG_MIN_BYTES, min(LOG_ARCHIVE_BYTES, LOG_MEMORY_BYTES // max(1, reading)))
+
+
+def log_not_read(pod: ObservedPod, container: str, error: BaseException) -> str:
+    """Why a worker's log is not kept, as its log file and a Warning say."""
+    if isinstance(error, LogUnavailable):
+        if error.status == 404:
+            cause = "the pod was gone"
+        elif error.status == 0 or error.status >= 500:
+            cause = "its node's kubelet was not reached (restarting, or the node gone)"
+        else:
+            cause = "the API server refused"
+        tries = "" if error.status == 404 else f" in {len(LOG_READ_PAUSES) + 1} tries"
+        detail = f"{cause}{tries} ({error.reason[:300]})"
+    else:
+        detail = f"{type(error).__name__}: {str(error)[:300]}"
+    where = f"container {container} of pod {pod.name} (attempt {pod.attempt})"
+    return f"the log of {where} could not be read: {detail}"

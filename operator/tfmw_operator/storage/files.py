@@ -10,8 +10,6 @@ that names the path and the errno.
 
 from __future__ import annotations
 
-import asyncio
-import concurrent.futures
 import contextlib
 import errno
 import functools
@@ -38,6 +36,7 @@ from tfmw_operator.core.progress import (
     ProgressReading,
     parse_progress,
 )
+from tfmw_operator.storage import pool
 
 logger = logging.getLogger(__name__)
 
@@ -47,13 +46,17 @@ D = TypeVar("D")
 
 MAX_MARKER_BYTES = 64 * 1024
 # A hung network filesystem must not hang reconciles: storage calls get their own threads
-# and a deadline (a thread stuck in the kernel stays stuck, but the job goes on).
-STORAGE_TIMEOUT_SECONDS = 10.0
-STORAGE_THREADS = 16
+# and a deadline (a thread stuck in the kernel stays stuck, but the job goes on), shared
+# fairly between namespaces (pool.py).
+STORAGE_TIMEOUT_SECONDS = pool.TIMEOUT_SECONDS
 # Workers may run as any user; the folder is the job's scratch space, writable by all of them.
 JOB_DIRECTORY_MODE = 0o777
+# A namespace's folder holds its jobs' folders, made by the operator alone: no worker writes
+# there (each mounts its job's folder as a subPath), and TensorBoard reads it.
+NAMESPACE_DIRECTORY_MODE = 0o755
 
-_DIR_FLAGS = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC
+# Non-blocking too: whatever takes a folder's name (a FIFO, a device) fails the open at once.
+_DIR_FLAGS = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC
 _READ_FLAGS = os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC
 _CREATE_FLAGS = os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC
 
@@ -86,7 +89,7 @@ def _directory(shared_root: Path, relpath: str, create: bool = False) -> Iterato
     reached without following links."""
     parts = _parts(relpath) if relpath else []
     try:
-        fd = os.open(shared_root, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
+        fd = os.open(shared_root, os.O_RDONLY | os.O_DIRECTORY | os.O_NONBLOCK | os.O_CLOEXEC)
     except OSError as error:
         raise StorageError(str(shared_root), error) from error
     try:
@@ -96,9 +99,9 @@ def _directory(shared_root: Path, relpath: str, create: bool = False) -> Iterato
             except FileNotFoundError:
                 if not create:
                     raise
-                with contextlib.suppress(FileExistsError):
-                    os.mkdir(part, JOB_DIRECTORY_MODE, dir_fd=fd)
-                child = os.open(part, _DIR_FLAGS, dir_fd=fd)
+                child = _make_directory(
+                    fd, part, NAMESPACE_DIRECTORY_MODE if depth == 0 else JOB_DIRECTORY_MODE
+                )
             except OSError as error:
                 raise StorageError("/".join(parts[: depth + 1]), error) from error
             os.close(fd)
@@ -106,6 +109,21 @@ def _directory(shared_root: Path, relpath: str, create: bool = False) -> Iterato
         yield fd
     finally:
         os.close(fd)
+
+
+def _make_directory(dir_fd: int, name: str, mode: int) -> int:
+    """Make the folder `name` (unless it appeared meanwhile) and open it. A namespace's folder
+    the operator makes gets exactly NAMESPACE_DIRECTORY_MODE, whatever the umask."""
+    try:
+        os.mkdir(name, mode, dir_fd=dir_fd)
+        made = True
+    except FileExistsError:
+        made = False
+    fd = os.open(name, _DIR_FLAGS, dir_fd=dir_fd)
+    if made and mode == NAMESPACE_DIRECTORY_MODE:
+        with contextlib.suppress(OSError):
+            os.fchmod(fd, mode)
+    return fd
 
 
 def open_directory(shared_root: Path, relpath: str) -> contextlib.AbstractContextManager[int]:
@@ -237,6 +255,8 @@ def ensure_job_directory(shared_root: Path, relpath: str, job_uid: str) -> None:
     parent, name = _split(relpath)
     with _directory(shared_root, parent, create=True) as parent_fd:
         owner = _folder_owner(parent_fd, name, relpath)
+        # Anything but a folder under the job's name (a FIFO, a link, a file: the namespace's
+        # pods may put one there) is moved aside the same way, never opened or followed.
         if owner not in (None, job_uid):
             # The owner file is the workers' to write: only a UID's characters reach the new
             # name (a '/' or '..' there would move the folder anywhere, another namespace's too).
@@ -262,6 +282,8 @@ def _folder_owner(parent_fd: int, name: str, relpath: str) -> str | None:
     except FileNotFoundError:
         return None
     except OSError as error:
+        if error.errno in (errno.ENOTDIR, errno.ELOOP):
+            return "unknown"  # not a folder: moved aside like one of unknown origin
         raise StorageError(relpath, error) from error
     try:
         content, _ = _read_regular(job_fd, OWNER_FILE, f"{relpath}/{OWNER_FILE}", 256)
@@ -316,25 +338,32 @@ def _exists(dir_fd: int, name: str) -> bool:
     return True
 
 
-class SharedStorage:
-    """The functions of this module, run off the event loop under the shared root."""
+def namespace_of(relpath: str) -> str:
+    """The namespace a path under the root is in ("" for the root itself): its storage lane."""
+    first = relpath.split("/", 1)[0]
+    return "" if first in ("", ".") else first
 
-    def __init__(self, root: Path) -> None:
+
+class SharedStorage:
+    """The functions of this module, run off the event loop under the shared root, in
+    threads shared fairly between namespaces (pool.py)."""
+
+    def __init__(self, root: Path, threads: pool.FairThreads | None = None) -> None:
         self.root = root
-        self._threads = concurrent.futures.ThreadPoolExecutor(STORAGE_THREADS, "tfmw-storage")
+        self.threads = threads or pool.FairThreads()
 
     async def call(self, relpath: str, function: Callable[..., T], *args: object) -> T:
-        """`function(root, *args)` in the storage threads, within STORAGE_TIMEOUT_SECONDS;
-        StorageError naming `relpath` when it takes longer."""
-        loop = asyncio.get_running_loop()
-        work = loop.run_in_executor(self._threads, functools.partial(function, self.root, *args))
+        """`function(root, *args)` in the storage threads, counted against the namespace of
+        `relpath`, within STORAGE_TIMEOUT_SECONDS; StorageError naming `relpath` when it takes
+        longer, or when that namespace's storage is backed off (pool.py)."""
         try:
             # Not wait_for: on Python 3.11 it wraps the future in a task of its own, a cost
             # on a launch's path (docs/benchmarks.md, "The measurements behind the code").
-            async with asyncio.timeout(STORAGE_TIMEOUT_SECONDS):
-                return await work
-        except TimeoutError:
-            raise StorageError(relpath, f"no answer within {STORAGE_TIMEOUT_SECONDS:.0f}s") from None
+            return await self.threads.run(
+                namespace_of(relpath), functools.partial(function, self.root, *args)
+            )
+        except pool.Refused as refused:
+            raise StorageError(relpath, str(refused)) from None
 
 
 async def reported(warnings: list[tuple[str, str]], call: Awaitable[object]) -> None:

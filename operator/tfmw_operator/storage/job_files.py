@@ -26,7 +26,13 @@ from tfmw_operator.api.objects import Key
 from tfmw_operator.contract import PROGRESS_FILE
 from tfmw_operator.core.decision import ProgressWatch
 from tfmw_operator.storage.control import reports_signature
-from tfmw_operator.storage.files import SharedStorage, StorageError, file_signature, marker_exists
+from tfmw_operator.storage.files import (
+    SharedStorage,
+    StorageError,
+    file_signature,
+    marker_exists,
+    namespace_of,
+)
 from tfmw_operator.storage.watch import FolderEvents, WatchSync
 
 logger = logging.getLogger(__name__)
@@ -171,24 +177,46 @@ class JobFileWatcher:
         reports: list[ReportsCheck] | None = None,
     ) -> None:
         """Stat the markers, progress documents and reports' folders given; trigger the jobs
-        whose changed."""
+        whose changed. One call per namespace: a namespace whose storage is slow or backed off
+        (pool.py) holds up only its own jobs' files."""
         if not markers and not progress and not reports:
             return
-        try:
-            found = await self.storage.call(".", _markers_present, markers) if markers else []
-            if progress:
-                found += await self.storage.call(".", _progress_changed, progress)
-            if reports:
-                changed = await self.storage.call(".", _reports_changed, reports)
-                for key, signature in changed:
-                    if (watched := self._jobs.get(key)) is not None:
-                        watched.reports_seen = signature
-                found += [key for key, _ in changed]
-        except (OSError, StorageError):  # storage trouble must not end marker detection for good
-            logger.exception("cannot look for markers under %s", self.storage.root)
-            return
-        for key in found:
-            self._trigger(key)
+        by_namespace: dict[str, tuple[list[tuple[Key, str]], list[ProgressCheck], list[ReportsCheck]]] = {}
+        for key, relpath in markers:
+            by_namespace.setdefault(namespace_of(relpath), ([], [], []))[0].append((key, relpath))
+        for check in progress:
+            by_namespace.setdefault(namespace_of(check[1]), ([], [], []))[1].append(check)
+        for check in reports or []:
+            by_namespace.setdefault(namespace_of(check[1]), ([], [], []))[2].append(check)
+        looks = (self._look_in(namespace, *checks) for namespace, checks in by_namespace.items())
+        results = await asyncio.gather(*looks, return_exceptions=True)
+        for namespace, found in zip(by_namespace, results, strict=True):
+            if isinstance(found, BaseException):
+                if not isinstance(found, (OSError, StorageError)):
+                    raise found
+                # Storage trouble must not end marker detection for good: looked at next tick.
+                logger.warning("cannot look for markers of namespace %s: %s", namespace, found)
+                continue
+            for key in found:
+                self._trigger(key)
+
+    async def _look_in(
+        self,
+        namespace: str,
+        markers: list[tuple[Key, str]],
+        progress: list[ProgressCheck],
+        reports: list[ReportsCheck],
+    ) -> list[Key]:
+        found: list[Key] = []
+        if markers or progress:
+            found += await self.storage.call(namespace, _changed, markers, progress)
+        if reports:
+            changed = await self.storage.call(namespace, _reports_changed, reports)
+            for key, signature in changed:
+                if (watched := self._jobs.get(key)) is not None:
+                    watched.reports_seen = signature
+            found += [key for key, _ in changed]
+        return found
 
     def _progress_to_check(self) -> list[ProgressCheck]:
         """Jobs whose progress document may be recorded now (the throttle allows it)."""
@@ -227,6 +255,10 @@ class JobFileWatcher:
             elif progress is not None and PROGRESS_FILE in names:
                 wait = (progress.not_before - now).total_seconds() if progress.not_before else 0.0
                 self._trigger_later(key, max(0.0, wait))
+
+
+def _changed(shared_root: Path, markers: list[tuple[Key, str]], progress: list[ProgressCheck]) -> list[Key]:
+    return _markers_present(shared_root, markers) + _progress_changed(shared_root, progress)
 
 
 def _markers_present(shared_root: Path, watched: list[tuple[Key, str]]) -> list[Key]:

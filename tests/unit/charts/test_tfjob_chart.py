@@ -149,3 +149,27 @@ def test_helm_lint_is_clean_with_tfjob_enabled() -> None:
         check=False,
     )
     assert done.returncode == 0, done.stdout + done.stderr
+
+
+def test_watch_namespaces_give_the_tfjob_rights_in_each_namespace_and_none_cluster_wide() -> None:
+    cluster_wide = by_key(tfjob_objects(helm_template("--set", "tfjob.enabled=true")))
+    role = cluster_wide[("rbac.authorization.k8s.io/v1", "ClusterRole", "", "tfmw-operator-tfjob")]
+    docs = tfjob_objects(
+        helm_template("--set", "tfjob.enabled=true", "--set", "watchNamespaces={team-a,team-b}")
+    )
+    rbac = [d for d in docs if d["apiVersion"].startswith("rbac.")]
+    assert not [d for d in rbac if d["kind"].startswith("Cluster")]
+    found = by_key(rbac)
+    for namespace in ("team-a", "team-b"):
+        namespaced = found[("rbac.authorization.k8s.io/v1", "Role", namespace, "tfmw-operator-tfjob")]
+        assert namespaced["rules"] == role["rules"]  # the same rights, only where it serves
+        binding = found[("rbac.authorization.k8s.io/v1", "RoleBinding", namespace, "tfmw-operator-tfjob")]
+        assert binding["roleRef"] == {
+            "apiGroup": "rbac.authorization.k8s.io",
+            "kind": "Role",
+            "name": "tfmw-operator-tfjob",
+        }
+        assert binding["subjects"] == [
+            {"kind": "ServiceAccount", "name": "tfmw-operator", "namespace": "tfmw-system"}
+        ]
+    assert len(rbac) == 4

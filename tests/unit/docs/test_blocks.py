@@ -38,6 +38,7 @@ DOCS = [
     "local-cluster.md",
     "benchmarks.md",
     "development.md",
+    "tfjob.md",
 ]
 
 

@@ -806,15 +806,23 @@ def _seen(job: Job, stem: str, **expected: Any) -> tuple[dict[str, Any], float]:
     file's mtime is no finer than the kernel's tick)."""
     path = job.folder / ".tfmw" / "pods" / f"{stem}.json"
     deadline = time.monotonic() + 10.0
-    seen_inode = None
+    # Not the inode alone: ext4 hands a freed inode to the next file, so a report renamed into
+    # place can carry the number of the one it replaced.
+    seen_version = None
     while time.monotonic() < deadline:
         try:
-            inode = path.stat().st_ino
+            status = path.stat()
+            version: tuple[int, int, int, int] | None = (
+                status.st_ino,
+                status.st_size,
+                status.st_mtime_ns,
+                status.st_ctime_ns,
+            )
         except FileNotFoundError:
-            inode = None
-        if inode is not None and inode != seen_inode:
+            version = None
+        if version is not None and version != seen_version:
             when = time.time()
-            seen_inode = inode
+            seen_version = version
             doc = job.report(stem)
             if doc is not None and all(doc.get(key) == value for key, value in expected.items()):
                 return doc, when

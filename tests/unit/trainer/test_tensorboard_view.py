@@ -14,6 +14,7 @@ from pathlib import Path
 
 import pytest
 from ports import free_ports
+from tfmw_trainer import tensorboard_view
 from tfmw_trainer.tensorboard_view import View
 
 EVENTS = "events.out.tfevents.1700000000.host.1.0.v2"
@@ -189,7 +190,17 @@ def test_tensorboard_over_the_view_serves_every_run_despite_a_fifo(tmp_path: Pat
         "--reload_interval=1",
         f"--load_fast={load_fast}",
     ]
-    process = subprocess.Popen(command, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+    # A PATH without the environment's bin/: the view starts the TensorBoard installed beside
+    # it, as when its Python is called by path (a venv not activated). PYTHONPATH: the
+    # tfmw_trainer under test, not the one an editable install points at.
+    environment = {
+        **os.environ,
+        "PATH": os.defpath,
+        "PYTHONPATH": str(Path(tensorboard_view.__file__).parents[1]),
+    }
+    process = subprocess.Popen(
+        command, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True, env=environment
+    )
     try:
         assert "b/good" in wait_runs(port, {"b/good"}, timeout=90)
         write_scalars(source / "c" / "later", 2)

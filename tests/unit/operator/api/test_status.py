@@ -7,7 +7,15 @@ from typing import Any
 
 import pytest
 from tfmw_operator.api.records import evolve
-from tfmw_operator.api.status import ConditionType, JobStatus, Phase, WorkerCounts, merge_patch
+from tfmw_operator.api.status import (
+    Checkpoint,
+    ConditionType,
+    JobStatus,
+    Phase,
+    ProgressStatus,
+    WorkerCounts,
+    merge_patch,
+)
 from wrappers import at
 
 RUNNING: dict[str, Any] = {
@@ -173,3 +181,27 @@ def test_every_status_field_the_operator_writes_is_in_the_crd() -> None:
 
     walk(JobStatus, schema, "status")
     assert not missing, missing
+
+
+def test_merge_patch_recurses_into_objects_present_on_both_sides() -> None:
+    old = {"workers": {"running": 1, "failed": 0, "pending": 2}, "phase": "Running"}
+    new = {"workers": {"running": 2, "failed": 0}, "phase": "Running"}
+    assert merge_patch(old, new) == {"workers": {"running": 2, "pending": None}}
+
+
+def test_a_checkpoint_and_progress_are_described_with_only_what_they_hold() -> None:
+    assert (
+        Checkpoint(epoch=2, step=40, path="ckpt-3").describe()
+        == "the checkpoint of epoch 2 step 40 at ckpt-3"
+    )
+    assert Checkpoint(step=0).describe() == "the checkpoint of step 0"
+    assert Checkpoint(epoch=0, path="").describe() == "the checkpoint of epoch 0"
+    full = ProgressStatus(
+        attempt=1, epoch=3, total_epochs=10, step=600, total_steps=2000, summary="loss=0.12"
+    )
+    assert full.describe() == "epoch 3/10, step 600/2000 (loss=0.12) in attempt 1"
+    assert ProgressStatus(attempt=2, epoch=3, step=6).describe() == "epoch 3, step 6 in attempt 2"
+    assert (
+        ProgressStatus(updated_at=at(5)).describe()
+        == "a progress document, written at 2026-01-01T12:00:05Z in attempt 0"
+    )

@@ -1,7 +1,13 @@
 import json
 
 from tfmw_operator.api.spec import Member, parse_job
-from tfmw_operator.core.builders import build_event, build_pod, build_service, build_tf_config
+from tfmw_operator.core.builders import (
+    build_event,
+    build_pod,
+    build_service,
+    build_tf_config,
+    pod_group_name_prefix,
+)
 from wrappers import at, container_env, job
 
 
@@ -225,6 +231,9 @@ def test_folder_check_runs_first_in_the_operator_image_when_configured() -> None
     assert check["securityContext"]["allowPrivilegeEscalation"] is False
     assert check["securityContext"]["runAsNonRoot"] is True and check["securityContext"]["runAsUser"] == 1000
     assert check["resources"]["limits"]["memory"]
+    assert check["imagePullPolicy"] == "IfNotPresent" and check["terminationMessagePolicy"] == "File"
+    assert check["securityContext"]["readOnlyRootFilesystem"] is True
+    assert check["securityContext"]["seccompProfile"] == {"type": "RuntimeDefault"}
     # Without an image (the operator run out of cluster) there is no check.
     plain = build_pod(parse_job(obj), Member.worker(1), 0)
     assert [c["name"] for c in plain["spec"]["initContainers"]] == ["fetch"]
@@ -241,3 +250,17 @@ def test_workers_get_no_api_token_unless_their_template_asks_for_one() -> None:
     # A named service account is there to be used: its own automount setting decides.
     named = parse_job(job().pod_spec(serviceAccountName="trainer").obj())
     assert "automountServiceAccountToken" not in build_pod(named, Member.worker(0), 0)["spec"]
+
+
+def test_an_event_about_a_tfjob_names_it_as_a_tfjob() -> None:
+    j = job("mnist", namespace="team-a").obj()
+    j.update(apiVersion="kubeflow.org/v1", kind="TFJob")
+    involved = build_event(j, "Normal", "Created", "m", at(3), "x")["involvedObject"]
+    assert (involved["apiVersion"], involved["kind"]) == ("kubeflow.org/v1", "TFJob")
+    del j["apiVersion"], j["kind"]
+    involved = build_event(j, "Normal", "Created", "m", at(3), "x")["involvedObject"]
+    assert (involved["apiVersion"], involved["kind"]) == ("tfmw.dev/v1alpha1", "TFMultiWorkerJob")
+
+
+def test_a_pod_group_name_keeps_40_characters_of_the_jobs_name() -> None:
+    assert pod_group_name_prefix("a" * 50, "0123456789") == f"tfmw-{'a' * 40}-01234567-"

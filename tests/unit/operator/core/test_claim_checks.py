@@ -3,7 +3,10 @@ from __future__ import annotations
 from datetime import UTC, datetime
 from typing import Any
 
-from tfmw_operator.core.claim_checks import Claim, FolderReached, ReachedClaims
+import pytest
+from tfmw_operator.core.claim_checks import Claim, FolderReached, OwnPods, ReachedClaims, trusted_pass
+from tfmw_operator.core.pods import ObservedPod, observe_pod, same_image
+from wrappers import job, pod
 
 CREATED = "2026-12-03T10:00:00Z"
 CHECKED = datetime(2026, 12, 3, 10, 5, tzinfo=UTC)  # a check that started after the claim was made
@@ -77,3 +80,73 @@ def test_only_a_check_that_started_after_the_claim_was_made_can_vouch_for_it() -
     reached.record("a", Claim.of(claim(created="absurd")), FolderReached("first", 0), CHECKED)
     reached.record("a", Claim.of(claim()), FolderReached("first", 0), None)
     assert len(reached) == 0
+
+
+IMAGE = "localhost:5001/tfmw-operator:dev"
+
+
+def checked(uid: str, image: str = IMAGE, ran: str | None = None, code: int = 0) -> ObservedPod:
+    """A running worker whose folder check (spec image `image`, run as `ran`) exited `code`."""
+    raw = pod(job().obj(), 1).running().obj()
+    raw["metadata"]["uid"] = uid
+    raw["spec"]["initContainers"] = [
+        {"name": "tfmw-folder-check", "image": image, "command": ["sh", "-c", "exit 0"]}
+    ]
+    raw["status"]["initContainerStatuses"] = [
+        {"name": "tfmw-folder-check", "image": ran or image, "state": {"terminated": {"exitCode": code}}}
+    ]
+    observed = observe_pod(raw)
+    assert observed is not None
+    return observed
+
+
+def test_a_tenants_own_pod_with_a_check_of_the_name_poisons_nothing() -> None:
+    """The attack of issue 34: the tenant's own pod, owned by its job and labelled as a worker,
+    with an init container named tfmw-folder-check that runs `exit 0`, even the operator's
+    image. Only a pod whose UID the operator recorded at creation counts."""
+    own = OwnPods()
+    own.add("made-by-the-operator")
+    forged = checked("made-by-the-tenant")
+    assert forged.folder_checked  # it did pass, as the kubelet says
+    assert trusted_pass([forged], own, IMAGE) is None
+    real = checked("made-by-the-operator")
+    assert trusted_pass([forged, real], own, IMAGE) is real
+    # A check that failed, or a pod not up any more, vouches for nothing either.
+    assert trusted_pass([checked("made-by-the-operator", code=3)], own, IMAGE) is None
+    assert trusted_pass([real], own, "") is None
+
+
+def test_an_operators_pod_whose_check_image_was_changed_counts_not() -> None:
+    """A pod's image may be changed after it is made: the spec changed, or changed back after
+    the tenant's image ran (the kubelet reports what ran)."""
+    own = OwnPods()
+    own.add("u")
+    assert trusted_pass([checked("u", image="tenant/exit-zero:1")], own, IMAGE) is None
+    assert trusted_pass([checked("u", ran="tenant/exit-zero:1")], own, IMAGE) is None
+    assert trusted_pass([checked("u")], own, IMAGE) is not None
+
+
+@pytest.mark.parametrize(
+    ("written", "reported", "same"),
+    [
+        ("tfmw-operator:dev", "docker.io/library/tfmw-operator:dev", True),
+        ("me/tfmw-operator:dev", "docker.io/me/tfmw-operator:dev", True),
+        ("tfmw-operator", "docker.io/library/tfmw-operator:latest", True),
+        (IMAGE, IMAGE, True),
+        (IMAGE, "localhost:5001/tfmw-operator:other", False),
+        ("tfmw-operator:dev", "evil/tfmw-operator:dev", False),
+        ("", "", False),
+    ],
+)
+def test_the_image_a_kubelet_reports_is_matched_as_the_runtime_completes_names(
+    written: str, reported: str, same: bool
+) -> None:
+    assert same_image(written, reported) is same
+
+
+def test_own_pods_are_bounded_the_oldest_forgotten_first() -> None:
+    own = OwnPods(limit=2)
+    for uid in ("a", "b", "c", "", None):
+        own.add(uid)
+    assert "a" not in own and "b" in own and "c" in own and len(own) == 2
+    assert "" not in own and None not in own

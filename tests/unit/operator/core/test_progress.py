@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import json
-from datetime import timedelta
+from datetime import UTC, datetime, timedelta
 from typing import Any
 
 import pytest
@@ -93,6 +93,7 @@ def test_every_field_is_optional() -> None:
         (document(metrics={"loss": "low"}), "metrics.loss"),
         (document(metrics={"loss": None}), "metrics.loss"),
         (document(metrics={"bad name!": 1}), "metric name"),
+        (document(metrics={"loss\n": 1}), "metric name"),  # "$" matched before a final newline
         (document(metrics={f"m{i}": i for i in range(17)}), "at most 16"),
         (document(examplesPerSecond=-5), "examplesPerSecond"),
         (document(examplesPerSecond="fast"), "examplesPerSecond"),
@@ -314,3 +315,81 @@ def test_the_clock_of_the_progress_deadline_moves_only_when_epoch_or_step_moves(
     assert progress_status(bare, 0, seen, at(41)).advanced_at == at(31)
     newer = parse_progress(b'{"metrics": {"loss": 0.5}}', at(40))
     assert progress_status(newer, 0, seen, at(41)).advanced_at == at(41)
+
+
+def test_each_limit_is_accepted_at_its_edge() -> None:
+    head = document(metrics=None)
+    padded = head[:-1] + b', "pad": "' + b"x" * (MAX_PROGRESS_BYTES - len(head) - 11) + b'"}'
+    assert len(padded) == MAX_PROGRESS_BYTES and parse_progress(padded, MTIME).step == 240
+    edges = parse_progress(
+        document(
+            epoch=0,
+            totalEpochs=1,
+            step=800,
+            examplesPerSecond=0,
+            updatedAt=0,
+            jobUid="u" * 64,
+            checkpointEpoch=0,
+            checkpointStep=0,
+            checkpointPath="c" * 1024,
+        ),
+        MTIME,
+    )
+    assert (edges.epoch, edges.total_epochs, edges.step, edges.examples_per_second) == (0, 1, 800, 0)
+    assert edges.updated_at == datetime(1970, 1, 1, tzinfo=UTC) and edges.job_uid == "u" * 64
+    assert edges.checkpoint == Checkpoint(0, 0, "c" * 1024)
+    assert parse_progress(document(epoch=10, step=0), MTIME).epoch == 10  # epoch == totalEpochs
+    latest = parse_progress(document(updatedAt=2**33 - 1), MTIME).updated_at
+    assert latest == datetime.fromtimestamp(2**33 - 1, UTC)
+    assert parse_progress(document(checkpointPath="a/ b~"), MTIME).checkpoint == Checkpoint(
+        None, None, "a/ b~"
+    )
+    assert parse_progress(document(checkpointPath="\x80"), MTIME).checkpoint == Checkpoint(None, None, "\x80")
+
+
+@pytest.mark.parametrize(
+    ("fields", "said"),
+    [
+        ({"totalEpochs": 0}, "totalEpochs must be an integer in 1..1000000000000, got 0"),
+        ({"step": 801}, "step 801 is beyond totalSteps 800"),
+        ({"epoch": 11}, "epoch 11 is beyond totalEpochs 10"),
+        ({"totalSteps": 0}, "totalSteps must be an integer in 1..1000000000000, got 0"),
+        ({"examplesPerSecond": -0.5}, "examplesPerSecond must not be negative"),
+        ({"updatedAt": 2**33}, "updatedAt must be an RFC 3339 time or Unix seconds, got 8589934592"),
+        ({"updatedAt": -1}, "updatedAt must be an RFC 3339 time or Unix seconds, got -1"),
+        ({"jobUid": "u" * 65}, "jobUid must be the job's UID (TFMW_JOB_UID)"),
+        (
+            {"checkpointPath": ""},
+            'checkpointPath must be a path or URI of 1..1024 printable characters, got ""',
+        ),
+        (
+            {"checkpointPath": "c" * 1025},
+            "checkpointPath must be a path or URI of 1..1024 printable characters",
+        ),
+        (
+            {"checkpointPath": "a\x1fb"},
+            "checkpointPath must be a path or URI of 1..1024 printable characters",
+        ),
+        (
+            {"checkpointPath": "a\x7fb"},
+            "checkpointPath must be a path or URI of 1..1024 printable characters",
+        ),
+        ({"checkpointEpoch": -1}, "checkpointEpoch must be an integer in 0..1000000000000, got -1"),
+    ],
+)
+def test_each_refusal_says_what_is_wrong(fields: dict[str, Any], said: str) -> None:
+    with pytest.raises(ProgressError) as refused:
+        parse_progress(document(**fields), MTIME)
+    assert str(refused.value).startswith(said)
+
+
+def test_what_is_not_json_is_refused_saying_so() -> None:
+    for content, said in [
+        (b"[1]", "must be a JSON object"),
+        (b'{"epoch": NaN}', "NaN is not a number JSON allows"),
+        (b"{", "not JSON: Expecting property name enclosed in double quotes: line 1 column 2 (char 1)"),
+        (b"x" * (MAX_PROGRESS_BYTES + 1), "larger than 16 KiB; write a few figures, not a log"),
+    ]:
+        with pytest.raises(ProgressError) as refused:
+            parse_progress(content, MTIME)
+        assert str(refused.value).startswith(said), str(refused.value)

@@ -819,15 +819,32 @@ def test_counts_are_written_at_once_when_nothing_was_written_lately_or_the_phase
 # ---- the folder check ----
 
 
+def checked_pod(j: Json, index: int, image: str, ran: str | None = None) -> Json:
+    """A running worker whose folder check ran `ran` (the spec's `image` unless said) and passed."""
+    passed = pod(j, index).running().obj()
+    passed["spec"]["initContainers"] = [{"name": "tfmw-folder-check", "image": image}]
+    passed["status"]["initContainerStatuses"] = [
+        {"name": "tfmw-folder-check", "image": ran or image, "state": {"terminated": {"exitCode": 0}}}
+    ]
+    return passed
+
+
 def test_once_a_folder_check_passed_later_attempts_start_without_it() -> None:
     j = job().launched(phase="Pending").obj()
-    passed = [pod(j, 0).running().obj(), pod(j, 1).running().obj()]
-    passed[1]["status"]["initContainerStatuses"] = [
-        {"name": "tfmw-folder-check", "state": {"terminated": {"exitCode": 0}}}
-    ]
     check = "tfmw-operator:dev"
+    passed = [pod(j, 0).running().obj(), checked_pod(j, 1, check)]
+    # The controller counted worker 1's pass (its own pod, its own image: claim_checks).
+    own = FolderReached("mnist", 1)
     decision = reconcile(
-        observe(j, passed, NO_MARKER, NOW, service=build_service(parse_job(j)), spec=parse_job(j, check))
+        observe(
+            j,
+            passed,
+            NO_MARKER,
+            NOW,
+            service=build_service(parse_job(j)),
+            spec=parse_job(j, check),
+            claim_reached=own,
+        )
     )
     checked = condition(decision, "SharedVolumeChecked")
     assert checked.true and "worker 1" in checked.message and "tfmw-shared" in checked.message
@@ -841,12 +858,46 @@ def test_once_a_folder_check_passed_later_attempts_start_without_it() -> None:
             NOW,
             service=build_service(parse_job(j)),
             spec=parse_job(restarting, check),
+            claim_reached=own,
         )
     )
     init = again.pods_to_create[0]["spec"].get("initContainers") or []
     assert [c["name"] for c in init] == []
     first = reconcile(observe(job().obj(), [], NO_MARKER, NOW, spec=parse_job(job().obj(), check)))
     assert [c["name"] for c in first.pods_to_create[0]["spec"]["initContainers"]] == ["tfmw-folder-check"]
+
+
+def test_a_shared_volume_checked_condition_in_the_status_alone_skips_no_check() -> None:
+    """Whoever may write the job's status could set it: only a pass the operator counted does."""
+    check = "tfmw-operator:dev"
+    restarting = job().launched(phase="Restarting").status(attempt=1).obj()
+    restarting["status"]["conditions"] = [
+        {"type": "SharedVolumeChecked", "status": "True", "reason": "FolderReached", "message": "forged"}
+    ]
+    again = reconcile(
+        observe(
+            restarting,
+            [],
+            NO_MARKER,
+            NOW,
+            service=build_service(parse_job(restarting)),
+            spec=parse_job(restarting, check),
+        )
+    )
+    assert [c["name"] for c in again.pods_to_create[0]["spec"]["initContainers"]] == ["tfmw-folder-check"]
+
+
+def test_a_pass_by_another_image_or_not_counted_is_not_said_to_be_a_check() -> None:
+    check = "tfmw-operator:dev"
+    j = job().launched(phase="Pending").obj()
+    service = build_service(parse_job(j))
+    swapped = [pod(j, 0).running().obj(), checked_pod(j, 1, check, ran="tenant/exit-zero:1")]
+    reached = FolderReached("mnist", 1)
+    for pods, counted in ((swapped, reached), ([pod(j, 0).running().obj(), checked_pod(j, 1, check)], None)):
+        decision = reconcile(
+            observe(j, pods, NO_MARKER, NOW, service=service, spec=parse_job(j, check), claim_reached=counted)
+        )
+        assert decision.status.condition(ConditionType("SharedVolumeChecked")) is None
 
 
 def test_a_job_on_a_claim_another_job_found_reaching_its_folder_starts_without_the_check() -> None:

@@ -132,6 +132,6 @@ def test_objects_not_ours_are_kept_by_their_own_name_without_any_label() -> None
         "status": {"phase": "Bound"},
     }
     claims._apply("ADDED", raw)
-    assert claims.of_job(("ns", "tfmw-shared")) == [Claim("c1", "pv", True)]
+    assert claims.of_job(("ns", "tfmw-shared")) == [Claim("c1", "pv", True, phase="Bound")]
     claims._apply("DELETED", {**raw, "metadata": {**raw["metadata"], "resourceVersion": "4"}})
     assert claims.of_job(("ns", "tfmw-shared")) == []

@@ -2,12 +2,30 @@
 
 from __future__ import annotations
 
+import asyncio
+import time
+from collections.abc import AsyncIterator, Awaitable, Callable
+from contextlib import asynccontextmanager
+from pathlib import Path
+
+import kopf
+import pytest
+from aiohttp import web
+from tfmw_operator.core.decision import DeletePods
+from tfmw_operator.core.owned import Owned
+from tfmw_operator.core.pods import ObservedPod, observe_pod
+from tfmw_operator.kube.client import Kube
+from tfmw_operator.kube.informer import Informer, ignore_changes
+from tfmw_operator.shell import worker_deletion
 from tfmw_operator.shell.worker_deletion import (
     LOG_ARCHIVE_BYTES,
     LOG_MEMORY_BYTES,
     LOG_MIN_BYTES,
+    WorkerDeleter,
     log_tail_bytes,
 )
+from tfmw_operator.storage.files import SharedStorage
+from wrappers import job, pod
 
 
 def test_a_few_workers_keep_the_whole_tail() -> None:
@@ -23,3 +41,137 @@ def test_never_more_than_the_budget_until_the_floor() -> None:
     for reading in range(1, 5000, 7):
         kept = log_tail_bytes(reading)
         assert kept == LOG_MIN_BYTES or kept * reading <= LOG_MEMORY_BYTES
+
+
+# ---- a log read while the node's kubelet restarts ----
+
+NS, JOB = "team-a", "mnist"
+
+
+def stopped_worker() -> ObservedPod:
+    """Worker 1 of attempt 0, exited 137: deleted at once, so read before its deletion."""
+    observed = observe_pod(pod(job().obj(), 1).exited(137).obj())
+    assert observed is not None and observed.terminated
+    return observed
+
+
+@asynccontextmanager
+async def api(log: Callable[[web.Request], Awaitable[web.Response]]) -> AsyncIterator[Kube]:
+    """A real HTTP server as the API server: the worker's log as `log` answers, its deletion at once."""
+
+    async def deleted(request: web.Request) -> web.Response:
+        return web.json_response(
+            {"metadata": {"name": request.match_info["pod"], "deletionGracePeriodSeconds": 0}}
+        )
+
+    app = web.Application()
+    app.router.add_get("/api/v1/namespaces/{ns}/pods/{pod}/log", log)
+    app.router.add_delete("/api/v1/namespaces/{ns}/pods/{pod}", deleted)
+    runner = web.AppRunner(app)
+    await runner.setup()
+    site = web.TCPSite(runner, "127.0.0.1", 0)
+    await site.start()
+    kube = Kube(kopf.ConnectionInfo(server=f"http://127.0.0.1:{runner.addresses[0][1]}"))
+    try:
+        yield kube
+    finally:
+        await kube.close()
+        await runner.cleanup()
+
+
+def delete_and_save(
+    tmp_path: Path, log: Callable[[web.Request], Awaitable[web.Response]]
+) -> list[tuple[str, str]]:
+    (tmp_path / NS / JOB).mkdir(parents=True)
+    warned: list[tuple[str, str]] = []
+
+    async def scenario() -> None:
+        async with api(log) as kube:
+            deleter = WorkerDeleter(
+                kube, SharedStorage(tmp_path), lambda ns: Informer(kube, "/p", Owned.pod_of, ignore_changes)
+            )
+            action = DeletePods(("mnist-worker-1",), 0)
+            await deleter.delete(NS, JOB, stopped_worker(), action, lambda *w: warned.append(w))
+            await deleter.drain(30)
+
+    asyncio.run(scenario())
+    return warned
+
+
+def test_a_log_unreadable_while_the_kubelet_restarts_is_read_once_it_is_back(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(worker_deletion, "LOG_READ_PAUSES", (0.05, 0.05, 0.05, 0.05))
+    asked: list[float] = []
+
+    async def log(request: web.Request) -> web.Response:
+        asked.append(time.monotonic())
+        if len(asked) <= 2:  # as the API server answers while the kubelet is down
+            return web.Response(status=500, text="dial tcp 172.18.0.2:10250: connect: connection refused")
+        return web.Response(body=b"last words\n")
+
+    warned = delete_and_save(tmp_path, log)
+    assert len(asked) == 3 and not warned
+    assert (tmp_path / NS / JOB / "logs" / "attempt-0" / "worker-1.log").read_bytes() == b"last words\n"
+
+
+def test_a_log_that_cannot_be_had_says_why_where_the_history_points(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(worker_deletion, "LOG_READ_PAUSES", (0.05, 0.05))
+
+    async def log(request: web.Request) -> web.Response:
+        return web.Response(status=502, text="the kubelet is not there")
+
+    warned = delete_and_save(tmp_path, log)
+    text = (tmp_path / NS / JOB / "logs" / "attempt-0" / "worker-1.log").read_text()
+    assert text.startswith("[tfmw] the log of container") and "mnist-worker-1" in text
+    assert "kubelet was not reached" in text and "3 tries" in text and "not there" in text
+    assert [reason for reason, _ in warned] == ["LogNotSaved"]
+
+
+def test_a_pod_already_gone_is_not_asked_again(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(worker_deletion, "LOG_READ_PAUSES", (5.0,))
+    asked: list[int] = []
+
+    async def log(request: web.Request) -> web.Response:
+        asked.append(1)
+        return web.Response(status=404, text='pods "mnist-worker-1" not found')
+
+    started = time.monotonic()
+    delete_and_save(tmp_path, log)
+    assert len(asked) == 1 and time.monotonic() - started < 5
+    assert "the pod was gone" in (tmp_path / NS / JOB / "logs" / "attempt-0" / "worker-1.log").read_text()
+
+
+def test_one_namespace_stopping_many_slow_workers_leaves_log_following_slots_to_others() -> None:
+    """20 workers of one namespace that take their time to stop (their logs followed all the
+    while) hold LOG_FOLLOWED_PER_NAMESPACE slots at most; another namespace's worker is
+    followed at once, not read as it is."""
+
+    async def slow_log(request: web.Request) -> web.Response:
+        await asyncio.sleep(2)  # a worker that ignores SIGTERM: its log stream stays open (long enough here)
+        return web.Response(body=b"")
+
+    async def scenario() -> tuple[int, int]:
+        async with api(slow_log) as kube:
+            deleter = WorkerDeleter(
+                kube,
+                SharedStorage(Path("/nonexistent")),
+                lambda ns: Informer(kube, "/p", Owned.pod_of, ignore_changes),
+            )
+            action = DeletePods((), 30)
+            running = [observe_pod(pod(job().workers(20).obj(), i).running().obj()) for i in range(21)]
+            assert all(p is not None and p.active for p in running)
+            for worker in running[:20]:
+                assert worker is not None
+                await deleter.delete("team-a", JOB, worker, action, lambda *w: None)
+            flooder = deleter._followed.held_by("team-a")
+            assert running[20] is not None
+            await deleter.delete("team-b", JOB, running[20], action, lambda *w: None)
+            other = deleter._followed.held_by("team-b")
+            await deleter.drain(0.1)
+            return flooder, other
+
+    flooder, other = asyncio.run(scenario())
+    assert (flooder, other) == (worker_deletion.LOG_FOLLOWED_PER_NAMESPACE, 1)

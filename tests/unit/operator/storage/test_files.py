@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import stat
 import threading
 from pathlib import Path
 
@@ -12,7 +13,9 @@ from tfmw_operator.api.times import DAWN, NEVER
 from tfmw_operator.contract import OWNER_FILE
 from tfmw_operator.core.progress import ProgressProblem, ProgressReport
 from tfmw_operator.storage.files import (
+    JOB_DIRECTORY_MODE,
     MAX_MARKER_BYTES,
+    NAMESPACE_DIRECTORY_MODE,
     StorageError,
     archive_log,
     ensure_job_directory,
@@ -155,13 +158,37 @@ def test_a_forged_owner_never_steers_where_the_old_folder_goes(tmp_path: Path, f
     assert "/" not in aside and aside.startswith("job.") and ".." not in aside
 
 
-def test_a_job_folder_that_is_a_symlink_is_refused(tmp_path: Path) -> None:
+@pytest.mark.parametrize("planted", ["symlink", "fifo", "file"])
+def test_a_job_folder_that_is_not_a_folder_is_moved_aside_never_followed_or_opened(
+    tmp_path: Path, planted: str
+) -> None:
     (tmp_path / "ns").mkdir()
     (tmp_path / "elsewhere").mkdir()
-    (tmp_path / "ns" / "job").symlink_to(tmp_path / "elsewhere")
-    with pytest.raises(StorageError):
-        ensure_job_directory(tmp_path, "ns/job", "uid-1")
+    job = tmp_path / "ns" / "job"
+    if planted == "symlink":
+        job.symlink_to(tmp_path / "elsewhere")
+    elif planted == "fifo":
+        os.mkfifo(job)  # opened blocking, this would hang the storage thread for good
+    else:
+        job.write_text("x")
+    ensure_job_directory(tmp_path, "ns/job", "uid-1")
     assert not (tmp_path / "elsewhere" / OWNER_FILE).exists()
+    assert job.is_dir() and not job.is_symlink() and (job / OWNER_FILE).read_text() == "uid-1"
+    aside = [p for p in (tmp_path / "ns").iterdir() if p.name.startswith("job.unknown.")]
+    assert len(aside) == 1 and (aside[0].is_symlink() or not aside[0].is_dir())
+
+
+def test_a_namespace_folder_the_operator_makes_is_writable_by_it_alone(tmp_path: Path) -> None:
+    old = os.umask(0o077)  # whatever the process's umask
+    try:
+        ensure_job_directory(tmp_path, "ns/job", "uid-1")
+    finally:
+        os.umask(old)
+    assert stat.S_IMODE((tmp_path / "ns").stat().st_mode) == NAMESPACE_DIRECTORY_MODE == 0o755
+    assert stat.S_IMODE((tmp_path / "ns" / "job").stat().st_mode) == JOB_DIRECTORY_MODE == 0o777
+    (tmp_path / "ns2").mkdir(mode=0o711)
+    ensure_job_directory(tmp_path, "ns2/job", "uid-2")  # made by someone else: left as it is
+    assert stat.S_IMODE((tmp_path / "ns2").stat().st_mode) == 0o711
 
 
 def test_log_archive_replaces_a_planted_symlink_instead_of_writing_through_it(root: Path) -> None:

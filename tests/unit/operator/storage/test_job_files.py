@@ -119,3 +119,48 @@ def test_a_progress_document_unchanged_since_read_triggers_nothing(
 
     quiet, triggered = watch(tmp_path, setup, 0.8, new_size)
     assert quiet == [] and KEY in triggered
+
+
+def test_a_namespace_whose_storage_hangs_holds_up_only_its_own_markers(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Markers are looked for one namespace at a time: a namespace whose look never answers
+    (its calls are written off after the deadline) delays no other namespace's job."""
+    import threading
+
+    from tfmw_operator.storage.pool import FairThreads
+
+    release = threading.Event()
+    marker_exists = storage.marker_exists
+
+    def hangs_in_slow(root: Path, relpath: str) -> bool:
+        if relpath.startswith("slow/"):
+            release.wait()
+        return marker_exists(root, relpath)
+
+    monkeypatch.setattr(job_files, "marker_exists", hangs_in_slow)
+    monkeypatch.setattr(job_files, "SWEEP_SECONDS", 0.2)
+    for folder in ("slow/job", "ns/job"):
+        (tmp_path / folder).mkdir(parents=True)
+        (tmp_path / folder / "multiworker-complete.txt").write_text("done\n")
+
+    async def scenario() -> list[Key]:
+        triggered: list[Key] = []
+        threads = FairThreads(threads=4, per_lane=2, timeout=0.5)
+        watcher = JobFileWatcher(SharedStorage(tmp_path, threads), triggered.append, lambda k, _: None)
+        watcher.track(("slow", "job"), "slow/job/multiworker-complete.txt", None)
+        watcher.track(KEY, MARKER, None)
+        detection = asyncio.create_task(watcher.run())
+        for _ in range(40):
+            if KEY in triggered:
+                break
+            await asyncio.sleep(0.05)
+        detection.cancel()
+        await asyncio.gather(detection, return_exceptions=True)
+        release.set()
+        return triggered
+
+    try:
+        assert asyncio.run(scenario()) == [KEY]
+    finally:
+        release.set()

@@ -178,3 +178,19 @@ def test_evictions_are_counted_and_backed_off_like_restarts() -> None:
     ).condition("Restarting").obj()  # fmt: skip
     waiting = decide(restarting, [], now=at(10))  # 3 restarts in all: 10 * 2**(3-2) s after T0
     assert waiting.pods_to_create == () and waiting.requeue_after == pytest.approx(10)
+
+
+def test_the_queued_condition_word_for_word() -> None:
+    j = queued_job().launched().obj()
+    waiting = queued_condition(decide(j, gated(j)))
+    assert waiting.message == "waiting in queue team-a: Kueue has not made the Workload of the pod group yet"
+    admitted = queued_condition(decide(j, gated(j), workload=WorkloadState("w", True)))
+    assert (admitted.reason, admitted.message) == (
+        "Admitted",
+        "admitted by queue team-a (Workload w); the gates are being removed",
+    )
+    bare = queued_condition(decide(j, gated(j), workload=WorkloadState("w")))
+    assert (bare.reason, bare.message) == (
+        "Pending",
+        "waiting in queue team-a for all 2 workers to be admitted together (Workload w, Pending)",
+    )

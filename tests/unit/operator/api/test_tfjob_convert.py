@@ -1,0 +1,259 @@
+"""What `convert` (api/tfjob.py) says, word for word: the field and the reason of each
+refusal, and each note of a conversion (they are what `tfmw convert` prints);
+test_tfjob.py holds what the converted jobs run."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+from tfmw_operator.api.names import API_VERSION, KIND
+from tfmw_operator.api.tfjob import ConversionError, Note, convert, parse_tfjob
+
+Json = dict[str, Any]
+
+
+def replica(replicas: Any = 1, policy: str | None = None, **container: Any) -> Json:
+    spec: Json = {
+        "replicas": replicas,
+        "template": {"spec": {"containers": [{"name": "tensorflow", "image": "img:1", **container}]}},
+    }
+    if policy is not None:
+        spec["restartPolicy"] = policy
+    return spec
+
+
+def tfjob(spec: Any = None, **meta: Any) -> Json:
+    return {
+        "apiVersion": "kubeflow.org/v1",
+        "kind": "TFJob",
+        "metadata": {"name": "dist", **meta},
+        "spec": spec,
+    }
+
+
+def port(number: int) -> Json:
+    return {"ports": [{"name": "tfjob-port", "containerPort": number}]}
+
+
+GANG = "belongs to a gang scheduler (volcano, scheduler-plugins) that tfmw does not drive: leave it out, and give the job a Kueue queue instead (docs/kueue.md)"
+
+
+@pytest.mark.parametrize(
+    ("spec", "said"),
+    [
+        ([1], "spec: must be an object"),
+        ({}, "spec.tfReplicaSpecs: is required: at least a Worker or a Chief"),
+        ({"tfReplicaSpecs": []}, "spec.tfReplicaSpecs: is required: at least a Worker or a Chief"),
+        (
+            {"tfReplicaSpecs": {"Launcher": replica()}},
+            "spec.tfReplicaSpecs.Launcher: tfmw runs the replica types Chief (or Master), Worker, PS and Evaluator",
+        ),
+        ({"tfReplicaSpecs": {"Worker": "x"}}, "spec.tfReplicaSpecs.Worker: must be a replica spec"),
+        (
+            {"tfReplicaSpecs": {"Chief": replica(), "Master": replica(), "Worker": replica()}},
+            "spec.tfReplicaSpecs.Master: a TFJob has at most one Chief or Master",
+        ),
+        (
+            {"tfReplicaSpecs": {"Worker": replica(-1)}},
+            "spec.tfReplicaSpecs.Worker.replicas: must be a non-negative integer, got -1",
+        ),
+        (
+            {"tfReplicaSpecs": {"Worker": replica("2")}},
+            "spec.tfReplicaSpecs.Worker.replicas: must be a non-negative integer, got '2'",
+        ),
+        (
+            {"tfReplicaSpecs": {"Chief": replica(2), "Worker": replica()}},
+            "spec.tfReplicaSpecs.Chief.replicas: tfmw runs one chief",
+        ),
+        (
+            {"tfReplicaSpecs": {"Evaluator": replica(2), "Worker": replica()}},
+            "spec.tfReplicaSpecs.Evaluator.replicas: tfmw runs one evaluator",
+        ),
+        (
+            {"tfReplicaSpecs": {"Chief": replica(), "Worker": replica(0)}},
+            "spec.tfReplicaSpecs.Worker: tfmw needs at least one worker; a lone chief runs as one Worker (worker 0 is the chief)",
+        ),
+        (
+            {"tfReplicaSpecs": {"Worker": replica()}, "enableDynamicWorker": True},
+            "spec.enableDynamicWorker: tfmw gives every task the whole cluster in TF_CONFIG",
+        ),
+        (
+            {"tfReplicaSpecs": {"Worker": replica()}, "runPolicy": {"minResources": None}},
+            "spec.runPolicy.minResources: has no meaning in tfmw",
+        ),
+        (
+            {"tfReplicaSpecs": {"Worker": replica()}, "runPolicy": {"schedulingPolicy": "gang"}},
+            "spec.runPolicy.schedulingPolicy: must be an object",
+        ),
+        (
+            {
+                "tfReplicaSpecs": {"Worker": replica(3)},
+                "runPolicy": {"schedulingPolicy": {"minAvailable": 2}},
+            },
+            "spec.runPolicy.schedulingPolicy.minAvailable: tfmw admits the whole gang together or none of it "
+            "(under Kueue): minAvailable 2 of 3 pods has no meaning here; leave it out or set it to 3",
+        ),
+        (
+            {
+                "tfReplicaSpecs": {"Worker": replica()},
+                "runPolicy": {"schedulingPolicy": {"minResources": {}}},
+            },
+            f"spec.runPolicy.schedulingPolicy.minResources: {GANG}",
+        ),
+        (
+            {
+                "tfReplicaSpecs": {"Worker": replica()},
+                "runPolicy": {"schedulingPolicy": {"scheduleTimeoutSeconds": 5}},
+            },
+            f"spec.runPolicy.schedulingPolicy.scheduleTimeoutSeconds: {GANG}",
+        ),
+        (
+            {"tfReplicaSpecs": {"Chief": replica(**port(1)), "Worker": replica(**port(2))}},
+            "spec.tfReplicaSpecs.*.template.spec.containers[tensorflow].ports[tfjob-port]: "
+            "tfmw runs every task on one port; these replicas name several: [1, 2]",
+        ),
+        (
+            {"tfReplicaSpecs": {"Worker": replica()}, "successPolicy": "AnyWorker"},
+            "spec.successPolicy: must be empty or AllWorkers, got 'AnyWorker'",
+        ),
+        (
+            {"tfReplicaSpecs": {"Worker": replica(policy="Sometimes")}},
+            "spec.tfReplicaSpecs.Worker.restartPolicy: must be Always, OnFailure, Never or ExitCode, got 'Sometimes'",
+        ),
+    ],
+)
+def test_each_refusal_names_its_field_and_why(spec: Any, said: str) -> None:
+    with pytest.raises(ConversionError) as refused:
+        convert(tfjob(spec))
+    assert str(refused.value) == said
+    assert refused.value.field == said.split(": ")[0]
+
+
+def test_a_lone_chief_counts_one_and_an_empty_set_is_dropped() -> None:
+    converted = convert(
+        tfjob({"tfReplicaSpecs": {"Chief": replica(1), "Worker": replica(1), "PS": replica(0)}})
+    )
+    assert "parameterServers" not in converted.manifest["spec"]
+    assert converted.distributed
+    assert converted.replica_types == {"chief": "Chief", "worker": "Worker"}
+    assert (
+        convert(tfjob({"tfReplicaSpecs": {"Worker": replica(2), "Evaluator": replica(0)}})).manifest["spec"][
+            "workers"
+        ]
+        == 2
+    )
+
+
+def test_every_note_of_a_conversion_word_for_word_and_the_manifest_it_goes_with() -> None:
+    job = tfjob(
+        {
+            "tfReplicaSpecs": {
+                "Master": replica(1, "Always", **port(2000)),
+                "Worker": replica(2, "ExitCode", **port(2000)),
+                "PS": {**replica(1, "OnFailure"), "template": {"spec": {"restartPolicy": "OnFailure"}}},
+                "Evaluator": replica(1),
+            },
+            "successPolicy": "AllWorkers",
+            "runPolicy": {
+                "managedBy": "kubeflow.org/tf-operator",
+                "activeDeadlineSeconds": 600,
+                "suspend": False,
+                "schedulingPolicy": {"minAvailable": 5, "queue": "team-a", "priorityClass": "high"},
+            },
+        },
+        namespace="ns",
+        labels={"app": "x", "bad": 3},
+        annotations={"tfmw.dev/shared-claim": "claim", "tfmw.dev/shared-mount-path": "/data"},
+    )
+    converted = convert(job)
+    assert converted.notes == (
+        Note(
+            "spec.runPolicy.schedulingPolicy.queue",
+            "metadata.labels[kueue.x-k8s.io/queue-name]: team-a (a Kueue LocalQueue)",
+        ),
+        Note(
+            "spec.runPolicy.schedulingPolicy.priorityClass",
+            "every pod's priorityClassName, where its template sets none",
+        ),
+        Note("spec.port", "2000, the replicas' tfjob-port (the pods get it as port tfmw)"),
+        Note("spec.tfReplicaSpecs.PS.template.spec.restartPolicy", "dropped: tfmw restarts pods itself"),
+        Note("spec.successPolicy", "ChiefExitCode: with a Chief, TFJob ends on the chief's exit"),
+        Note(
+            "spec.tfReplicaSpecs.Master.restartPolicy",
+            "Always: a pod that exits 0 is not restarted (OnFailure's rule)",
+        ),
+        Note("spec.runPolicy.cleanPodPolicy", "None, TFJob's default (tfmw's own is Running)"),
+        Note("spec.runPolicy.backoffLimit", "unset: no limit, as TFJob has none"),
+        Note("spec.runPolicy.managedBy", "dropped: a TFMultiWorkerJob is always tfmw's"),
+        Note(
+            "spec.tfReplicaSpecs.Evaluator",
+            "the evaluator is not in TF_CONFIG's cluster (TensorFlow's rule; TFJob put it there)",
+        ),
+    )
+    spec = converted.manifest["spec"]
+    assert converted.manifest["metadata"] == {
+        "name": "dist",
+        "namespace": "ns",
+        "labels": {"app": "x", "kueue.x-k8s.io/queue-name": "team-a"},
+    }
+    assert spec["workers"] == 2 and spec["port"] == 2000
+    assert spec["completion"] == {"policy": "ChiefExitCode"}
+    assert spec["parameterServers"]["replicas"] == 1
+    assert spec["sharedVolume"] == {"claimName": "claim", "mountPath": "/data"}
+    assert spec["runPolicy"] == {
+        "restartPolicy": "Never",
+        "failureRules": [
+            {"onRoles": ["chief"], "action": "Restart"},
+            {"onRoles": ["worker"], "onDisruption": True, "action": "Restart"},
+            {"onRoles": ["worker"], "onExitCodes": list(range(1, 128)), "action": "Fail"},
+            {"onRoles": ["worker"], "onDisruption": False, "action": "Restart"},
+            {"onRoles": ["ps"], "action": "Restart"},
+            {"onRoles": ["evaluator"], "action": "Fail"},
+        ],
+        "cleanPodPolicy": "None",
+        "backoffLimit": 2**31 - 1,
+        "activeDeadlineSeconds": 600,
+        "suspend": False,
+    }
+    for template in (spec["template"], spec["chief"]["template"], spec["evaluator"]["template"]):
+        assert template["spec"]["priorityClassName"] == "high"
+        assert "ports" not in template["spec"]["containers"][0] and "restartPolicy" not in template["spec"]
+    assert spec["parameterServers"]["template"] == {"spec": {"priorityClassName": "high"}}
+
+
+def test_a_lone_worker_without_a_chief_gets_all_workers_completion_when_asked_and_a_note_on_tf_config() -> (
+    None
+):
+    converted = convert(
+        tfjob(
+            {
+                "tfReplicaSpecs": {"Worker": replica(1, "Never")},
+                "successPolicy": "AllWorkers",
+                "runPolicy": {"cleanPodPolicy": "All", "backoffLimit": 3},
+            }
+        )
+    )
+    assert converted.notes == (
+        Note("TF_CONFIG", "set for the lone task too (TFJob sets none for a job of one replica)"),
+    )
+    spec = converted.manifest["spec"]
+    assert spec["completion"] == {"policy": "AllWorkersExitCode"}
+    assert spec["runPolicy"]["failureRules"] == [{"onRoles": ["worker", "chief"], "action": "Fail"}]
+    assert spec["runPolicy"]["cleanPodPolicy"] == "All" and spec["runPolicy"]["backoffLimit"] == 3
+    assert not converted.distributed and converted.manifest["metadata"] == {"name": "dist"}
+    assert "sharedVolume" not in spec and spec["port"] == 2222
+
+
+def test_replicas_default_to_one_and_the_manifest_is_a_tfmultiworkerjob() -> None:
+    unset = {k: v for k, v in replica().items() if k != "replicas"}
+    converted = convert(tfjob({"tfReplicaSpecs": {"Chief": unset, "Worker": unset}}))
+    assert converted.manifest["apiVersion"] == API_VERSION and converted.manifest["kind"] == KIND
+    assert converted.manifest["spec"]["workers"] == 1 and converted.distributed
+
+
+def test_a_parsed_tfjob_without_namespace_or_uid_is_in_default_and_has_no_folder_check_unless_given() -> None:
+    job = tfjob({"tfReplicaSpecs": {"Worker": replica()}}, annotations={"tfmw.dev/shared-claim": "claim"})
+    parsed = parse_tfjob(job)
+    assert (parsed.namespace, parsed.uid, parsed.folder_check_image) == ("default", "", "")
+    assert parse_tfjob(job, "check:1").folder_check_image == "check:1"
