@@ -145,6 +145,19 @@ PROGRESS_CHECKPOINT_PATH: Final = "checkpointPath"
 # jobUid) and the checkpoint its figures are of.
 EVALUATION_CHECKPOINT: Final = "checkpoint"
 
+# steps/<pod stem>.json: each training pod's own compute time per step, written by every
+# worker (and the chief) at most about once a second; the operator names a straggler from it.
+STEP_TIMES_JOB_UID: Final = "jobUid"
+STEP_TIMES_ATTEMPT: Final = "attempt"
+STEP_TIMES_ROLE: Final = "role"  # TFMW_ROLE
+STEP_TIMES_INDEX: Final = "index"  # TFMW_REPLICA_INDEX
+STEP_TIMES_STEP: Final = "step"  # the last step measured
+# The recent per-step compute times in seconds, newest last: the worker's own work before the
+# step's collective, never the time it waited there for its peers.
+STEP_TIMES_COMPUTE_SECONDS: Final = "computeSeconds"
+STEP_TIMES_UPDATED_AT: Final = "updatedAt"  # RFC 3339
+STEP_TIMES_MAX_SAMPLES: Final = 50
+
 
 def marker_job_uid(marker: Mapping[str, object]) -> object:
     """The UID a parsed marker names, under either spelling (None: it names none)."""

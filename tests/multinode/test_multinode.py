@@ -1,9 +1,10 @@
 """Several nodes (`make test-multinode`: kind with KIND_WORKERS=2): real TensorFlow spread
 over two worker nodes with pod networking between them, a worker killed, a worker node
-stopped mid-run, and the operator's leader's node stopped. Prints each worker's node and
+stopped mid-run, a stopped node kept out of the next attempts (runPolicy.nodeExclusion), a
+job going on with fewer workers (spec.minWorkers), and the operator's leader's node stopped. Prints each worker's node and
 the measured times (node stop -> the job acting, leader node stop -> takeover).
 
-Run in the order written: the node-stop tests stop nodes (the first starts its node again).
+Run in the order written: the node-stop tests stop nodes (all but the last start theirs again).
 """
 
 from __future__ import annotations
@@ -324,6 +325,141 @@ def spread_operator() -> dict[str, str] | None:
 def new_holder(leader: str) -> str | None:
     holder = lease_holder()
     return holder if holder and not holder.startswith(leader) else None
+
+
+def excluded_nodes(kube: ClusterClient, name: str) -> list[Json]:
+    excluded = kube.status(NAMESPACE, name).get("excludedNodes") or []
+    return [e for e in excluded if isinstance(e, dict)]
+
+
+def kept_off(pod: str) -> list[str]:
+    """The nodes a pod's required node affinity keeps it off (runPolicy.nodeExclusion)."""
+    spec = json.loads(kubectl("get", "pod", pod, "-n", NAMESPACE, "-o", "json").stdout)["spec"]
+    required = ((spec.get("affinity") or {}).get("nodeAffinity") or {}).get(
+        "requiredDuringSchedulingIgnoredDuringExecution"
+    ) or {}
+    return sorted(
+        value
+        for term in required.get("nodeSelectorTerms") or []
+        for field in term.get("matchFields") or []
+        if field.get("key") == "metadata.name" and field.get("operator") == "NotIn"
+        for value in field.get("values") or []
+    )
+
+
+def test_a_lost_node_is_kept_out_of_the_next_attempts_even_once_it_is_back(
+    kube: ClusterClient, fresh_name: Callable[[str], str], several_nodes: list[str]
+) -> None:
+    """runPolicy.nodeExclusion: worker 1's node is stopped mid-run; the next attempts avoid it
+    through their pods' node affinity, also the attempt started after it came back Ready."""
+    name = fresh_name("exclude")
+    manifest = spread_manifest(["--epochs=10", "--steps-per-epoch=20", "--epoch-pause=3"])
+    manifest["spec"]["workers"] = 2
+    manifest["spec"]["runPolicy"]["nodeExclusion"] = {"maxNodes": 1, "durationSeconds": 1800}
+    submit(kube, manifest, name)
+    kube.wait_phase(NAMESPACE, name, "Running", timeout=TRAINING_TIMEOUT)
+    wait_for("a checkpointed epoch", lambda: progress_epoch(kube, name) >= 1, timeout=TRAINING_TIMEOUT)
+    placed = node_of_pods(name)
+    victim = placed[f"{name}-worker-1"]
+    print(f"\n{name}: stopping node {victim} (pods {placed})")
+    stopped = time.monotonic()
+    docker("stop", "-t", "0", victim)
+    try:
+        excluded = wait_for(
+            "the lost node kept out",
+            lambda: excluded_nodes(kube, name) or None,
+            timeout=NODE_STOP_BOUND_SECONDS,
+            interval=1,
+        )
+        print(f"{name}: node stop -> excluded in {time.monotonic() - stopped:.0f}s: {excluded}")
+        assert [(e["node"], e["cause"]) for e in excluded] == [(victim, "NodeLost")], excluded
+        wait_for(
+            "the new gang Running",
+            lambda: new_gang_running(kube, name),
+            timeout=TRAINING_TIMEOUT + NODE_STOP_BOUND_SECONDS,
+            interval=1,
+        )
+    finally:
+        docker("start", victim)
+        wait_node_ready(victim)
+    print(f"{name}: {victim} Ready again {time.monotonic() - stopped:.0f}s after it stopped")
+    # Within the window, with the node back: another restart, and that attempt avoids it too.
+    before = kube.status(NAMESPACE, name)["attempt"]
+    kubectl("delete", "pod", f"{name}-worker-1", "-n", NAMESPACE, "--wait=false")
+    wait_for(
+        "the attempt after the node came back Running",
+        lambda: (
+            (s := kube.status(NAMESPACE, name)).get("attempt", 0) > before and s.get("phase") == "Running"
+        ),
+        timeout=TRAINING_TIMEOUT,
+        interval=1,
+    )
+    after = node_of_pods(name)
+    print(f"{name}: attempt {kube.status(NAMESPACE, name)['attempt']} on {after}")
+    assert victim not in after.values(), after
+    assert all(kept_off(pod) == [victim] for pod in after), {pod: kept_off(pod) for pod in after}
+    status = kube.wait_phase(NAMESPACE, name, "Succeeded", timeout=TRAINING_TIMEOUT)
+    assert [e["node"] for e in status.get("excludedNodes") or []] == [victim], status
+    condition = next(c for c in status["conditions"] if c["type"] == "NodesExcluded")
+    assert condition["status"] == "True" and victim in condition["message"], condition
+    assert victim not in node_of_pods(name).values()
+
+
+def test_a_four_worker_job_whose_node_is_stopped_goes_on_with_two_and_succeeds(
+    kube: ClusterClient, fresh_name: Callable[[str], str], several_nodes: list[str]
+) -> None:
+    """spec.minWorkers: four workers, two per node (each requests 40% of a node's CPU); one
+    node stops, the restarted gang fits only half on the node left, and after the placement
+    wait the next attempt goes on with two, with the same global batch, to the same steps."""
+    name = fresh_name("fewer")
+    epochs, steps = 6, 20
+    manifest = spread_manifest(
+        [f"--epochs={epochs}", f"--steps-per-epoch={steps}", "--epoch-pause=3", "--global-batch-size=16"]
+    )
+    manifest["spec"]["minWorkers"] = 2
+    container = manifest["spec"]["template"]["spec"]["containers"][0]
+    container["resources"]["requests"]["cpu"] = f"{node_cpu_millis(several_nodes[0]) * 2 // 5}m"
+    submit(kube, manifest, name)
+    kube.wait_phase(NAMESPACE, name, "Running", timeout=TRAINING_TIMEOUT)
+    wait_for("a checkpointed epoch", lambda: progress_epoch(kube, name) >= 1, timeout=TRAINING_TIMEOUT)
+    placed = node_of_pods(name)
+    # The node without the chief: the chief must be placed for the gang to go on smaller.
+    victim = next(node for node in sorted(set(placed.values())) if node != placed[f"{name}-worker-0"])
+    assert list(placed.values()).count(victim) == 2, placed
+    print(f"\n{name}: stopping node {victim} (pods {placed})")
+    stopped = time.monotonic()
+    docker("stop", "-t", "0", victim)
+    try:
+        smaller = wait_for(
+            "an attempt of two workers",
+            lambda: (s := kube.status(NAMESPACE, name)).get("attemptWorkers") == 2 and s,
+            timeout=TRAINING_TIMEOUT + NODE_STOP_BOUND_SECONDS,
+            interval=1,
+        )
+        print(f"{name}: node stop -> attempt {smaller['attempt']} of 2 in {time.monotonic() - stopped:.0f}s")
+        status = kube.wait_phase(
+            NAMESPACE, name, "Succeeded", timeout=TRAINING_TIMEOUT + NODE_STOP_BOUND_SECONDS
+        )
+        print(
+            f"{name}: node stop -> Succeeded in {time.monotonic() - stopped:.0f}s: {status.get('progress')}"
+        )
+    finally:
+        docker("start", victim)
+        wait_node_ready(victim)
+    assert status["attemptWorkers"] == 2, status
+    progress = status["progress"]
+    assert (progress["step"], progress["totalSteps"]) == (epochs * steps, epochs * steps), progress
+    assert any(h.get("cause") == "Unplaceable" for h in status["history"]), status["history"]
+    assert sorted(node_of_pods(name)) == [f"{name}-worker-0", f"{name}-worker-1"]
+    chief = logs(name, 0)
+    assert "start cluster_workers=2" in chief and "global_batch=16" in chief, chief[-3000:]
+    assert "resumed_from_epoch=" in chief, chief[-3000:]
+    assert status["restarts"] <= 1, status  # the node's loss; going on smaller is not counted
+
+
+def node_cpu_millis(node: str) -> int:
+    cpu = kubectl("get", "node", node, "-o", "jsonpath={.status.allocatable.cpu}").stdout.strip()
+    return int(cpu[:-1]) if cpu.endswith("m") else int(float(cpu) * 1000)
 
 
 def test_the_leaders_node_stopped_the_other_replica_leads_and_runs_a_new_job(

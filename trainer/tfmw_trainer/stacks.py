@@ -37,7 +37,8 @@ import threading
 from collections.abc import Mapping
 from pathlib import Path
 
-from tfmw_trainer import names
+from tfmw_operator import contract
+
 from tfmw_trainer.progress import utc_now
 
 STDERR = 2
@@ -47,7 +48,7 @@ def open_output(env: Mapping[str, str] | None = None) -> int:
     """The file descriptor the dumps go to: TFMW_STACKS_PATH, opened to append (made with its
     folder if missing), else standard error."""
     env = os.environ if env is None else env
-    where = env.get(names.STACKS_PATH_ENV, "")
+    where = env.get(contract.STACKS_PATH_ENV, "")
     if not where:
         return STDERR
     path = Path(where)

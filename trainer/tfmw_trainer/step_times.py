@@ -40,7 +40,6 @@ from pathlib import Path
 
 from tfmw_operator import contract
 
-from tfmw_trainer import names
 from tfmw_trainer.progress import utc_now, write_atomically
 
 # At most one write per second: a worker's figures are compared over tens of steps, and a
@@ -72,25 +71,25 @@ class StepTimes:
         write_seconds: float = WRITE_SECONDS,
     ) -> None:
         env = os.environ if env is None else env
-        where = path if path is not None else env.get(names.STEP_TIMES_PATH_ENV)
+        where = path if path is not None else env.get(contract.STEP_TIMES_PATH_ENV)
         self.path = Path(where) if where else None
         self.write_seconds = write_seconds
-        self.seconds: deque[float] = deque(maxlen=names.STEP_TIMES_MAX_SAMPLES)
+        self.seconds: deque[float] = deque(maxlen=contract.STEP_TIMES_MAX_SAMPLES)
         self.step: int | None = None
         self._written_at = float("-inf")
         self._warned = False
-        index = _int_env(env, names.REPLICA_INDEX_ENV)
+        index = _int_env(env, contract.REPLICA_INDEX_ENV)
         if index is None:
             index = _task_index(env)
-        role = env.get(names.ROLE_ENV) or None
+        role = env.get(contract.ROLE_ENV) or None
         if role is None and index is not None:
             # Without TFMW_ROLE (an older operator, a run by hand): TF's rule, worker 0 is the chief.
-            role = names.ROLE_CHIEF if index == 0 else names.ROLE_WORKER
+            role = contract.CHIEF if index == 0 else contract.WORKER
         self.identity: dict[str, object] = {
-            names.STEP_TIMES_JOB_UID: env.get(contract.JOB_UID_ENV) or None,
-            names.STEP_TIMES_ATTEMPT: _int_env(env, contract.ATTEMPT_ENV),
-            names.STEP_TIMES_ROLE: role,
-            names.STEP_TIMES_INDEX: index,
+            contract.STEP_TIMES_JOB_UID: env.get(contract.JOB_UID_ENV) or None,
+            contract.STEP_TIMES_ATTEMPT: _int_env(env, contract.ATTEMPT_ENV),
+            contract.STEP_TIMES_ROLE: role,
+            contract.STEP_TIMES_INDEX: index,
         }
 
     def record(self, step: int, seconds: float, now: float | None = None) -> bool:
@@ -106,9 +105,9 @@ class StepTimes:
     def document(self) -> dict[str, object]:
         document = {
             **self.identity,
-            names.STEP_TIMES_STEP: self.step,
-            names.STEP_TIMES_COMPUTE_SECONDS: [round(s, 6) for s in self.seconds],
-            names.STEP_TIMES_UPDATED_AT: utc_now(),
+            contract.STEP_TIMES_STEP: self.step,
+            contract.STEP_TIMES_COMPUTE_SECONDS: [round(s, 6) for s in self.seconds],
+            contract.STEP_TIMES_UPDATED_AT: utc_now(),
         }
         return {key: value for key, value in document.items() if value is not None}
 

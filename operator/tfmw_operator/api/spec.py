@@ -6,6 +6,7 @@ the core never depends on which API server version served the object.
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Iterable
 from dataclasses import dataclass
 from enum import StrEnum
@@ -28,6 +29,12 @@ DEFAULT_MOUNT_PATH = "/shared"
 DEFAULT_CHIEF_EXIT_GRACE_SECONDS = 30
 DEFAULT_BACKOFF_LIMIT = 3
 DEFAULT_RESTART_GRACE_SECONDS = 5
+# runPolicy.nodeExclusion's defaults: a node blamed for an attempt's end is kept out of the
+# job's next attempts for an hour, and at most two nodes at once.
+DEFAULT_EXCLUDED_NODES = 2
+DEFAULT_EXCLUSION_SECONDS = 3600
+MAX_EXCLUDED_NODES = 32
+MAX_EXCLUSION_SECONDS = 7 * 24 * 3600
 
 
 class RestartPolicy(StrEnum):
@@ -127,6 +134,15 @@ class FailureRule:
 
 
 @dataclass(frozen=True)
+class NodeExclusion:
+    """runPolicy.nodeExclusion: after an attempt ends for its node's fault (NodeLost, or a
+    failure rule that says nodeFault), the next attempts avoid that node for a while."""
+
+    max_nodes: int = DEFAULT_EXCLUDED_NODES  # at most this many at once: the oldest goes first
+    duration_seconds: int = DEFAULT_EXCLUSION_SECONDS
+
+
+@dataclass(frozen=True)
 class RunPolicy:
     restart_policy: RestartPolicy = RestartPolicy.EXIT_CODE
     backoff_limit: int = DEFAULT_BACKOFF_LIMIT
@@ -140,6 +156,7 @@ class RunPolicy:
     progress_deadline_seconds: int | None = None  # None: a job's progress is not watched
     progress_deadline_policy: ProgressDeadlinePolicy = ProgressDeadlinePolicy.RESTART
     failure_rules: tuple[FailureRule, ...] = ()  # the user's, tried before restartPolicy's own
+    node_exclusion: NodeExclusion | None = None  # None: no node is ever kept out
 
 
 @dataclass(frozen=True)
@@ -176,6 +193,25 @@ class JobSpec:
     # carry Kubeflow's labels too (api/tfjob.py).
     kubeflow_replica_types: tuple[tuple[str, str], ...] = ()
     tf_config: bool = True  # False: a TFJob of one replica, which TFJob gives no TF_CONFIG
+    # spec.minWorkers: a restart that cannot place the whole gang may go on with fewer workers,
+    # down to this many (None: never fewer than `workers`).
+    min_workers: int | None = None
+    # Set on the job as one attempt runs it (`sized`): spec.workers, when the attempt has fewer.
+    full_workers: int | None = None
+    # Nodes the pods built now must avoid (runPolicy.nodeExclusion, from the status).
+    avoid_nodes: tuple[str, ...] = ()
+
+    @property
+    def requested_workers(self) -> int:
+        """spec.workers, whatever the size of the attempt this job describes."""
+        return self.full_workers if self.full_workers is not None else self.workers
+
+    def sized(self, workers: int) -> JobSpec:
+        """The job as an attempt of `workers` workers runs it: its members, TF_CONFIG,
+        TFMW_NUM_WORKERS and Kueue pod group count follow."""
+        if workers == self.workers:
+            return self
+        return dataclasses.replace(self, workers=workers, full_workers=self.requested_workers)
 
     @property
     def replica_sets(self) -> tuple[ReplicaSet, ...]:
@@ -331,6 +367,48 @@ def parse_rules(raw: object) -> tuple[FailureRule, ...]:
     return tuple(rules)
 
 
+def _bounded(raw: object, field: str, default: int, low: int, high: int) -> int:
+    if raw is None:
+        return default
+    if type(raw) is not int or not low <= raw <= high:
+        raise SpecError(f"{field} must be an integer in {low}..{high}, got {raw!r}")
+    return raw
+
+
+def parse_node_exclusion(raw: object) -> NodeExclusion | None:
+    """runPolicy.nodeExclusion: present (even `{}`) turns it on."""
+    if raw is None:
+        return None
+    if not isinstance(raw, dict):
+        raise SpecError("spec.runPolicy.nodeExclusion must be an object: {maxNodes, durationSeconds}")
+    field = "spec.runPolicy.nodeExclusion"
+    return NodeExclusion(
+        max_nodes=_bounded(
+            raw.get("maxNodes"), f"{field}.maxNodes", DEFAULT_EXCLUDED_NODES, 1, MAX_EXCLUDED_NODES
+        ),
+        duration_seconds=_bounded(
+            raw.get("durationSeconds"),
+            f"{field}.durationSeconds",
+            DEFAULT_EXCLUSION_SECONDS,
+            1,
+            MAX_EXCLUSION_SECONDS,
+        ),
+    )
+
+
+def _min_workers(raw: object, workers: int, parameter_servers: int) -> int | None:
+    if raw is None:
+        return None
+    if type(raw) is not int or not 1 <= raw <= workers:
+        raise SpecError(f"spec.minWorkers must be an integer in 1..spec.workers ({workers}), got {raw!r}")
+    if parameter_servers:
+        raise SpecError(
+            "spec.minWorkers is for MultiWorkerMirroredStrategy jobs: a job with spec.parameterServers "
+            "replaces a lost worker alone"
+        )
+    return raw
+
+
 def parse_job(job: Json, folder_check_image: str = "", supervisor_image: str = "") -> JobSpec:
     meta = job.get("metadata") or {}
     spec = job.get("spec") or {}
@@ -396,6 +474,7 @@ def parse_job(job: Json, folder_check_image: str = "", supervisor_image: str = "
             progress_deadline_seconds=run.get("progressDeadlineSeconds"),
             progress_deadline_policy=deadline_policy,
             failure_rules=parse_rules(run.get("failureRules")),
+            node_exclusion=parse_node_exclusion(run.get("nodeExclusion")),
         ),
         template=template,
         queue_name=(meta.get("labels") or {}).get(LABEL_QUEUE_NAME) or None,
@@ -412,6 +491,7 @@ def parse_job(job: Json, folder_check_image: str = "", supervisor_image: str = "
         evaluator_template=_template(evaluator.get("template"), "spec.evaluator.template")
         if isinstance(evaluator, dict)
         else None,
+        min_workers=_min_workers(spec.get("minWorkers"), workers, parameter_servers),
     )
 
 

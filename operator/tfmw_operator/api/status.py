@@ -60,6 +60,8 @@ class ConditionType(StrEnum):
     SHARED_VOLUME_CHECKED = "SharedVolumeChecked"
     # Whether gang restarts keep the pods that run (the in-pod supervisor), and why not.
     RESTART_IN_PLACE = "RestartInPlace"
+    STRAGGLER = "Straggler"  # a training pod's own compute is persistently slower than the others'
+    NODES_EXCLUDED = "NodesExcluded"  # runPolicy.nodeExclusion keeps nodes out of the attempts
     POD_SECURITY_ENFORCED = "PodSecurityEnforced"
     SHARED_VOLUME_BOUND = "SharedVolumeBound"
 
@@ -194,6 +196,71 @@ class EvaluationStatus(Record):
     )  # why the latest document was refused
 
 
+@dataclass(frozen=True)
+class StragglerRecord(Record):
+    """A training pod whose own compute per step is slower than the others' (policies/straggler.py):
+    an entry of `status.stragglers.workers`, named once `slowReadings` reached the policy's
+    count (`since`), dropped once it has been even that many readings in a row."""
+
+    pod: str = field(metadata=wire("pod", STR, required=True))
+    worker: int = field(metadata=wire("worker", INT, required=True))  # its index in its set
+    replica_type: str | None = field(default=None, metadata=wire("replicaType", STR))  # chief; else a worker
+    node: str | None = field(default=None, metadata=wire("node", STR))
+    # Its median compute time per step over its document's window, and the median of the
+    # other pods' medians, in seconds; their ratio.
+    median_seconds: float = field(default=0.0, metadata=wire("medianSeconds", FLOAT))
+    others_seconds: float = field(default=0.0, metadata=wire("othersSeconds", FLOAT))
+    ratio: float = field(default=0.0, metadata=wire("ratio", FLOAT))
+    steps: int = field(default=0, metadata=wire("steps", INT))  # in the window
+    slow_readings: int = field(default=0, metadata=wire("slowReadings", INT))  # in a row
+    even_readings: int = field(
+        default=0, metadata=wire("evenReadings", INT, omit_empty=True)
+    )  # in a row, once named
+    since: datetime | None = field(default=None, metadata=wire("since", TIME))  # named then
+    # Its document's updatedAt at the last reading counted: a document unchanged counts once.
+    observed_at: datetime | None = field(default=None, metadata=wire("observedAt", PRECISE_TIME))
+
+    @property
+    def named(self) -> bool:
+        return self.since is not None
+
+
+@dataclass(frozen=True)
+class StragglerStatus(Record):
+    """`status.stragglers`: the training pods suspected or named slow in the current attempt,
+    and why the latest step-times document was refused; absent while there is neither."""
+
+    attempt: int = field(default=0, metadata=wire("attempt", INT))
+    workers: tuple[StragglerRecord, ...] = field(
+        default=(), metadata=wire("workers", records(StragglerRecord, 32), omit_empty=True)
+    )
+    error: str | None = field(default=None, metadata=wire("error", STR))
+
+    @property
+    def named(self) -> tuple[StragglerRecord, ...]:
+        return tuple(w for w in self.workers if w.named)
+
+
+@dataclass(frozen=True)
+class ExcludedNode(Record):
+    """A node the job's next attempts avoid (runPolicy.nodeExclusion): `status.excludedNodes`."""
+
+    node: str = field(metadata=wire("node", STR, required=True))
+    cause: str = field(default="", metadata=wire("cause", STR))  # NodeLost, or the cause a rule blamed
+    attempt: int | None = field(default=None, metadata=wire("attempt", INT))  # that ended there
+    pod: str | None = field(default=None, metadata=wire("pod", STR))  # the pod that failed on it
+    rule: str | None = field(default=None, metadata=wire("rule", STR))  # the failure rule that said nodeFault
+    since: datetime | None = field(default=None, metadata=wire("since", TIME))
+    until: datetime | None = field(default=None, metadata=wire("until", TIME))
+
+    def describe(self) -> str:
+        why = f"{self.cause} in attempt {self.attempt}" if self.attempt is not None else self.cause
+        if self.rule:
+            why += f", {self.rule}"
+        until = f" until {format_time(self.until)}" if self.until is not None else ""
+        return f"{self.node} ({why}){until}"
+
+
 MAX_HISTORY = 10  # attempts kept in status.history, the newest first
 MAX_HISTORY_MESSAGE = 1024  # characters of the end of the failing worker's log
 
@@ -233,6 +300,8 @@ class AttemptRecord(Record):
     # The chief's stacks, taken before a stalled gang was stopped (the others' are beside it),
     # relative to the shared root.
     stacks: str | None = field(default=None, metadata=wire("stacks", STR))
+    # The attempt's worker pods (a job with spec.minWorkers: attempts may differ in size).
+    workers: int | None = field(default=None, metadata=wire("workers", INT))
 
 
 @dataclass(frozen=True)
@@ -283,6 +352,15 @@ class JobStatus(Record):
     # The last stacks request (the control file carries its id while the job's pods run).
     stacks_request: StacksRequest | None = field(
         default=None, metadata=wire("stacksRequest", record(StacksRequest))
+    )
+    # Worker pods of the current attempt when fewer than spec.workers (spec.minWorkers).
+    attempt_workers: int | None = field(default=None, metadata=wire("attemptWorkers", INT))
+    stragglers: StragglerStatus | None = field(
+        default=None, metadata=wire("stragglers", record(StragglerStatus))
+    )
+    # The nodes the current attempt's pods avoid (runPolicy.nodeExclusion), the oldest first.
+    excluded_nodes: tuple[ExcludedNode, ...] = field(
+        default=(), metadata=wire("excludedNodes", records(ExcludedNode, 64), omit_empty=True)
     )
 
     @property

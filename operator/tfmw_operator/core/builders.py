@@ -216,6 +216,28 @@ def build_folder_check(job: JobSpec, mount: Json) -> Json:
     }
 
 
+def avoid_nodes(spec: Json, nodes: tuple[str, ...]) -> None:
+    """Keep the pod off `nodes` (runPolicy.nodeExclusion): a required node affinity on the
+    node's name (`matchFields` on `metadata.name`, exact where a hostname label may differ),
+    added to every term of the template's own, so it still holds whichever term matches."""
+    if not nodes:
+        return
+    keep_off = {"key": "metadata.name", "operator": "NotIn", "values": sorted(nodes)}
+    affinity = spec.get("affinity")
+    affinity = affinity if isinstance(affinity, dict) else {}
+    node_affinity = affinity.get("nodeAffinity")
+    node_affinity = node_affinity if isinstance(node_affinity, dict) else {}
+    required = node_affinity.get("requiredDuringSchedulingIgnoredDuringExecution")
+    required = required if isinstance(required, dict) else {}
+    terms = [t for t in required.get("nodeSelectorTerms") or [] if isinstance(t, dict)] or [{}]
+    required["nodeSelectorTerms"] = [
+        {**term, "matchFields": [*(term.get("matchFields") or []), keep_off]} for term in terms
+    ]
+    node_affinity["requiredDuringSchedulingIgnoredDuringExecution"] = required
+    affinity["nodeAffinity"] = node_affinity
+    spec["affinity"] = affinity
+
+
 SUPERVISOR_RESOURCES: Json = {"requests": {"cpu": "10m", "memory": "16Mi"}, "limits": {"memory": "64Mi"}}
 # How the init container copies the supervisor: from the operator's own package, wherever the
 # image keeps it.
@@ -307,6 +329,7 @@ def build_pod(job: JobSpec, member: Member, attempt: int, pod_group: str | None 
     # The operator restarts what the strategy needs; a kubelet restart of one worker would
     # rejoin a collective that has already moved on.
     spec["restartPolicy"] = "Never"
+    avoid_nodes(spec, job.avoid_nodes)
 
     labels = {**(metadata.get("labels") or {}), **pod_labels(job, member, attempt)}
     annotations = dict(metadata.get("annotations") or {})

@@ -88,6 +88,8 @@ def attempt_record(
         checkpoint=checkpoint,
         epochs_lost=lost,
         stacks=cause.stacks,
+        # Attempts of a job with spec.minWorkers may differ in size: each says its own.
+        workers=job.workers if job.min_workers is not None else None,
     )
 
 

@@ -17,6 +17,7 @@ from tfmw_operator.core.owned import Owned
 from tfmw_operator.core.pods import ObservedPod
 from tfmw_operator.core.progress import DEFAULT_PROGRESS_INTERVAL_SECONDS, ProgressReading
 from tfmw_operator.core.reports import PodReport, StacksReading
+from tfmw_operator.core.step_times import StepTimesSnapshot
 from tfmw_operator.core.workloads import WorkloadState
 
 
@@ -82,6 +83,9 @@ class Observed:
     reports: tuple[PodReport, ...] | None = None
     # The supervised pods' stacks files, while a stacks request is outstanding.
     stacks: tuple[StacksReading, ...] = ()
+    # The training pods' step-times documents, read now; None: not read in this reconcile
+    # (read at most once per progress interval, while the job runs).
+    step_times: StepTimesSnapshot | None = None
     # The Pod Security level the job's namespace enforces by its label ("" none; None: not known).
     pod_security: str | None = None
     claim: Claim | None = None  # the job's claim as the claims watch saw it
@@ -107,6 +111,7 @@ class Observed:
         claim_reached: FolderReached | None = None,
         reports: tuple[PodReport, ...] | None = None,
         stacks: tuple[StacksReading, ...] = (),
+        step_times: StepTimesSnapshot | None = None,
         pod_security: str | None = None,
         claim: Claim | None = None,
         claim_known: bool = False,
@@ -139,6 +144,7 @@ class Observed:
             claim_reached=claim_reached,
             reports=reports,
             stacks=stacks,
+            step_times=step_times,
             pod_security=pod_security,
             claim=claim,
             claim_known=claim_known,

@@ -38,7 +38,7 @@ from tfmw_operator.api.status import (
     StacksRequest,
     WorkerCounts,
 )
-from tfmw_operator.api.times import NEVER, later
+from tfmw_operator.api.times import NEVER, format_time, later
 from tfmw_operator.contract import reports_folder
 from tfmw_operator.core.builders import build_service, member_pod_name, pod_group_name
 from tfmw_operator.core.decision import (
@@ -80,10 +80,13 @@ from tfmw_operator.core.policies.in_place import (
     pod_group,
     split,
 )
+from tfmw_operator.core.policies.node_exclusion import exclude, excluded_message, still_excluded
+from tfmw_operator.core.policies.placement import UNPLACEABLE, Readmit, Shrink, judge_placement
 from tfmw_operator.core.policies.progress_deadline import PROGRESS_STALLED, judge_progress
 from tfmw_operator.core.policies.queue import judge_queue, workloads_of, workloads_over
 from tfmw_operator.core.policies.restart_backoff import judge_restart_backoff
 from tfmw_operator.core.policies.stacks import AskStacks, AwaitStacks, StacksTaken, judge_stacks
+from tfmw_operator.core.policies.straggler import describe, judge_stragglers, straggler_message
 from tfmw_operator.core.policies.time_limits import active_deadline, judge_pending
 from tfmw_operator.core.policies.verdicts import Cause, Fail, MarkerVerdict, Pending, Queued, Restart, WakeAt
 from tfmw_operator.core.progress import next_progress
@@ -160,12 +163,23 @@ def reconcile(obs: Observed) -> Decision:
     if in_place(spec):
         pods = with_reports(obs.pods, obs.reports, obs.status.attempt)
         step.obs = obs = dataclasses.replace(obs, pods=pods)
-    _decide(step, spec)
-    _progress(step, spec)
-    _evaluation(step, spec)
-    _progress_deadline(step, spec)
+    job = _attempt_job(spec, step.status)
+    _decide(step, job)
+    _progress(step, job)
+    _evaluation(step, job)
+    _stragglers(step, job)
+    _progress_deadline(step, job)
     _reconciled(step)
-    return _finish(step, spec)
+    return _finish(step, job)
+
+
+def _attempt_job(job: JobSpec, status: JobStatus) -> JobSpec:
+    """The job as its current attempt runs it: with fewer workers after a gang that could not
+    be placed went on smaller (spec.minWorkers, policies/placement.py)."""
+    size = status.attempt_workers
+    if size is None or job.min_workers is None or not job.min_workers <= size < job.workers:
+        return job
+    return job.sized(size)
 
 
 def reconcile_failed(obs: Observed, error: str) -> Decision:
@@ -290,6 +304,8 @@ def _decide(step: _Step, job: JobSpec) -> None:
 
     if _queued(step, job, current):
         return
+    if _placement(step, job, current):
+        return
     if _stalled(step, job, current):
         return
     _set_progress_phase(step, job, current)
@@ -333,6 +349,40 @@ def _evaluation(step: _Step, job: JobSpec) -> None:
     step.update(evaluation=update.status)
     if update.warning:
         step.event("Warning", "EvaluationRefused", update.warning)
+
+
+def _stragglers(step: _Step, job: JobSpec) -> None:
+    """status.stragglers and the Straggler condition follow the training pods' step-times
+    documents, read at most once per progress interval while the job runs (straggler.py)."""
+    if step.obs.status.finished:
+        return
+    attempt = step.status.attempt
+    reading = step.obs.step_times if step.status.phase is Phase.RUNNING else None
+    # A gang restarted in place keeps pods of older attempts, and began at the raise.
+    current = _split(step, job)[0]
+    started = attempt_began(job, step.status, step.obs.pods)
+    verdict = judge_stragglers(job, step.status, reading, current, started, step.now)
+    step.update(stragglers=verdict.status)
+    if verdict.refused:
+        step.event("Warning", "StepTimesRefused", f"step-times document refused: {verdict.refused}")
+    for named in verdict.named:
+        step.event("Warning", "Straggler", f"{describe(named)}: every step of the gang waits for it")
+    for cleared in verdict.cleared:
+        step.event("Normal", "StragglerCleared", f"{describe(cleared)}: no longer a straggler")
+    named_now = verdict.status.named if verdict.status is not None else ()
+    if named_now:
+        step.condition(ConditionType.STRAGGLER, True, "SlowCompute", straggler_message(named_now))
+    elif verdict.new_attempt:
+        step.condition(
+            ConditionType.STRAGGLER, False, "NewAttempt", f"attempt {attempt}'s pods are compared afresh"
+        )
+    elif verdict.cleared:
+        step.condition(
+            ConditionType.STRAGGLER,
+            False,
+            "ComputeEven",
+            "no training pod's compute is slower than the others'",
+        )
 
 
 def _count_workers(step: _Step, job: JobSpec, current: Sequence[ObservedPod]) -> None:
@@ -502,6 +552,8 @@ def _waiting_to_retry(step: _Step, job: JobSpec) -> bool:
     if error.kind is not CreateErrorKind.INVALID and not job.queue_name:
         # The job's clock runs while it may yet be created: activeDeadlineSeconds too.
         step.update(start_time=step.status.start_time or step.now)
+    if _placement(step, job, _split(step, job)[0], refused=True):
+        return True
     verdict = judge_refusal(job, error, step.now)
     if isinstance(verdict, Fail):
         _fail(step, job, verdict)
@@ -544,6 +596,7 @@ def _launch(step: _Step, job: JobSpec, current: Sequence[ObservedPod], leftover_
             message = reached.message(job.claim_name or "")
             step.condition(ConditionType.SHARED_VOLUME_CHECKED, True, "ClaimReached", message)
         built = dataclasses.replace(job, folder_check_image="") if reached is not None else job
+        built = dataclasses.replace(built, avoid_nodes=_avoiding(step))
         group = pod_group(job, current)
         step.actions.append(CreatePods(built, attempt, missing, proven=not first, pod_group=group))
         _note_recreated(step, {m.stem for m in missing})
@@ -619,15 +672,110 @@ def _name_of(job: JobSpec, member: Member) -> str:
 
 def _checked(step: _Step, job: JobSpec) -> JobSpec:
     """The job as its pods are built now: without the folder check once one this operator
-    made passed on its claim (claim_checks; the status condition is not believed)."""
+    made passed on its claim (claim_checks; the status condition is not believed), and off
+    the nodes the attempt avoids."""
+    avoid = tuple(e.node for e in step.status.excluded_nodes)
     if job.folder_check_image and step.obs.claim_reached is not None:
-        return dataclasses.replace(job, folder_check_image="")
-    return job
+        job = dataclasses.replace(job, folder_check_image="")
+    return dataclasses.replace(job, avoid_nodes=avoid) if avoid else job
+
+
+def _avoiding(step: _Step) -> tuple[str, ...]:
+    """The nodes an attempt launched now avoids (runPolicy.nodeExclusion): those whose time
+    is not up; the others leave status.excludedNodes now."""
+    excluded = step.status.excluded_nodes
+    active = still_excluded(excluded, step.now)
+    if active != excluded:
+        step.update(excluded_nodes=active)
+        if active:
+            step.condition(ConditionType.NODES_EXCLUDED, True, "NodeFault", excluded_message(active))
+        else:
+            message = "the time of every node kept out is up: attempts may run anywhere again"
+            step.condition(ConditionType.NODES_EXCLUDED, False, "ExclusionEnded", message)
+    return tuple(e.node for e in active)
+
+
+def _exclude(
+    step: _Step, job: JobSpec, cause: Cause | None, attempt: int, node_fault: bool = False, rule: str = ""
+) -> None:
+    """runPolicy.nodeExclusion: the node `attempt`'s end points at is kept out of the next attempts."""
+    found = exclude(job, step.status.excluded_nodes, cause, attempt, step.now, node_fault, rule)
+    if found is None:
+        return
+    step.update(excluded_nodes=found.excluded)
+    step.condition(ConditionType.NODES_EXCLUDED, True, "NodeFault", excluded_message(found.excluded))
+    until = format_time(found.node.until) if found.node.until is not None else "later"
+    why = f"{found.node.cause} in attempt {attempt}" + (f" ({rule}: nodeFault)" if rule else "")
+    pushed = "".join(f"; node {e.node} is allowed again (maxNodes)" for e in found.pushed_out)
+    step.event(
+        "Warning",
+        "NodeExcluded",
+        f"node {found.node.node} is kept out of this job's next attempts until {until}: {why}{pushed}",
+    )
+
+
+def _placement(step: _Step, job: JobSpec, current: Sequence[ObservedPod], refused: bool = False) -> bool:
+    """A gang that cannot be placed goes on with fewer workers, or gets a node kept out back
+    (placement.py); True when the attempt ends for it."""
+    error = step.obs.create_error if refused else None
+    ended = step.status.history[0].end_time if step.status.history else None
+    if error is not None and ended is not None:
+        if error.at < ended:
+            return False  # refused before the previous attempt ended: this one was not tried yet
+        # The refusals of this attempt count from its start, not from the last one's.
+        error = dataclasses.replace(error, since=max(error.since or error.at, ended))
+    if refused and error is None:
+        return False
+    verdict = judge_placement(job, step.status, current, step.now, error)
+    if isinstance(verdict, WakeAt):
+        step.wake_at(verdict.at)
+        return False
+    if verdict is None:
+        return False
+    _replan(step, job, verdict, current)
+    return True
+
+
+def _replan(step: _Step, job: JobSpec, verdict: Shrink | Readmit, current: Sequence[ObservedPod]) -> None:
+    """End the attempt and start the next one smaller, or allowed on a node kept out; not counted."""
+    over = step.status.attempt
+    if not step.status.launched:  # creating its pods was refused: some of them were made
+        step.update(launched_attempt=over)
+    record = _record_attempt(step, job, "Restarted", verdict.cause)
+    message = verdict.message + resumes_from(record)
+    size = step.status.attempt_workers
+    excluded = step.status.excluded_nodes
+    if isinstance(verdict, Shrink):
+        size = verdict.workers if verdict.workers < job.requested_workers else None
+        reason = "GangResized"
+    else:
+        excluded = tuple(e for e in excluded if e.node != verdict.node.node)
+        reason = "NodeReadmitted"
+    step.update(
+        attempt=over + 1,
+        attempt_workers=size,
+        excluded_nodes=excluded,
+        replacing=(),
+        phase=Phase.RESTARTING,
+        message=message,
+    )
+    step.condition(ConditionType.RESTARTING, True, UNPLACEABLE, message)
+    step.condition(ConditionType.RUNNING, False, UNPLACEABLE, message)
+    if isinstance(verdict, Readmit):
+        if excluded:
+            step.condition(ConditionType.NODES_EXCLUDED, True, "NodeFault", excluded_message(excluded))
+        else:
+            step.condition(ConditionType.NODES_EXCLUDED, False, "GangUnplaceable", message, listed=True)
+    _end_workloads(step, _attempt_workloads(job, over, current))
+    step.event("Warning", reason, message)
+    # Nothing trained in a gang that never was whole: no checkpoint to give it time for.
+    step.delete(current, grace_seconds=0)
 
 
 def _replace(step: _Step, job: JobSpec, verdict: Restart, current: Sequence[ObservedPod]) -> None:
     """Restart the pods of `verdict.replace` alone: the rest of the attempt runs on."""
     _record_attempt(step, job, REPLACED, verdict.cause or Cause(verdict.reason))
+    _exclude(step, job, verdict.cause, step.status.attempt, verdict.node_fault, verdict.rule)
     counts = {r.type: r for r in step.status.replicas}
     replicas = tuple(
         evolve(r, restarts=r.restarts + 1) if any(str(m.type) == r.type for m in verdict.replace) else r
@@ -733,6 +881,7 @@ def _find_root_cause(step: _Step, job: JobSpec, going: Sequence[ObservedPod]) ->
     found = with_root_cause(record, cause, job)
     step.update(history=(found, *history[1:]))
     _retell_restart(step, job, found)
+    _exclude(step, job, cause, record.attempt)
     step.event(
         "Warning",
         "RootCauseFound",
@@ -760,10 +909,16 @@ def _retell_restart(step: _Step, job: JobSpec, found: AttemptRecord) -> None:
 
 def _restart(step: _Step, job: JobSpec, verdict: Restart, current: Sequence[ObservedPod]) -> None:
     over = step.status.attempt
+    # A gang that ran smaller (spec.minWorkers) restarts whole: its pods' TF_CONFIG names the
+    # smaller gang, so none of them can restart in place into the larger one.
+    resized = step.status.attempt_workers is not None
     record = _record_attempt(step, job, "Restarted", verdict.cause or Cause(verdict.reason))
     message = verdict.message + resumes_from(record)
+    _exclude(step, job, verdict.cause, over, verdict.node_fault, verdict.rule)
     step.update(
         attempt=over + 1,
+        # A restart tries the whole gang again: it grows back if the room has returned.
+        attempt_workers=None,
         restarts=step.status.restarts + (1 if verdict.counted else 0),
         evictions=step.status.evictions + (1 if verdict.kueue else 0),
         restarts_not_counted=step.status.restarts_not_counted
@@ -776,14 +931,18 @@ def _restart(step: _Step, job: JobSpec, verdict: Restart, current: Sequence[Obse
     step.condition(ConditionType.RESTARTING, True, reason, message)
     step.condition(ConditionType.RUNNING, False, reason, message)
     grace = _restart_grace(job) if verdict.survivors_can_save else 0
-    if in_place(job) and not verdict.kueue:
+    if in_place(job) and not verdict.kueue and not resized:
         # The control file raises the attempt (WriteControl, _finish): every supervisor stops its
         # command and waits; only the pods that are gone are deleted, and made again. The pods
-        # keep their Kueue group, and so their admission.
+        # keep their Kueue group, and so their admission. A pod on a node kept out now
+        # (runPolicy.nodeExclusion) is made again too, off that node.
         if step.status.history and step.status.history[0].attempt == over:
             step.update(history=(evolve(step.status.history[0], restart=IN_PLACE), *step.status.history[1:]))
         step.event("Warning", "GangRestart", message)
-        step.delete(gone_at_raise(current, step.now), grace_seconds=grace)
+        kept_out = {e.node for e in step.status.excluded_nodes}
+        gone = gone_at_raise(current, step.now)
+        off = [p for p in current if p.node in kept_out and not p.deleting and p not in gone]
+        step.delete([*gone, *off], grace_seconds=grace)
         return
     # Named by the pods (the queue label may be gone from the job) and by the attempt
     # (Kueue may have deleted the pods already).
@@ -886,7 +1045,7 @@ def _suspend(step: _Step, job: JobSpec) -> None:
 
 def _resume(step: _Step) -> None:
     attempt = step.status.attempt + 1 if step.status.launched else step.status.attempt
-    step.update(attempt=attempt, start_time=None, phase=Phase.PENDING)
+    step.update(attempt=attempt, start_time=None, phase=Phase.PENDING, attempt_workers=None)
     step.condition(ConditionType.SUSPENDED, False, "Resumed", "runPolicy.suspend is false: a fresh attempt")
     step.event("Normal", "Resumed", f"starting attempt {attempt}")
 

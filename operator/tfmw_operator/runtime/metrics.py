@@ -56,6 +56,18 @@ def set_job_stalled(namespace: str, job: str, stalled: bool | None) -> None:
         JOB_STALLED.labels(namespace, job).set(1 if stalled else 0)
 
 
+JOB_STRAGGLERS = Gauge(
+    "tfmw_job_stragglers",
+    "Training pods of a running job named stragglers (status.stragglers): their own compute per step "
+    "is persistently slower than the other pods'",
+    ["namespace", "job"],
+)
+
+
+def set_job_stragglers(namespace: str, job: str, named: int) -> None:
+    JOB_STRAGGLERS.labels(namespace, job).set(named)
+
+
 def set_job_progress(
     namespace: str, job: str, percent: float | None, examples_per_second: float | None
 ) -> None:
@@ -67,6 +79,6 @@ def set_job_progress(
 
 def forget_job_progress(namespace: str, job: str) -> None:
     """A finished or deleted job's series go: label sets must not grow without bound."""
-    for gauge in (JOB_PROGRESS_RATIO, JOB_EXAMPLES_PER_SECOND, JOB_STALLED):
+    for gauge in (JOB_PROGRESS_RATIO, JOB_EXAMPLES_PER_SECOND, JOB_STALLED, JOB_STRAGGLERS):
         with contextlib.suppress(KeyError):  # never set, or already gone
             gauge.remove(namespace, job)

@@ -40,9 +40,11 @@ from tfmw_operator.core.owned import Owned
 from tfmw_operator.core.pods import ObservedPod
 from tfmw_operator.core.policies.in_place import in_place, pod_group
 from tfmw_operator.core.policies.progress_deadline import stalled_by_progress
+from tfmw_operator.core.policies.straggler import TRAINING_SETS
 from tfmw_operator.core.progress import ProgressProblem, ProgressReading
 from tfmw_operator.core.reconcile import reconcile, reconcile_failed
 from tfmw_operator.core.reports import PodReport, StacksReading
+from tfmw_operator.core.step_times import StepTimesSnapshot
 from tfmw_operator.core.supervision import GANG
 from tfmw_operator.core.tenancy import pod_security_of
 from tfmw_operator.core.workloads import WorkloadState, observe_workload
@@ -69,6 +71,7 @@ from tfmw_operator.storage.files import (
     reported,
 )
 from tfmw_operator.storage.job_files import JobFileWatcher, Signature
+from tfmw_operator.storage.step_times import read_step_times, steps_relpath
 
 logger = logging.getLogger(__name__)
 T = TypeVar("T")
@@ -83,6 +86,9 @@ SERVICE_RETRY_SECONDS = 30.0  # a running gang's missing Service, refused: tried
 # Launches creating at once. More only queue for the connections, each with its built pods
 # held: more memory, no faster (docs/benchmarks.md, "The measurements behind the code").
 LAUNCHES_AT_ONCE = 16
+# A running job's step-times documents are read once per progress interval; while a reading
+# finds none (a program that writes none), this many intervals apart.
+STEP_TIMES_IDLE_INTERVALS = 6
 
 
 @dataclass
@@ -99,6 +105,8 @@ class _JobState:
     # control file as this operator last wrote it (written again only when it changes).
     reports: ReportCache = dataclasses.field(default_factory=ReportCache.empty)
     control_written: Json | None = None
+    step_times_due: float = 0.0  # on the monotonic clock: when its step-times documents are read next
+    step_times_attempt: int | None = None  # the attempt they were read for last
 
 
 class JobController:
@@ -260,6 +268,7 @@ class JobController:
         marker, storage_error, progress, evaluation, workload = MarkerState(), None, None, None, None
         reports: tuple[PodReport, ...] | None = None
         stacks: tuple[StacksReading, ...] = ()
+        step_times: StepTimesSnapshot | None = None
         if isinstance(spec, JobSpec) and spec.shared:
             try:
                 marker = await self.storage.call(spec.marker_relpath, read_marker, spec.marker_relpath)
@@ -272,6 +281,7 @@ class JobController:
                 progress = await self._read_progress(key, spec.progress_relpath)
                 if spec.evaluator_template is not None:
                     evaluation = await self._read_evaluation(spec.evaluation_relpath)
+                step_times = await self._read_step_times(state, spec, recorded.attempt)
             if spec.queue_name and not recorded.finished:
                 # A gang restarted in place keeps its pods' group; else the attempt's own.
                 observed_pods = [o.pod for o in pods if o.pod is not None]
@@ -294,6 +304,7 @@ class JobController:
             status_written_at=state.status_written_at,
             reports=reports,
             stacks=stacks,
+            step_times=step_times,
         )
         if isinstance(spec, JobSpec):
             observed = dataclasses.replace(
@@ -317,6 +328,10 @@ class JobController:
             # Kueue's verdict changes only the Workload, which nothing here watches: look
             # again soon while the gang waits for it.
             requeue = QUEUE_RECHECK_SECONDS if requeue is None else min(requeue, QUEUE_RECHECK_SECONDS)
+        if decision.status.phase is Phase.RUNNING and isinstance(spec, JobSpec) and _step_stems(spec):
+            # Nothing else tells when the workers' documents change: read them again then.
+            due = max(0.0, state.step_times_due - time.monotonic())
+            requeue = due if requeue is None else min(requeue, due)
         return requeue
 
     async def _read_supervisors(
@@ -343,6 +358,27 @@ class JobController:
             logger.warning("cannot read the stacks of %s: %s", spec.directory, error)
             stacks = ()
         return reports, stacks
+
+    async def _read_step_times(
+        self, state: _JobState, spec: JobSpec, attempt: int
+    ) -> StepTimesSnapshot | None:
+        """The training pods' step-times documents, at most once per progress interval (sooner
+        when a new attempt runs); None when it is not time yet, or nothing could be compared."""
+        stems = _step_stems(spec)
+        now = time.monotonic()
+        if not stems or (now < state.step_times_due and attempt == state.step_times_attempt):
+            return None
+        relpath = steps_relpath(spec.directory)
+        try:
+            snapshot = await self.storage.call(relpath, read_step_times, spec.directory, stems)
+        except StorageError as error:
+            snapshot = StepTimesSnapshot(error=str(error))
+        idle = not snapshot.documents and snapshot.error is None
+        state.step_times_due = now + self.settings.progress_interval * (
+            STEP_TIMES_IDLE_INTERVALS if idle else 1
+        )
+        state.step_times_attempt = attempt
+        return snapshot
 
     def _tell_rivals(self, key: Key, job: Json) -> None:
         """Jobs of the other kind with this job's name wait for it to go: say so on each, once."""
@@ -553,6 +589,8 @@ class JobController:
             metrics.set_job_progress(*key, progress.percent, progress.examples_per_second)
         if not decision.finished:
             metrics.set_job_stalled(*key, stalled_by_progress(decision.status))
+            stragglers = decision.status.stragglers
+            metrics.set_job_stragglers(*key, len(stragglers.named) if stragglers is not None else 0)
 
     def _forget(self, key: Key) -> None:
         self._set_active(key, False)
@@ -581,6 +619,15 @@ class JobController:
         state.active = active
         self._active += 1 if active else -1
         metrics.ACTIVE_JOBS.set(self._active)
+
+
+def _step_stems(spec: JobSpec) -> list[str]:
+    """The pods whose compute times are compared (the chief and the workers, all of spec.workers:
+    a smaller attempt's documents are simply fewer); none for a job of one, or without storage."""
+    if not spec.shared:
+        return []
+    stems = [m.stem for m in spec.sized(spec.requested_workers).members if m.type in TRAINING_SETS]
+    return stems if len(stems) > 1 else []
 
 
 # Pods of Kubeflow's TFJob controller: its jobs' (by their job-name label) and its own.

@@ -298,6 +298,7 @@ def restart_or_give_up(
         survivors_can_save=survivors_can_save,
         replace=replace,
         node_fault=node_fault,
+        rule=rule,
     )
 
 

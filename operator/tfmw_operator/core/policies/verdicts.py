@@ -58,6 +58,7 @@ class Restart:
     # The pods restarted alone, the rest of the attempt running on; (): the whole attempt.
     replace: tuple[Member, ...] = ()
     node_fault: bool = False  # a failure rule blamed the failed pod's node
+    rule: str = ""  # the job's own failure rule that decided, if one did
 
 
 @dataclass(frozen=True)

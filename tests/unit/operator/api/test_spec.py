@@ -76,3 +76,26 @@ def test_copy_json_shares_nothing_mutable_with_the_original() -> None:
     copied["spec"]["containers"][0]["env"].append({"name": "B"})
     copied["spec"]["containers"][0]["args"][0] = "y"
     assert original == {"spec": {"containers": [{"env": [{"name": "A"}], "args": ["x"]}]}, "n": 1, "z": None}
+
+
+def test_node_exclusion_defaults_are_the_crds_and_present_means_on() -> None:
+    schema = spec_schema()["runPolicy"]["properties"]["nodeExclusion"]["properties"]
+    assert schema["maxNodes"]["default"] == api_spec.DEFAULT_EXCLUDED_NODES
+    assert schema["durationSeconds"]["default"] == api_spec.DEFAULT_EXCLUSION_SECONDS
+    assert schema["maxNodes"]["maximum"] == api_spec.MAX_EXCLUDED_NODES
+    assert schema["durationSeconds"]["maximum"] == api_spec.MAX_EXCLUSION_SECONDS
+    assert parse_job(job().obj()).run_policy.node_exclusion is None
+    assert parse_job(job().run_policy(nodeExclusion={}).obj()).run_policy.node_exclusion == (
+        api_spec.NodeExclusion(api_spec.DEFAULT_EXCLUDED_NODES, api_spec.DEFAULT_EXCLUSION_SECONDS)
+    )
+    chosen = parse_job(job().run_policy(nodeExclusion={"maxNodes": 1, "durationSeconds": 60}).obj())
+    assert chosen.run_policy.node_exclusion == api_spec.NodeExclusion(1, 60)
+
+
+def test_min_workers_is_read_and_a_sized_job_keeps_what_was_asked() -> None:
+    parsed = parse_job(job().workers(4).spec(minWorkers=2).obj())
+    assert parsed.min_workers == 2 and parsed.requested_workers == 4
+    smaller = parsed.sized(2)
+    assert (smaller.workers, smaller.requested_workers, len(smaller.members)) == (2, 4, 2)
+    assert smaller.sized(4).workers == 4 and parsed.sized(4) is parsed
+    assert spec_schema()["minWorkers"]["maximum"] == api_spec.MAX_REPLICAS

@@ -6,6 +6,8 @@ from dataclasses import dataclass
 from typing import Any
 
 import pytest
+import yaml
+from kube import REPO
 from tfmw_operator.api.records import evolve
 from tfmw_operator.api.status import (
     Checkpoint,
@@ -156,9 +158,6 @@ def _wire_keys(kind: type) -> dict[str, Any]:
 def test_every_status_field_the_operator_writes_is_in_the_crd() -> None:
     """The status subresource prunes what its schema does not name: a field missing there
     would be written and silently dropped (the operator would decide from its absence)."""
-    import yaml
-    from kube import REPO
-
     crd = yaml.safe_load((REPO / "crds" / "tfmwjobs.tfmw.dev.yaml").read_text())
     schema = crd["spec"]["versions"][0]["schema"]["openAPIV3Schema"]["properties"]["status"]
     missing: list[str] = []
@@ -181,6 +180,71 @@ def test_every_status_field_the_operator_writes_is_in_the_crd() -> None:
 
     walk(JobStatus, schema, "status")
     assert not missing, missing
+
+
+BEYOND: dict[str, Any] = {
+    **RUNNING,
+    "attemptWorkers": 2,
+    "stragglers": {
+        "attempt": 1,
+        "workers": [
+            {
+                "pod": "mnist-worker-1",
+                "worker": 1,
+                "node": "n1",
+                "medianSeconds": 0.21,
+                "othersSeconds": 0.0105,
+                "ratio": 20.0,
+                "steps": 50,
+                "slowReadings": 3,
+                "evenReadings": 1,
+                "since": "2026-01-01T12:00:50Z",
+                "observedAt": "2026-01-01T12:00:49.000Z",
+            }
+        ],
+        "error": "steps/worker-0.json: not JSON",
+    },
+    "excludedNodes": [
+        {
+            "node": "n2",
+            "cause": "NodeLost",
+            "attempt": 0,
+            "pod": "mnist-worker-2",
+            "since": "2026-01-01T12:00:00Z",
+            "until": "2026-01-01T13:00:00Z",
+        }
+    ],
+    "history": [
+        {
+            "attempt": 0,
+            "outcome": "Restarted",
+            "cause": "NodeLost",
+            "endTime": "2026-01-01T12:00:00Z",
+            "workers": 4,
+        }
+    ],
+}
+
+
+def test_stragglers_excluded_nodes_and_attempt_sizes_round_trip() -> None:
+    status = JobStatus.from_json(BEYOND)
+    assert status.attempt_workers == 2 and status.history[0].workers == 4
+    assert status.stragglers is not None and [w.pod for w in status.stragglers.named] == ["mnist-worker-1"]
+    assert [e.node for e in status.excluded_nodes] == ["n2"]
+    assert status.to_json() == BEYOND
+
+
+def test_the_crd_keeps_every_field_of_stragglers_excluded_nodes_and_attempt_sizes() -> None:
+    """The API server prunes what the status schema does not name: each field written must be there."""
+    crd = yaml.safe_load((REPO / "crds" / "tfmwjobs.tfmw.dev.yaml").read_text())
+    schema = crd["spec"]["versions"][0]["schema"]["openAPIV3Schema"]["properties"]["status"]["properties"]
+    assert "attemptWorkers" in schema
+    assert set(schema["history"]["items"]["properties"]) >= {"workers"}
+    assert set(schema["stragglers"]["properties"]) == set(BEYOND["stragglers"])
+    assert set(schema["stragglers"]["properties"]["workers"]["items"]["properties"]) == set(
+        BEYOND["stragglers"]["workers"][0]
+    ) | {"replicaType"}
+    assert set(schema["excludedNodes"]["items"]["properties"]) == set(BEYOND["excludedNodes"][0]) | {"rule"}
 
 
 def test_merge_patch_recurses_into_objects_present_on_both_sides() -> None:

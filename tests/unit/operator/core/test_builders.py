@@ -1,5 +1,8 @@
+import dataclasses
 import json
+from typing import Any
 
+import pytest
 from tfmw_operator.api.spec import Member, parse_job
 from tfmw_operator.core.builders import (
     build_event,
@@ -250,6 +253,56 @@ def test_workers_get_no_api_token_unless_their_template_asks_for_one() -> None:
     # A named service account is there to be used: its own automount setting decides.
     named = parse_job(job().pod_spec(serviceAccountName="trainer").obj())
     assert "automountServiceAccountToken" not in build_pod(named, Member.worker(0), 0)["spec"]
+
+
+def _required_terms(pod_obj: dict[str, Any]) -> list[dict[str, Any]]:
+    node_affinity = pod_obj["spec"]["affinity"]["nodeAffinity"]
+    return node_affinity["requiredDuringSchedulingIgnoredDuringExecution"]["nodeSelectorTerms"]  # type: ignore[no-any-return]
+
+
+def test_nodes_kept_out_are_added_to_every_term_of_the_templates_own_affinity() -> None:
+    """Terms are ORed: the exclusion must hold in each, beside what each already requires."""
+    own = {
+        "nodeAffinity": {
+            "requiredDuringSchedulingIgnoredDuringExecution": {
+                "nodeSelectorTerms": [
+                    {"matchExpressions": [{"key": "gpu", "operator": "In", "values": ["a100"]}]},
+                    {"matchFields": [{"key": "metadata.name", "operator": "In", "values": ["big-1"]}]},
+                ]
+            },
+            "preferredDuringSchedulingIgnoredDuringExecution": [{"weight": 1, "preference": {}}],
+        },
+        "podAntiAffinity": {"preferredDuringSchedulingIgnoredDuringExecution": []},
+    }
+    j = job().pod_spec(affinity=own).obj()
+    built = build_pod(dataclasses.replace(parse_job(j), avoid_nodes=("n2", "n1")), Member.worker(0), 1)
+    keep_off = {"key": "metadata.name", "operator": "NotIn", "values": ["n1", "n2"]}
+    assert _required_terms(built) == [
+        {
+            "matchExpressions": [{"key": "gpu", "operator": "In", "values": ["a100"]}],
+            "matchFields": [keep_off],
+        },
+        {"matchFields": [{"key": "metadata.name", "operator": "In", "values": ["big-1"]}, keep_off]},
+    ]
+    affinity = built["spec"]["affinity"]
+    assert affinity["nodeAffinity"]["preferredDuringSchedulingIgnoredDuringExecution"] == [
+        {"weight": 1, "preference": {}}
+    ]
+    assert affinity["podAntiAffinity"] == own["podAntiAffinity"]
+    assert j["spec"]["template"]["spec"]["affinity"] == own  # the template is not changed
+
+
+@pytest.mark.parametrize("affinity", [None, {}, {"nodeAffinity": None}, {"nodeAffinity": {}}])
+def test_nodes_kept_out_make_an_affinity_where_the_template_has_none(affinity: object) -> None:
+    j = job().pod_spec(affinity=affinity).obj()
+    built = build_pod(dataclasses.replace(parse_job(j), avoid_nodes=("n1",)), Member.worker(0), 0)
+    assert _required_terms(built) == [
+        {"matchFields": [{"key": "metadata.name", "operator": "NotIn", "values": ["n1"]}]}
+    ]
+
+
+def test_no_node_kept_out_leaves_the_affinity_as_written() -> None:
+    assert "affinity" not in build_pod(parse_job(job().obj()), Member.worker(0), 0)["spec"]
 
 
 def test_an_event_about_a_tfjob_names_it_as_a_tfjob() -> None:
