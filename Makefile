@@ -25,7 +25,7 @@ export TFMW_REGISTRY := $(REGISTRY)
 export TFMW_IMAGE_TAG := $(VERSION)
 
 .PHONY: help install lint test test-unit test-integration test-e2e test-docs test-faults faults run images cluster-up cluster-down \
-	cluster-status deploy namespace-storage namespace-storage-delete kind-namespace-storage kind-namespace-storage-delete demo push registry-up registry-down test-install bench bench-tfjob bench-scale bench-felt kwok-up kwok-down mutate golden kueue-up kueue-down kind-up kind-deploy kind-e2e kind-multinode kind-down test-kind test-multinode \
+	cluster-status deploy namespace-storage namespace-storage-delete kind-namespace-storage kind-namespace-storage-delete demo push registry-up registry-down test-install bench bench-tfjob bench-scale bench-felt bench-goodput kwok-up kwok-down mutate golden kueue-up kueue-down kind-up kind-deploy kind-e2e kind-multinode kind-down test-kind test-multinode \
 	bump-kubernetes clean
 
 # Debian packages, .venv (the project editable, with its extras) and hack/bin; again only
@@ -297,3 +297,14 @@ bench-scale: install ## JOBS gangs on kwok nodes, then bench-felt (SCALE_ONLY=1 
 bench-felt: install ## the seconds a user feels, on the real node: RUNS=5
 	hack/up.sh
 	TFMW_BENCH_RUNS=$(RUNS) PYTHONPATH=tests $(PYTHON) -m bench.felt
+
+# Goodput under failures (tests/bench/goodput.py): the same 2-worker trainer job, restarted in
+# place (its template gives its command) and re-created (only args), each once without faults
+# (the reference) and once with FAULTS faults, one per FAULT_EVERY seconds of training
+# (SIGKILL of a worker's trainer, a worker's pod deleted, in turn). Table printed, JSON in
+# bench/results/goodput.json. Not part of make test; about 6 minutes with the defaults.
+FAULTS ?= 2
+FAULT_EVERY ?= 20
+bench-goodput: install ## goodput and time lost per failure, in place vs re-created: FAULTS=2 FAULT_EVERY=20
+	hack/up.sh
+	TFMW_BENCH_FAULTS=$(FAULTS) TFMW_BENCH_FAULT_EVERY=$(FAULT_EVERY) PYTHONPATH=tests $(PYTHON) -m bench.goodput

@@ -22,11 +22,16 @@ from tfmw_operator.core.decision import Decision
 from tfmw_operator.core.observed import MarkerState, Observed
 from tfmw_operator.core.owned import Owned
 from tfmw_operator.core.reconcile import reconcile
+from tfmw_operator.core.reports import ChildEnd, PodReport
 
 Json = dict[str, Any]
 T0 = datetime(2026, 1, 1, 12, 0, 0, tzinfo=UTC)
 # A Node object with no kubelet behind it; the integration tests play its kubelet.
 SIM_NODE = "tfmw-simulated-node"
+# The operator's own image, as a deployed operator gives it (it places the in-pod supervisor).
+SUPERVISOR_IMAGE = "tfmw-operator:dev"
+# A trainer's command and args, given in full: a template the supervisor can wrap.
+TRAINER_COMMAND = ["python3", "-m", "tfmw_trainer"]
 
 
 def at(seconds: float) -> datetime:
@@ -81,6 +86,11 @@ class JobWrapper:
         """Set fields of the first container."""
         self._job["spec"]["template"]["spec"]["containers"][0].update(fields)
         return self
+
+    def commanded(self, *args: str) -> JobWrapper:
+        """The trainer's command given in full (the image's entrypoint is not relied on): with
+        the operator's image known, the gang restarts in place."""
+        return self.container(command=list(TRAINER_COMMAND), args=list(args))
 
     def pod_spec(self, **fields: Any) -> JobWrapper:
         self._job["spec"]["template"]["spec"].update(fields)
@@ -171,10 +181,12 @@ def simulated_job(name: str, workers: int = 2) -> JobWrapper:
 
 
 class PodWrapper:
-    """A worker pod as the API server returns it, built by the operator's own builder."""
+    """A worker pod as the API server returns it, built by the operator's own builder (with
+    the in-pod supervisor where the job's template gives its command)."""
 
     def __init__(self, job_obj: Json, index: int, attempt: int = 0, replica_type: str = "worker") -> None:
-        self._pod = build_pod(parse_job(job_obj), Member(ReplicaType(replica_type), index), attempt)
+        spec = parse_job(job_obj, supervisor_image=SUPERVISOR_IMAGE)
+        self._pod = build_pod(spec, Member(ReplicaType(replica_type), index), attempt)
         self._pod["metadata"]["creationTimestamp"] = format_time(T0)
         kind = "" if replica_type == "worker" else f"{replica_type}-"
         self._pod["metadata"]["uid"] = f"pod-uid-{kind}{index}-{attempt}"
@@ -284,6 +296,38 @@ def pod(job_obj: Json, index: int, attempt: int = 0, replica_type: str = "worker
     return PodWrapper(job_obj, index, attempt, replica_type)
 
 
+def report(
+    pod_obj: Json,
+    state: str,
+    attempt: int = 0,
+    exit_code: int | None = None,
+    oom_killed: bool | None = None,
+    finished: float = 10,
+    log_tail: str = "",
+    stacks: str | None = None,
+    delivered: bool = False,
+) -> PodReport:
+    """What the supervisor of `pod_obj` reports (as storage reads it): its command of
+    `attempt` running, exited with `exit_code`, or waiting for it."""
+    meta = pod_obj["metadata"]
+    labels = meta["labels"]
+    end = None
+    if state == "exited":
+        end = ChildEnd(attempt, exit_code or 0, None, oom_killed, at(1), at(finished))
+    return PodReport(
+        stem=f"{labels['tfmw.dev/replica-type']}-{labels['tfmw.dev/replica-index']}",
+        pod_uid=meta["uid"],
+        attempt=attempt,
+        state=state,
+        end=end,
+        started_at=at(1) if state == "running" else None,
+        stacks=stacks,
+        stacks_delivered=delivered,
+        updated_at=at(finished),
+        log_tail=log_tail,
+    )
+
+
 def container_env(container: Json) -> dict[str, str]:
     """A container's plain-value environment."""
     return {e["name"]: e["value"] for e in container.get("env") or [] if "value" in e}
@@ -327,7 +371,9 @@ def decide(
     **observed: Any,
 ) -> Decision:
     """The core's decision for a job whose Service exists (unless `service=` says otherwise),
-    at 20 s past T0 unless `now=` says otherwise."""
-    spec = parse_spec(job_obj)
+    at 20 s past T0 unless `now=` says otherwise, by an operator that knows its own image (a
+    job whose template gives its command restarts in place)."""
+    spec = parse_spec(job_obj, supervisor_image=SUPERVISOR_IMAGE)
+    observed.setdefault("spec", spec)
     observed.setdefault("service", build_service(spec) if isinstance(spec, JobSpec) else None)
     return reconcile(observe(job_obj, pods, marker or MarkerState(), now, **observed))

@@ -55,6 +55,14 @@ def main(argv: list[str] | None = None) -> None:
         "job's claim reaches the job's folder (default $TFMW_FOLDER_CHECK_IMAGE; empty: no check)",
     )
     parser.add_argument(
+        "--supervisor-image",
+        default=os.environ.get("TFMW_SUPERVISOR_IMAGE", os.environ.get("TFMW_FOLDER_CHECK_IMAGE", "")),
+        help="the operator's own image: an init container of it places the in-pod supervisor into the "
+        "pods of a gang whose template gives its command, so that a gang restart keeps the pods that run "
+        "(default $TFMW_SUPERVISOR_IMAGE, else $TFMW_FOLDER_CHECK_IMAGE; empty: every gang restart "
+        "re-creates every pod)",
+    )
+    parser.add_argument(
         "--folder-retention",
         type=float,
         default=7 * 24 * 3600.0,
@@ -84,6 +92,7 @@ def main(argv: list[str] | None = None) -> None:
         namespaces=tuple(args.namespace),
         progress_interval=args.progress_interval,
         folder_check_image=args.folder_check_image,
+        supervisor_image=args.supervisor_image,
         folder_retention_seconds=None if args.folder_retention < 0 else args.folder_retention,
         tfjobs=args.tfjobs,
     )

@@ -12,7 +12,7 @@ job's UID `job_uid`: that spelling is still read, for one release (see CHANGELOG
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from typing import Final
 
 # ---- what a worker sees: set by the operator, refused in a job's template ----
@@ -37,6 +37,9 @@ PROGRESS_PATH_ENV: Final = "TFMW_PROGRESS_PATH"
 EVALUATION_PATH_ENV: Final = "TFMW_EVALUATION_PATH"  # the evaluator's metrics
 STEP_TIMES_PATH_ENV: Final = "TFMW_STEP_TIMES_PATH"  # each training pod's own compute time per step
 STACKS_PATH_ENV: Final = "TFMW_STACKS_PATH"  # where a program dumps its threads' stacks on SIGUSR1
+# The pod's own UID (the downward API's metadata.uid), for the in-pod supervisor: its reports
+# name the pod incarnation that wrote them.
+POD_UID_ENV: Final = "TFMW_POD_UID"
 
 # The replica sets, and the pods' roles.
 CHIEF: Final = "chief"
@@ -60,6 +63,24 @@ EVALUATION_FILE: Final = "evaluation.json"  # written by the evaluator
 STEP_TIMES_FOLDER: Final = "steps"  # steps/<pod stem>.json: each training pod's compute times
 LOGS_FOLDER: Final = "logs"  # logs/attempt-<a>/<pod stem>.log and .stacks
 
+# ---- the in-pod supervisor's files (supervisor.py repeats these; docs/supervisor.md) ----
+
+CONTROL_FOLDER: Final = ".tfmw"  # made by the operator before a job's first pod
+CONTROL_FILE: Final = "control.json"  # .tfmw/control.json: the operator's word, written by it alone
+REPORTS_FOLDER: Final = "pods"  # .tfmw/pods/<pod stem>.json: each supervisor's report
+CONTROL_JOB_UID: Final = "jobUid"
+CONTROL_ATTEMPT: Final = "attempt"
+CONTROL_START: Final = "start"
+CONTROL_STACKS: Final = "stacks"
+CONTROL_EXIT: Final = "exit"
+CONTROL_STOP_SECONDS: Final = "stopSeconds"
+# A report's states: the child of `attempt` runs; it ended on its own; no child, waiting for
+# the control file to start `attempt`.
+REPORT_RUNNING: Final = "running"
+REPORT_EXITED: Final = "exited"
+REPORT_WAITING: Final = "waiting"
+STACKS_FILE_SUFFIX: Final = ".stacks"
+
 
 def pod_stem(replica_type: str, index: int) -> str:
     """How a pod of a job is named in its files: `worker-3`, `chief-0`, `ps-1`, `evaluator-0`
@@ -70,6 +91,31 @@ def pod_stem(replica_type: str, index: int) -> str:
 def attempt_logs_folder(attempt: int) -> str:
     """Inside the job's folder: where an attempt's logs and stacks are kept."""
     return f"{LOGS_FOLDER}/attempt-{attempt}"
+
+
+# How the operator runs a command under the supervisor: `python3 -I -S -c BOOTSTRAP [options]
+# -- COMMAND...`. The bootstrap blocks the signals the supervisor forwards before Python reads
+# the file, then runs it as a script (docs/supervisor.md, "Signals while Python starts").
+# supervisor.py has the same (it stands alone in a worker's image); a unit test holds them equal.
+SUPERVISOR_PATH: Final = "/tfmw/supervisor.py"
+SUPERVISOR_BOOTSTRAP: Final = (
+    "import signal;"
+    "signal.pthread_sigmask(signal.SIG_BLOCK,(signal.SIGTERM,signal.SIGINT,signal.SIGHUP,"
+    "signal.SIGQUIT,signal.SIGUSR1,signal.SIGUSR2));"
+    "import runpy,sys;"
+    f"sys.argv[0]={SUPERVISOR_PATH!r};"
+    "runpy.run_path(sys.argv[0],run_name='__main__')"
+)
+
+
+def supervised_command(command: Sequence[str], options: Sequence[str] = ()) -> list[str]:
+    """A container's command and args, run under the supervisor at SUPERVISOR_PATH."""
+    return ["python3", "-I", "-S", "-c", SUPERVISOR_BOOTSTRAP, *options, "--", *command]
+
+
+def reports_folder() -> str:
+    """Inside the job's folder: where the supervisors' reports are."""
+    return f"{CONTROL_FOLDER}/{REPORTS_FOLDER}"
 
 
 # The marker: any content ends the job well. A JSON object may name the job it was

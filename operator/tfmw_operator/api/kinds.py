@@ -39,7 +39,10 @@ class JobKind(Protocol):
     version: str
     plural: str
 
-    def parse(self, job: Json, folder_check_image: str) -> JobSpec | SpecError: ...
+    def parse(self, job: Json, folder_check_image: str, supervisor_image: str = "") -> JobSpec | SpecError:
+        """The job as the engine runs it; `supervisor_image`: the image whose supervisor a gang
+        with a command of its own runs under (none: every restart re-creates the pods)."""
+        ...
 
     def recorded_status(self, job: Json) -> JobStatus:
         """The engine's status as last written on the object."""
@@ -58,8 +61,8 @@ class TFMultiWorkerJobKind:
     version = VERSION
     plural = PLURAL
 
-    def parse(self, job: Json, folder_check_image: str) -> JobSpec | SpecError:
-        return parse_spec(job, folder_check_image)
+    def parse(self, job: Json, folder_check_image: str, supervisor_image: str = "") -> JobSpec | SpecError:
+        return parse_spec(job, folder_check_image, supervisor_image)
 
     def recorded_status(self, job: Json) -> JobStatus:
         return JobStatus.from_json(job.get("status"))
@@ -77,7 +80,8 @@ class TFJobKind:
     version = tfjob.VERSION
     plural = tfjob.PLURAL
 
-    def parse(self, job: Json, folder_check_image: str) -> JobSpec | SpecError:
+    def parse(self, job: Json, folder_check_image: str, supervisor_image: str = "") -> JobSpec | SpecError:
+        # A TFJob's pods keep the shape Kubeflow gives them: no supervisor, every restart re-creates.
         return tfjob.parse_tfjob_spec(job, folder_check_image)
 
     def recorded_status(self, job: Json) -> JobStatus:

@@ -178,6 +178,9 @@ class JobSpec:
     # The image of the init container that checks the claim reaches the job's folder (the
     # operator's own); "" leaves it out.
     folder_check_image: str = ""
+    # The operator's own image, which places the in-pod supervisor into the pods of a gang that
+    # restarts in place (core/supervision.py); "": none is placed.
+    supervisor_image: str = ""
     completion_policy: CompletionPolicy = CompletionPolicy.MARKER
     chief_template: Json | None = None  # a chief of its own
     parameter_servers: int = 0
@@ -406,7 +409,7 @@ def _min_workers(raw: object, workers: int, parameter_servers: int) -> int | Non
     return raw
 
 
-def parse_job(job: Json, folder_check_image: str = "") -> JobSpec:
+def parse_job(job: Json, folder_check_image: str = "", supervisor_image: str = "") -> JobSpec:
     meta = job.get("metadata") or {}
     spec = job.get("spec") or {}
     shared = spec.get("sharedVolume") or {}
@@ -476,6 +479,7 @@ def parse_job(job: Json, folder_check_image: str = "") -> JobSpec:
         template=template,
         queue_name=(meta.get("labels") or {}).get(LABEL_QUEUE_NAME) or None,
         folder_check_image=folder_check_image if claim is not None else "",
+        supervisor_image=supervisor_image,
         completion_policy=completion_policy,
         chief_template=_template(chief.get("template"), "spec.chief.template")
         if isinstance(chief, dict)
@@ -491,8 +495,8 @@ def parse_job(job: Json, folder_check_image: str = "") -> JobSpec:
     )
 
 
-def parse_spec(job: Json, folder_check_image: str = "") -> JobSpec | SpecError:
+def parse_spec(job: Json, folder_check_image: str = "", supervisor_image: str = "") -> JobSpec | SpecError:
     try:
-        return parse_job(job, folder_check_image)
+        return parse_job(job, folder_check_image, supervisor_image)
     except SpecError as error:
         return error

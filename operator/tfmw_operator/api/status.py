@@ -58,6 +58,8 @@ class ConditionType(StrEnum):
     QUEUED = "Queued"
     RECONCILE_ERROR = "ReconcileError"
     SHARED_VOLUME_CHECKED = "SharedVolumeChecked"
+    # Whether gang restarts keep the pods that run (the in-pod supervisor), and why not.
+    RESTART_IN_PLACE = "RestartInPlace"
     STRAGGLER = "Straggler"  # a training pod's own compute is persistently slower than the others'
     NODES_EXCLUDED = "NodesExcluded"  # runPolicy.nodeExclusion keeps nodes out of the attempts
     POD_SECURITY_ENFORCED = "PodSecurityEnforced"
@@ -291,8 +293,25 @@ class AttemptRecord(Record):
     epochs_lost: int | None = field(default=None, metadata=wire("epochsLost", INT))
     # The set of `worker` where it is not the worker set: chief, ps, evaluator.
     replica_type: str | None = field(default=None, metadata=wire("replicaType", STR))
+    # How the next attempt was started: InPlace (the pods that ran restarted their command;
+    # only those in `recreated` were made again), or absent (every pod was made again).
+    restart: str | None = field(default=None, metadata=wire("restart", STR))
+    recreated: tuple[str, ...] = field(default=(), metadata=wire("recreated", strings(64), omit_empty=True))
+    # The chief's stacks, taken before a stalled gang was stopped (the others' are beside it),
+    # relative to the shared root.
+    stacks: str | None = field(default=None, metadata=wire("stacks", STR))
     # The attempt's worker pods (a job with spec.minWorkers: attempts may differ in size).
     workers: int | None = field(default=None, metadata=wire("workers", INT))
+
+
+@dataclass(frozen=True)
+class StacksRequest(Record):
+    """Every supervised pod of `attempt` was asked for its stacks (a stalled gang, before it
+    is restarted or failed): the control file's `stacks` id, and when."""
+
+    id: str = field(metadata=wire("id", STR, required=True))
+    attempt: int = field(metadata=wire("attempt", INT, required=True))
+    requested_at: datetime = field(metadata=wire("requestedAt", PRECISE_TIME, required=True))
 
 
 @dataclass(frozen=True)
@@ -329,6 +348,10 @@ class JobStatus(Record):
     # How the last attempts ended, the newest first.
     history: tuple[AttemptRecord, ...] = field(
         default=(), metadata=wire("history", records(AttemptRecord, MAX_HISTORY), omit_empty=True)
+    )
+    # The last stacks request (the control file carries its id while the job's pods run).
+    stacks_request: StacksRequest | None = field(
+        default=None, metadata=wire("stacksRequest", record(StacksRequest))
     )
     # Worker pods of the current attempt when fewer than spec.workers (spec.minWorkers).
     attempt_workers: int | None = field(default=None, metadata=wire("attemptWorkers", INT))

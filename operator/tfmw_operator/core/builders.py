@@ -20,6 +20,9 @@ from tfmw_operator.api.names import (
     LABEL_ROLE,
     PORT_NAME,
     SHARED_VOLUME_NAME,
+    SUPERVISOR_CONTAINER,
+    SUPERVISOR_MOUNT_PATH,
+    SUPERVISOR_VOLUME,
 )
 from tfmw_operator.api.objects import Json, copy_json
 from tfmw_operator.api.spec import JobSpec, Member, ReplicaType
@@ -27,6 +30,7 @@ from tfmw_operator.api.tfjob import kubeflow_pod_labels
 from tfmw_operator.api.times import format_time
 from tfmw_operator.contract import WORKER, pod_stem
 from tfmw_operator.core.pods import main_container_index
+from tfmw_operator.core.supervision import supervision_of, template_command
 
 EVENT_SOURCE = "tfmw-operator"
 EVENT_MESSAGE_LIMIT = 1024
@@ -133,7 +137,7 @@ def pod_labels(job: JobSpec, member: Member, attempt: int) -> dict[str, str]:
     return labels
 
 
-def build_env(job: JobSpec, member: Member, attempt: int) -> list[Json]:
+def build_env(job: JobSpec, member: Member, attempt: int, supervised: bool = False) -> list[Json]:
     values = {contract.TF_CONFIG: build_tf_config(job, member)} if job.tf_config else {}
     values |= {
         contract.JOB_NAME_ENV: job.name,
@@ -158,7 +162,11 @@ def build_env(job: JobSpec, member: Member, attempt: int) -> list[Json]:
             contract.STEP_TIMES_PATH_ENV: f"{shared_dir}/{contract.STEP_TIMES_FOLDER}/{member.stem}.json",
             contract.STACKS_PATH_ENV: f"{logs}/{member.stem}.stacks",
         }
-    return [{"name": name, "value": value} for name, value in values.items()]
+    env: list[Json] = [{"name": name, "value": value} for name, value in values.items()]
+    if supervised:
+        # The supervisor's reports name the pod incarnation that wrote them.
+        env.append({"name": contract.POD_UID_ENV, "valueFrom": {"fieldRef": {"fieldPath": "metadata.uid"}}})
+    return env
 
 
 def _with_injections(container: Json, env: list[Json], mount: Json | None) -> Json:
@@ -230,13 +238,58 @@ def avoid_nodes(spec: Json, nodes: tuple[str, ...]) -> None:
     spec["affinity"] = affinity
 
 
-def build_pod(job: JobSpec, member: Member, attempt: int) -> Json:
-    """The pod of `member` in `attempt`, from its set's pod template."""
+SUPERVISOR_RESOURCES: Json = {"requests": {"cpu": "10m", "memory": "16Mi"}, "limits": {"memory": "64Mi"}}
+# How the init container copies the supervisor: from the operator's own package, wherever the
+# image keeps it.
+SUPERVISOR_COPY = (
+    f"import shutil, tfmw_operator.supervisor as s; shutil.copyfile(s.__file__, {contract.SUPERVISOR_PATH!r})"
+)
+
+
+def build_supervisor_copy(job: JobSpec) -> Json:
+    """The init container that places the supervisor (one file of the standard library) into
+    the pod's emptyDir at /tfmw, from the operator's image; restricted as the folder check."""
+    return {
+        "name": SUPERVISOR_CONTAINER,
+        "image": job.supervisor_image,
+        "imagePullPolicy": "IfNotPresent",
+        "command": ["python3", "-c", SUPERVISOR_COPY],
+        "volumeMounts": [{"name": SUPERVISOR_VOLUME, "mountPath": SUPERVISOR_MOUNT_PATH}],
+        "resources": copy_json(SUPERVISOR_RESOURCES),
+        "terminationMessagePolicy": "FallbackToLogsOnError",
+        "securityContext": {
+            "runAsNonRoot": True,
+            "runAsUser": FOLDER_CHECK_USER,
+            "allowPrivilegeEscalation": False,
+            "readOnlyRootFilesystem": True,
+            "capabilities": {"drop": ["ALL"]},
+            "seccompProfile": {"type": "RuntimeDefault"},
+        },
+    }
+
+
+def _supervise(main: Json, spec: Json, command: list[str]) -> None:
+    """The main container runs its command under the supervisor; the supervisor's file comes
+    from an emptyDir the init container fills, mounted read-only."""
+    grace = spec.get("terminationGracePeriodSeconds")
+    grace = grace if isinstance(grace, int) and grace >= 0 else 30
+    main["command"] = contract.supervised_command(command, ["--grace-seconds", str(grace)])
+    main.pop("args", None)
+    mounts = [m for m in main.get("volumeMounts") or [] if m.get("name") != SUPERVISOR_VOLUME]
+    mount = {"name": SUPERVISOR_VOLUME, "mountPath": SUPERVISOR_MOUNT_PATH, "readOnly": True}
+    main["volumeMounts"] = [*mounts, mount]
+
+
+def build_pod(job: JobSpec, member: Member, attempt: int, pod_group: str | None = None) -> Json:
+    """The pod of `member` in `attempt`, from its set's pod template; `pod_group`: the Kueue
+    pod group it joins (a gang restarted in place keeps its group), else the attempt's."""
     template = copy_json(job.template_of(member.type))
     metadata = template.get("metadata") or {}
     spec = template.get("spec") or {}
     name = member_pod_name(job, member)
-    env = build_env(job, member, attempt)
+    command = template_command(template)
+    supervised = supervision_of(job).covers(member) and command is not None
+    env = build_env(job, member, attempt, supervised)
     # The namespace's claim exposes only its own folder; the job's is `<job>` inside it.
     mount = (
         {"name": SHARED_VOLUME_NAME, "mountPath": job.mount_path, "subPath": job.sub_path}
@@ -250,14 +303,20 @@ def build_pod(job: JobSpec, member: Member, attempt: int) -> Json:
     main["ports"] = [*ports, {"name": PORT_NAME, "containerPort": job.port, "protocol": "TCP"}]
     spec["containers"] = containers
     init_containers = [_with_injections(c, env, mount) for c in spec.get("initContainers") or []]
+    if supervised and command is not None:
+        _supervise(main, spec, command)
+        init_containers.insert(0, build_supervisor_copy(job))
     if job.folder_check_image and mount is not None:
         init_containers.insert(0, build_folder_check(job, mount))
     if init_containers:
         spec["initContainers"] = init_containers
 
-    volumes = [v for v in spec.get("volumes") or [] if v.get("name") != SHARED_VOLUME_NAME]
+    reserved = (SHARED_VOLUME_NAME, SUPERVISOR_VOLUME)
+    volumes = [v for v in spec.get("volumes") or [] if v.get("name") not in reserved]
     if job.claim_name is not None:
         volumes.append({"name": SHARED_VOLUME_NAME, "persistentVolumeClaim": {"claimName": job.claim_name}})
+    if supervised:
+        volumes.append({"name": SUPERVISOR_VOLUME, "emptyDir": {"sizeLimit": "1Mi"}})
     spec["volumes"] = volumes
     spec["hostname"] = name
     spec["subdomain"] = job.name
@@ -276,7 +335,8 @@ def build_pod(job: JobSpec, member: Member, attempt: int) -> Json:
     annotations = dict(metadata.get("annotations") or {})
     if job.queue_name:
         # Kueue admits the whole group or none of it: no partial gang holds the nodes.
-        labels.update({LABEL_QUEUE_NAME: job.queue_name, LABEL_POD_GROUP: pod_group_name(job, attempt)})
+        group = pod_group or pod_group_name(job, attempt)
+        labels.update({LABEL_QUEUE_NAME: job.queue_name, LABEL_POD_GROUP: group})
         annotations[ANNOTATION_POD_GROUP_COUNT] = str(len(job.members))
     return {
         "apiVersion": "v1",

@@ -15,6 +15,14 @@ from enum import StrEnum
 from tfmw_operator.api.objects import Json
 from tfmw_operator.api.spec import JobSpec, Member
 from tfmw_operator.api.status import JobStatus
+from tfmw_operator.contract import (
+    CONTROL_ATTEMPT,
+    CONTROL_EXIT,
+    CONTROL_JOB_UID,
+    CONTROL_STACKS,
+    CONTROL_START,
+    CONTROL_STOP_SECONDS,
+)
 from tfmw_operator.core.builders import build_pod
 
 # ---- actions; the shell stops at the first that fails ----
@@ -29,6 +37,36 @@ class RemoveMarker:
 class EnsureJobDirectory:
     relpath: str
     job_uid: str
+
+
+@dataclass(frozen=True)
+class WriteControl:
+    """The job's control file (`.tfmw/control.json`), the operator's word to the supervisors
+    of its gang (docs/supervisor.md). Decided whole every time from what is observed; the
+    shell writes it only when it differs from what it last wrote.
+
+    `raises`: this decision raises the attempt. Then it is written after the status records
+    the raise (the control file never runs ahead of the status); otherwise before any pod is
+    created, so a new pod finds the control file as the status has it."""
+
+    relpath: str  # the job's folder, relative to the shared root
+    job_uid: str
+    attempt: int
+    start: bool
+    stop_seconds: int | None = None
+    stacks: str | None = None
+    exit: bool = False
+    raises: bool = False
+
+    def document(self) -> Json:
+        doc: Json = {CONTROL_JOB_UID: self.job_uid, CONTROL_ATTEMPT: self.attempt, CONTROL_START: self.start}
+        if self.stop_seconds is not None:
+            doc[CONTROL_STOP_SECONDS] = self.stop_seconds
+        if self.stacks is not None:
+            doc[CONTROL_STACKS] = self.stacks
+        if self.exit:
+            doc[CONTROL_EXIT] = True
+        return doc
 
 
 @dataclass(frozen=True)
@@ -50,9 +88,12 @@ class CreatePods:
     # The API server took this template's pods before (an earlier attempt): sent in full
     # batches, with no slow start to find out whether it refuses them.
     proven: bool = False
+    # The Kueue pod group they join: a gang restarted in place keeps its group (and so its
+    # admission); None: the attempt's own.
+    pod_group: str | None = None
 
     def build(self, member: Member) -> Json:
-        return build_pod(self.job, member, self.attempt)
+        return build_pod(self.job, member, self.attempt, self.pod_group)
 
     @property
     def pods(self) -> tuple[Json, ...]:
@@ -87,6 +128,7 @@ class DeleteJob:
 Action = (
     RemoveMarker
     | EnsureJobDirectory
+    | WriteControl
     | EnsureService
     | CreatePods
     | PatchStatus
@@ -95,13 +137,16 @@ Action = (
     | DeleteJob
 )
 
-# The one order of actions. A stale marker goes before any pod can see it; pods exist
-# before the status records their launch (a crash in between re-creates only what is
-# missing); the status records a restart or an ending before pods go (a crash in
-# between does not lose the decision); the job itself goes last.
+# The one order of actions. A stale marker goes before any pod can see it; the control file
+# is as the status says before a pod is created (but one that raises the attempt goes right
+# after the status records the raise: see WriteControl); pods exist before the status
+# records their launch (a crash in between re-creates only what is missing); the status
+# records a restart or an ending before pods go (a crash in between does not lose the
+# decision); the job itself goes last.
 ACTION_ORDER: tuple[type, ...] = (
     RemoveMarker,
     EnsureJobDirectory,
+    WriteControl,
     EnsureService,
     CreatePods,
     PatchStatus,
@@ -109,6 +154,14 @@ ACTION_ORDER: tuple[type, ...] = (
     DeleteWorkloads,
     DeleteJob,
 )
+
+
+def _place(action: Action) -> float:
+    """An action's place in ACTION_ORDER; a control file that raises the attempt right after
+    the status."""
+    if isinstance(action, WriteControl) and action.raises:
+        return ACTION_ORDER.index(PatchStatus) + 0.5
+    return ACTION_ORDER.index(type(action))
 
 
 @dataclass(frozen=True)
@@ -150,6 +203,8 @@ class Decision:
     watch_marker: str | None = None  # the marker that may appear any moment, relative to the root
     milestones: frozenset[Milestone] = frozenset()
     watch_progress: ProgressWatch | None = None
+    # The folder of the supervisors' reports (relative to the root): a change there is news.
+    watch_reports: str | None = None
 
     @classmethod
     def of(
@@ -162,11 +217,12 @@ class Decision:
         watch_marker: str | None = None,
         milestones: Iterable[Milestone] = (),
         watch_progress: ProgressWatch | None = None,
+        watch_reports: str | None = None,
     ) -> Decision:
         chosen = list(actions)
         if new != old:
             chosen.append(PatchStatus(new))
-        ordered = sorted(chosen, key=lambda action: ACTION_ORDER.index(type(action)))
+        ordered = sorted(chosen, key=_place)
         return cls(
             new,
             tuple(ordered),
@@ -175,6 +231,7 @@ class Decision:
             watch_marker,
             frozenset(milestones),
             watch_progress,
+            watch_reports,
         )
 
     @property

@@ -42,8 +42,10 @@ def attempt_record(
     outcome: str,
     cause: Cause,
     now: datetime,
+    started: datetime | None = None,
 ) -> AttemptRecord | None:
-    """How the current attempt ended; None when it was never launched or is recorded already."""
+    """How the current attempt ended; None when it was never launched or is recorded already.
+    `started`: when it began, if not when its first pod was made (a gang restarted in place)."""
     attempt = status.attempt
     if not status.launched:
         return None
@@ -56,7 +58,7 @@ def attempt_record(
         and latest.outcome != REPLACED
     ):
         return None
-    started = attempt_started(pods, attempt)
+    started = started or attempt_started(pods, attempt)
     progress = status.progress
     epoch = progress.epoch if progress is not None and progress.attempt == attempt else None
     checkpoint = progress.checkpoint if progress is not None else None
@@ -85,6 +87,7 @@ def attempt_record(
         epoch=epoch,
         checkpoint=checkpoint,
         epochs_lost=lost,
+        stacks=cause.stacks,
         # Attempts of a job with spec.minWorkers may differ in size: each says its own.
         workers=job.workers if job.min_workers is not None else None,
     )

@@ -16,6 +16,7 @@ from tfmw_operator.core.evaluation import EvaluationReading
 from tfmw_operator.core.owned import Owned
 from tfmw_operator.core.pods import ObservedPod
 from tfmw_operator.core.progress import DEFAULT_PROGRESS_INTERVAL_SECONDS, ProgressReading
+from tfmw_operator.core.reports import PodReport, StacksReading
 from tfmw_operator.core.step_times import StepTimesSnapshot
 from tfmw_operator.core.workloads import WorkloadState
 
@@ -77,6 +78,11 @@ class Observed:
     status_written_at: datetime | None = None
     # Another job's worker found the job's claim reaching the operator's folders (claim_checks).
     claim_reached: FolderReached | None = None
+    # The supervisors' reports of a gang that restarts in place (core/supervision.py), those
+    # that name this job; None: not read, or they could not be read.
+    reports: tuple[PodReport, ...] | None = None
+    # The supervised pods' stacks files, while a stacks request is outstanding.
+    stacks: tuple[StacksReading, ...] = ()
     # The training pods' step-times documents, read now; None: not read in this reconcile
     # (read at most once per progress interval, while the job runs).
     step_times: StepTimesSnapshot | None = None
@@ -103,6 +109,8 @@ class Observed:
         workload: WorkloadState | None = None,
         status_written_at: datetime | None = None,
         claim_reached: FolderReached | None = None,
+        reports: tuple[PodReport, ...] | None = None,
+        stacks: tuple[StacksReading, ...] = (),
         step_times: StepTimesSnapshot | None = None,
         pod_security: str | None = None,
         claim: Claim | None = None,
@@ -134,6 +142,8 @@ class Observed:
             workload=workload,
             status_written_at=status_written_at,
             claim_reached=claim_reached,
+            reports=reports,
+            stacks=stacks,
             step_times=step_times,
             pod_security=pod_security,
             claim=claim,

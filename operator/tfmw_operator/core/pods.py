@@ -14,11 +14,13 @@ from tfmw_operator.api.names import (
     LABEL_REPLICA_INDEX,
     LABEL_REPLICA_TYPE,
     MAIN_CONTAINER,
+    SUPERVISOR_CONTAINER,
 )
 from tfmw_operator.api.objects import Json
 from tfmw_operator.api.spec import Member, ReplicaType
 from tfmw_operator.api.times import parse_time
 from tfmw_operator.contract import FOLDER_CHECK_MISMATCH_EXIT_CODE
+from tfmw_operator.core.reports import PodReport
 
 # Waiting reasons that mean a worker cannot start until someone fixes something.
 STALL_REASONS = frozenset(
@@ -77,6 +79,17 @@ class ObservedPod:
     node_lost: bool = False
     node_lost_at: datetime | None = None  # when it said so, as written: may be absurd
     replica_type: ReplicaType = ReplicaType.WORKER  # its set: pods made before roles are workers
+    # Its main container runs the in-pod supervisor (the init container that places it is
+    # there): its command can be restarted in place (core/supervision.py).
+    supervised: bool = False
+    # Set from the supervisor's report of this very pod (core/supervision.py, with_reports):
+    report: PodReport | None = None
+    # The command of the current attempt ended (the report says so) while the pod runs on:
+    # `phase`, `exit_code` and the rest then tell that end, as a container's would.
+    child_ended: bool = False
+    # The pod is up but its command of the current attempt has not started: it waits at the
+    # barrier, or its supervisor has not reported yet.
+    awaiting_start: bool = False
 
     @property
     def member(self) -> Member:
@@ -89,6 +102,20 @@ class ObservedPod:
     @property
     def active(self) -> bool:
         return self.phase in ("Pending", "Running", "Unknown") and not self.deleting
+
+    @property
+    def started(self) -> bool:
+        """Its program of the current attempt runs, or ran (Unknown: its node has not
+        reported lately; it may well run on)."""
+        return self.phase in ("Running", "Succeeded", "Unknown") and not self.awaiting_start
+
+    @property
+    def gone(self) -> bool:
+        """The pod itself is going or gone: deleted, or ended (its main container, or under a
+        supervisor the supervisor itself: evicted, killed with its node's memory), or on a
+        node reported lost. Not a pod whose command ended while its supervisor lives on: that
+        one restarts in place."""
+        return self.deleting or self.node_lost or (self.terminated and not self.child_ended)
 
 
 NODE_LOST = "NodeLost"
@@ -293,6 +320,8 @@ def observe_pod(pod: Json) -> ObservedPod | None:
         reason = reason or terminated.get("reason") or ""
         message = message or terminated.get("message") or ""
     folder_checked, folder_checked_at, folder_check_image = _folder_check(pod.get("spec") or {}, status)
+    inits = (pod.get("spec") or {}).get("initContainers") or []
+    init_names = [c.get("name") for c in inits if isinstance(c, dict)]
     return ObservedPod(
         name=meta.get("name", ""),
         index=index,
@@ -328,6 +357,7 @@ def observe_pod(pod: Json) -> ObservedPod | None:
         folder_check_image=folder_check_image,
         node_lost=node_lost,
         node_lost_at=node_lost_at,
+        supervised=SUPERVISOR_CONTAINER in init_names,
         changed_at=max(
             (t for c in status.get("conditions") or [] if (t := parse_time(c.get("lastTransitionTime")))),
             default=None,

@@ -35,9 +35,11 @@ from tfmw_operator.api.status import (
     MarkerRecord,
     Phase,
     ReplicaCounts,
+    StacksRequest,
     WorkerCounts,
 )
 from tfmw_operator.api.times import NEVER, format_time, later
+from tfmw_operator.contract import reports_folder
 from tfmw_operator.core.builders import build_service, member_pod_name, pod_group_name
 from tfmw_operator.core.decision import (
     Action,
@@ -52,11 +54,12 @@ from tfmw_operator.core.decision import (
     Milestone,
     ProgressWatch,
     RemoveMarker,
+    WriteControl,
 )
 from tfmw_operator.core.evaluation import next_evaluation
 from tfmw_operator.core.history import REPLACED, attempt_record, resumes_from, with_record, with_root_cause
 from tfmw_operator.core.observed import CreateErrorKind, Observed
-from tfmw_operator.core.pods import ObservedPod, attempt_started
+from tfmw_operator.core.pods import ObservedPod
 from tfmw_operator.core.policies.cleanup import after_finish, doomed_by_policy, overdue_deletions
 from tfmw_operator.core.policies.completion import chief_exit, exit_completion, judge_marker
 from tfmw_operator.core.policies.create_retry import judge_refusal
@@ -67,15 +70,27 @@ from tfmw_operator.core.policies.failure import (
     restart_or_give_up,
 )
 from tfmw_operator.core.policies.failure_rules import Failure, own_ruling
+from tfmw_operator.core.policies.in_place import (
+    IN_PLACE,
+    attempt_began,
+    control,
+    gone_at_raise,
+    in_place,
+    late_at_barrier,
+    pod_group,
+    split,
+)
 from tfmw_operator.core.policies.node_exclusion import exclude, excluded_message, still_excluded
 from tfmw_operator.core.policies.placement import UNPLACEABLE, Readmit, Shrink, judge_placement
 from tfmw_operator.core.policies.progress_deadline import PROGRESS_STALLED, judge_progress
 from tfmw_operator.core.policies.queue import judge_queue, workloads_of, workloads_over
 from tfmw_operator.core.policies.restart_backoff import judge_restart_backoff
+from tfmw_operator.core.policies.stacks import AskStacks, AwaitStacks, StacksTaken, judge_stacks
 from tfmw_operator.core.policies.straggler import describe, judge_stragglers, straggler_message
 from tfmw_operator.core.policies.time_limits import active_deadline, judge_pending
 from tfmw_operator.core.policies.verdicts import Cause, Fail, MarkerVerdict, Pending, Queued, Restart, WakeAt
 from tfmw_operator.core.progress import next_progress
+from tfmw_operator.core.supervision import supervision_of, with_reports
 from tfmw_operator.core.tenancy import claim_finding, pod_security_finding
 
 NAMESAKE_RECHECK_SECONDS = 2.0
@@ -113,10 +128,15 @@ class _Step:
             self.due.append(when)
 
     def delete(self, pods: Sequence[ObservedPod], grace_seconds: int | None = None) -> None:
-        names = tuple(p.name for p in pods if not p.deleting)
+        shared = isinstance(self.obs.spec, JobSpec) and self.obs.spec.shared
+        # A supervised pod's supervisor streamed each attempt's log to the job's folder: the
+        # pod's own log (every attempt it served, run together) is not saved over it.
+        streamed = tuple(p.name for p in pods if not p.deleting and p.supervised)
+        names = tuple(p.name for p in pods if not p.deleting and not p.supervised)
         if names:
-            keep_logs = isinstance(self.obs.spec, JobSpec) and self.obs.spec.shared
-            self.actions.append(DeletePods(names, grace_seconds, keep_logs=keep_logs))
+            self.actions.append(DeletePods(names, grace_seconds, keep_logs=shared))
+        if streamed:
+            self.actions.append(DeletePods(streamed, grace_seconds, keep_logs=False))
         on_lost_nodes, stuck, next_check = overdue_deletions(pods, self.now)
         self.wake_at(next_check)
         if on_lost_nodes or stuck:
@@ -140,6 +160,9 @@ def reconcile(obs: Observed) -> Decision:
             _fail(step, None, Fail("InvalidSpec", str(spec), stop_all=True))
         _reconciled(step)
         return _finish(step, None)
+    if in_place(spec):
+        pods = with_reports(obs.pods, obs.reports, obs.status.attempt)
+        step.obs = obs = dataclasses.replace(obs, pods=pods)
     job = _attempt_job(spec, step.status)
     _decide(step, job)
     _progress(step, job)
@@ -178,7 +201,7 @@ def reconcile_failed(obs: Observed, error: str) -> Decision:
     if isinstance(deadline, WakeAt):
         step.wake_at(deadline.at)
     if step.status.launched:
-        current, _ = _by_attempt(obs.pods, step.status.attempt)
+        current, _ = split(spec, step.status, obs.pods, step.now)
         pending = _judge_pending(step, spec, current)
         if pending.fail is not None:
             _fail(step, spec, pending.fail)
@@ -193,18 +216,19 @@ def _reconciled(step: _Step) -> None:
         step.condition(ConditionType.RECONCILE_ERROR, False, "Reconciled", "the job was reconciled")
 
 
-def _by_attempt(pods: Sequence[ObservedPod], attempt: int) -> tuple[list[ObservedPod], list[ObservedPod]]:
-    """The pods of `attempt`, and those left over from other attempts."""
-    return [p for p in pods if p.attempt == attempt], [p for p in pods if p.attempt != attempt]
+def _split(step: _Step, job: JobSpec) -> tuple[list[ObservedPod], list[ObservedPod]]:
+    """The pods of the current attempt, and those left over that go first (in_place.split)."""
+    return split(job, step.status, step.obs.pods, step.now)
 
 
 def _decide(step: _Step, job: JobSpec) -> None:
     _storage(step)
+    _supervision(step, job)
     if step.status.finished:
         _clean_up(step, job)
         return
     _tenancy(step, job)
-    current, stale = _by_attempt(step.obs.pods, step.status.attempt)
+    current, stale = _split(step, job)
     _count_workers(step, job, current)
     marker = judge_marker(step.obs.marker, job.uid) if job.shared else MarkerVerdict.ABSENT
     if marker is MarkerVerdict.FOREIGN:
@@ -241,7 +265,9 @@ def _decide(step: _Step, job: JobSpec) -> None:
         # A new pod beside a terminating one registers the same task twice and TF
         # refuses it; the next attempt starts only once the old pods are gone.
         step.delete(stale, grace_seconds=_restart_grace(job))
-        _end_workloads(step, workloads_over(stale, step.status.attempt))
+        # A gang restarted in place keeps its survivors' group, and so its admission.
+        in_use = set(workloads_of(current))
+        _end_workloads(step, [w for w in workloads_over(stale, step.status.attempt) if w not in in_use])
         step.update(phase=step.status.phase or Phase.PENDING)
         return
 
@@ -257,6 +283,8 @@ def _decide(step: _Step, job: JobSpec) -> None:
         step.actions.append(EnsureService(build_service(job), launch=False))
 
     replacing = _replace_gone(step, job, current)
+    if _late_at_barrier(step, job, current):
+        replacing = frozenset(replacing) | {m for m in job.members if m.stem in step.status.replacing}
     verdict = judge_failures(job, current, step.status, step.now, replacing)
     if isinstance(verdict, Fail):
         _fail(step, job, verdict)
@@ -289,7 +317,7 @@ def _progress(step: _Step, job: JobSpec) -> None:
     if step.obs.status.finished or not job.shared:
         return
     attempt = step.status.attempt
-    started = attempt_started(step.obs.pods, attempt)
+    started = attempt_began(job, step.status, step.obs.pods)
     update = next_progress(
         step.status.progress,
         step.obs.progress,
@@ -335,8 +363,9 @@ def _stragglers(step: _Step, job: JobSpec) -> None:
         return
     attempt = step.status.attempt
     reading = step.obs.step_times if step.status.phase is Phase.RUNNING else None
-    current = [p for p in step.obs.pods if p.attempt == attempt]
-    started = attempt_started(step.obs.pods, attempt)
+    # A gang restarted in place keeps pods of older attempts, and began at the raise.
+    current = _split(step, job)[0]
+    started = attempt_began(job, step.status, step.obs.pods)
     verdict = judge_stragglers(job, step.status, reading, current, started, step.now)
     step.update(stragglers=verdict.status)
     if verdict.refused:
@@ -420,6 +449,46 @@ def _replica_counts(
     return tuple(counted)
 
 
+def _supervision(step: _Step, job: JobSpec) -> None:
+    """The RestartInPlace condition: whether gang restarts keep the pods that run, and why not."""
+    said = supervision_of(job)
+    was = step.status.condition(ConditionType.RESTART_IN_PLACE)
+    if was is None or (was.true, was.reason, was.message) != (said.in_place, said.reason, said.message):
+        step.condition(ConditionType.RESTART_IN_PLACE, said.in_place, said.reason, said.message, listed=True)
+
+
+def _late_at_barrier(step: _Step, job: JobSpec, current: Sequence[ObservedPod]) -> bool:
+    """Survivors of a restart in place that did not reach the barrier in time are made again
+    within the attempt, as a pod restarted alone is (status.replacing); True if any."""
+    late = late_at_barrier(job, step.status, current, step.now, _restart_grace(job))
+    step.wake_at(late.wake_at)
+    if not late.pods:
+        return False
+    stems = {p.member.stem for p in late.pods}
+    step.update(replacing=tuple(sorted(set(step.status.replacing) | stems)))
+    _note_recreated(step, stems)
+    names = ", ".join(p.name for p in late.pods)
+    step.event(
+        "Warning",
+        "PodRestarted",
+        f"{names} did not report waiting for attempt {step.status.attempt} in time (its command would not "
+        "stop, or its supervisor cannot reach the job's folder): made again",
+    )
+    step.delete(late.pods, grace_seconds=0)
+    return True
+
+
+def _note_recreated(step: _Step, stems: set[str]) -> None:
+    """history[0] of a restart in place lists the pods made again for the next attempt."""
+    history = step.status.history
+    record = history[0] if history else None
+    if record is None or record.restart != IN_PLACE or record.attempt != step.status.attempt - 1:
+        return
+    recreated = tuple(sorted(set(record.recreated) | stems))
+    if recreated != record.recreated:
+        step.update(history=(evolve(record, recreated=recreated), *history[1:]))
+
+
 def _tenancy(step: _Step, job: JobSpec) -> None:
     """The wall between tenants (core/tenancy): a namespace that does not enforce Pod
     Security baseline, and a claim that is not bound, named on the job with a shared volume:
@@ -488,7 +557,7 @@ def _waiting_to_retry(step: _Step, job: JobSpec) -> bool:
     if error.kind is not CreateErrorKind.INVALID and not job.queue_name:
         # The job's clock runs while it may yet be created: activeDeadlineSeconds too.
         step.update(start_time=step.status.start_time or step.now)
-    if _placement(step, job, _by_attempt(step.obs.pods, step.status.attempt)[0], refused=True):
+    if _placement(step, job, _split(step, job)[0], refused=True):
         return True
     verdict = judge_refusal(job, error, step.now)
     if isinstance(verdict, Fail):
@@ -533,7 +602,9 @@ def _launch(step: _Step, job: JobSpec, current: Sequence[ObservedPod], leftover_
             step.condition(ConditionType.SHARED_VOLUME_CHECKED, True, "ClaimReached", message)
         built = dataclasses.replace(job, folder_check_image="") if reached is not None else job
         built = dataclasses.replace(built, avoid_nodes=_avoiding(step))
-        step.actions.append(CreatePods(built, attempt, missing, proven=not first))
+        group = pod_group(job, current)
+        step.actions.append(CreatePods(built, attempt, missing, proven=not first, pod_group=group))
+        _note_recreated(step, {m.stem for m in missing})
     if first:
         step.milestones.add(Milestone.LAUNCHED)
     phase = step.status.phase
@@ -550,13 +621,17 @@ def _launch(step: _Step, job: JobSpec, current: Sequence[ObservedPod], leftover_
         phase=Phase.PENDING if phase in (None, Phase.SUSPENDED) else phase,
     )
     message = f"created {_pods_of(job)} for attempt {attempt}"
+    kept = len(current) if in_place(job) else 0
+    if kept:
+        message = f"attempt {attempt} restarted in place: {kept} pods run on, {len(missing)} created again"
     if not job.shared:
         message += f"; {NO_SHARED_VOLUME}"
     step.condition(ConditionType.CREATED, True, "PodsCreated", message)
     if step.status.phase is Phase.PENDING:
         step.condition(ConditionType.SUSPENDED, False, "Resumed", "the job is not suspended")
     created = f"{len(missing)} worker pods" if len(job.replica_sets) == 1 else f"{len(missing)} pods"
-    step.event("Normal", "PodsCreated", f"created {created} for attempt {attempt}")
+    if missing or not kept:
+        step.event("Normal", "PodsCreated", f"created {created} for attempt {attempt}")
 
 
 # What a job without spec.sharedVolume lacks (the exit-code completion policies allow one):
@@ -747,23 +822,27 @@ def _progress_deadline(step: _Step, job: JobSpec) -> None:
     if was is None or not was.true or was.reason != PROGRESS_STALLED:
         step.event("Warning", "ProgressStalled", verdict.message)
     step.condition(ConditionType.STALLED, True, PROGRESS_STALLED, verdict.message)
-    cause = Cause(PROGRESS_STALLED, message=verdict.message)
     # A rule of the job's own on ProgressStalled says more than progressDeadlinePolicy.
     ruling = own_ruling(job, Failure(job.role(job.chief), PROGRESS_STALLED, None, disrupted=False))
     policy = job.run_policy.progress_deadline_policy
     if ruling is None and policy is ProgressDeadlinePolicy.REPORT:
         return
+    stacks = _take_stacks(step, job)
+    if stacks is None:
+        return  # asked for every pod's stacks; the gang is stopped once they came, or in a while
+    message = verdict.message + stacks.said
+    cause = Cause(PROGRESS_STALLED, message=message, stacks=stacks.path)
     if (ruling is not None and ruling.action is RuleAction.FAIL) or (
         ruling is None and policy is ProgressDeadlinePolicy.FAIL
     ):
         said = f" ({ruling.rule}: Fail)" if ruling is not None else ""
-        _fail(step, job, Fail(PROGRESS_STALLED, verdict.message + said, cause=cause))
+        _fail(step, job, Fail(PROGRESS_STALLED, message + said, cause=cause))
         return
     # A hung gang cannot save: its collectives never return.
     outcome = restart_or_give_up(
         job,
         step.status,
-        verdict.message,
+        message,
         cause,
         PROGRESS_STALLED,
         survivors_can_save=False,
@@ -773,12 +852,32 @@ def _progress_deadline(step: _Step, job: JobSpec) -> None:
     if isinstance(outcome, Fail):
         _fail(step, job, outcome)
     else:
-        _restart(step, job, outcome, _by_attempt(step.obs.pods, step.status.attempt)[0])
+        _restart(step, job, outcome, _split(step, job)[0])
+
+
+def _take_stacks(step: _Step, job: JobSpec) -> StacksTaken | None:
+    """Before a stalled supervised gang is stopped: every pod's stacks (policies/stacks.py).
+    None while they are being asked for and awaited; then where they are, and what they say."""
+    if not in_place(job) or step.obs.reports is None:
+        return StacksTaken()
+    current, _ = _split(step, job)
+    said = judge_stacks(job, step.status, current, step.obs.stacks, step.now)
+    if isinstance(said, AskStacks):
+        step.update(stacks_request=StacksRequest(said.id, step.status.attempt, step.now))
+        step.wake_at(said.wake_at)
+        return None
+    if isinstance(said, AwaitStacks):
+        step.wake_at(said.wake_at)
+        return None
+    return said
 
 
 def _record_attempt(step: _Step, job: JobSpec, outcome: str, cause: Cause) -> AttemptRecord | None:
     """The current attempt ended: how, in status.history (history.py)."""
-    record = attempt_record(step.status, job, step.obs.pods, step.obs.progress, outcome, cause, step.now)
+    began = attempt_began(job, step.status, step.obs.pods)
+    record = attempt_record(
+        step.status, job, step.obs.pods, step.obs.progress, outcome, cause, step.now, started=began
+    )
     if record is not None:
         step.update(history=with_record(step.status.history, record))
     return record
@@ -825,6 +924,9 @@ def _retell_restart(step: _Step, job: JobSpec, found: AttemptRecord) -> None:
 
 def _restart(step: _Step, job: JobSpec, verdict: Restart, current: Sequence[ObservedPod]) -> None:
     over = step.status.attempt
+    # A gang that ran smaller (spec.minWorkers) restarts whole: its pods' TF_CONFIG names the
+    # smaller gang, so none of them can restart in place into the larger one.
+    resized = step.status.attempt_workers is not None
     record = _record_attempt(step, job, "Restarted", verdict.cause or Cause(verdict.reason))
     message = verdict.message + resumes_from(record)
     _exclude(step, job, verdict.cause, over, verdict.node_fault, verdict.rule)
@@ -843,11 +945,25 @@ def _restart(step: _Step, job: JobSpec, verdict: Restart, current: Sequence[Obse
     reason = verdict.reason
     step.condition(ConditionType.RESTARTING, True, reason, message)
     step.condition(ConditionType.RUNNING, False, reason, message)
+    grace = _restart_grace(job) if verdict.survivors_can_save else 0
+    if in_place(job) and not verdict.kueue and not resized:
+        # The control file raises the attempt (WriteControl, _finish): every supervisor stops its
+        # command and waits; only the pods that are gone are deleted, and made again. The pods
+        # keep their Kueue group, and so their admission. A pod on a node kept out now
+        # (runPolicy.nodeExclusion) is made again too, off that node.
+        if step.status.history and step.status.history[0].attempt == over:
+            step.update(history=(evolve(step.status.history[0], restart=IN_PLACE), *step.status.history[1:]))
+        step.event("Warning", "GangRestart", message)
+        kept_out = {e.node for e in step.status.excluded_nodes}
+        gone = gone_at_raise(current, step.now)
+        off = [p for p in current if p.node in kept_out and not p.deleting and p not in gone]
+        step.delete([*gone, *off], grace_seconds=grace)
+        return
     # Named by the pods (the queue label may be gone from the job) and by the attempt
     # (Kueue may have deleted the pods already).
     _end_workloads(step, _attempt_workloads(job, over, current))
     step.event("Warning", "GangRestart", message)
-    step.delete(current, grace_seconds=_restart_grace(job) if verdict.survivors_can_save else 0)
+    step.delete(current, grace_seconds=grace)
 
 
 def _queued(step: _Step, job: JobSpec, current: Sequence[ObservedPod]) -> bool:
@@ -904,11 +1020,11 @@ def _stalled(step: _Step, job: JobSpec, current: Sequence[ObservedPod]) -> bool:
 
 
 def _all_started(job: JobSpec, current: Sequence[ObservedPod], replacing: Sequence[str] = ()) -> bool:
-    """Every pod of the attempt runs (the evaluator aside: training goes on without it, as a
-    parameter server job goes on while a worker is replaced). Unknown: the kubelet has not
-    reported lately; the pod may well run on."""
+    """Every pod of the attempt runs its program (the evaluator aside: training goes on
+    without it, as a parameter server job goes on while a worker is replaced); a supervised
+    pod once its command of the attempt has started (ObservedPod.started)."""
     training = [m for m in job.members if m.type is not ReplicaType.EVALUATOR and m.stem not in replacing]
-    started = {p.member for p in current if p.phase in ("Running", "Succeeded", "Unknown")}
+    started = {p.member for p in current if p.started}
     return all(m in started for m in training)
 
 
@@ -979,7 +1095,7 @@ def _fail(step: _Step, job: JobSpec | None, verdict: Fail) -> None:
     if verdict.stop_all or job is None:
         delete: Sequence[ObservedPod] = step.obs.pods
     else:
-        delete = doomed_by_policy(job, _by_attempt(step.obs.pods, step.status.attempt)[0])
+        delete = doomed_by_policy(job, _split(step, job)[0])
     if job is not None:
         _record_attempt(step, job, "Failed", verdict.cause or Cause(verdict.reason, message=verdict.message))
     step.update(phase=Phase.FAILED, reason=verdict.reason, message=verdict.message, completion_time=step.now)
@@ -996,7 +1112,7 @@ def _fail(step: _Step, job: JobSpec | None, verdict: Fail) -> None:
 def _clean_up(step: _Step, job: JobSpec, deleted: Sequence[ObservedPod] = ()) -> None:
     """A finished job: clean its pods per policy and delete it when its TTL ends."""
     completed = step.status.completion_time or step.now
-    current, stale = _by_attempt(step.obs.pods, step.status.attempt)
+    current, stale = _split(step, job)
     # Its quota goes back to the queue now: Kueue would hold a group whose pods were
     # deleted unfinished (cleanPodPolicy) waiting for replacements that never come.
     _end_workloads(step, workloads_of(step.obs.pods))
@@ -1036,13 +1152,42 @@ def _finish(step: _Step, job: JobSpec | None) -> Decision:
     requeue = None
     if step.due:
         requeue = max(0.0, (min(step.due) - step.obs.now).total_seconds())
-    watch = progress = None
+    watch = progress = reports = None
     if job is not None and job.shared and not new.finished and new.launched_attempt is not None:
         watch = job.marker_relpath if job.completion_policy is CompletionPolicy.MARKER else None
         last = new.progress.last_update if new.progress else None
         not_before = later(last, step.obs.progress_interval) if last else None
         progress = ProgressWatch(job.progress_relpath, not_before)
-    return Decision.of(old, new, step.actions, events, requeue, watch, step.milestones, progress)
+    if job is not None:
+        reports = _control(step, job, old)
+    return Decision.of(
+        old, new, step.actions, events, requeue, watch, step.milestones, progress, watch_reports=reports
+    )
+
+
+def _control(step: _Step, job: JobSpec, old: JobStatus) -> str | None:
+    """The control file as this decision leaves the job (in_place.control), and the reports'
+    folder to watch while there are supervisors to hear from; nothing is written while their
+    reports cannot be read (the barrier would be judged blind)."""
+    if step.obs.reports is None:
+        return None
+    current, _ = split(job, step.status, step.obs.pods, step.now)
+    said = control(job, step.status, current, step.obs.pods, _restart_grace(job))
+    if said is None:
+        return None
+    step.actions.append(
+        WriteControl(
+            job.directory,
+            job.uid,
+            said.attempt,
+            said.start,
+            said.stop_seconds,
+            said.stacks,
+            said.exit,
+            raises=step.status.attempt > old.attempt,
+        )
+    )
+    return f"{job.directory}/{reports_folder()}"
 
 
 def _restart_settled(old: JobStatus, new: JobStatus) -> bool:

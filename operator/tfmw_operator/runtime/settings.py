@@ -21,6 +21,9 @@ class Settings:
     )
     # The image of the workers' folder check (the operator's own); "": no check.
     folder_check_image: str = ""
+    # The operator's own image, which places the in-pod supervisor into a gang's pods so that
+    # a gang restart keeps them (docs/supervisor.md); "": no gang restarts in place.
+    supervisor_image: str = ""
     # How long a deleted job's folder is kept before the operator removes it; None: never.
     folder_retention_seconds: float | None = None
     # Which of Kubeflow's TFJobs the operator serves: off, managedBy or all (api/tfjob.py).

@@ -17,7 +17,7 @@ from typing import TypeVar
 from tfmw_operator.api.kinds import TFJOBS, StatusWrites, kind_of
 from tfmw_operator.api.objects import Json, Key
 from tfmw_operator.api.spec import JobSpec
-from tfmw_operator.api.status import Phase
+from tfmw_operator.api.status import JobStatus, Phase
 from tfmw_operator.api.tfjob import KF_JOB_NAME, KF_OPERATOR_NAME, KUBEFLOW_OPERATOR_NAME, SERVE_OFF, serves
 from tfmw_operator.core.builders import build_event, pod_group_name
 from tfmw_operator.core.claim_checks import Claim, FolderReached, OwnPods, ReachedClaims, trusted_pass
@@ -32,16 +32,20 @@ from tfmw_operator.core.decision import (
     Milestone,
     PatchStatus,
     RemoveMarker,
+    WriteControl,
 )
 from tfmw_operator.core.evaluation import EvaluationReading, reads_evaluation
 from tfmw_operator.core.observed import CreateError, MarkerState, Observed
 from tfmw_operator.core.owned import Owned
 from tfmw_operator.core.pods import ObservedPod
+from tfmw_operator.core.policies.in_place import in_place, pod_group
 from tfmw_operator.core.policies.progress_deadline import stalled_by_progress
 from tfmw_operator.core.policies.straggler import TRAINING_SETS
 from tfmw_operator.core.progress import ProgressProblem, ProgressReading
 from tfmw_operator.core.reconcile import reconcile, reconcile_failed
+from tfmw_operator.core.reports import PodReport, StacksReading
 from tfmw_operator.core.step_times import StepTimesSnapshot
+from tfmw_operator.core.supervision import GANG
 from tfmw_operator.core.tenancy import pod_security_of
 from tfmw_operator.core.workloads import WorkloadState, observe_workload
 from tfmw_operator.kube.client import ApiError, Kube
@@ -54,6 +58,7 @@ from tfmw_operator.shell.creation import Created, Creator
 from tfmw_operator.shell.events import EventPoster
 from tfmw_operator.shell.worker_deletion import WorkerDeleter
 from tfmw_operator.shell.workqueue import WorkQueue
+from tfmw_operator.storage.control import ReportCache, read_reports, read_stacks, write_control
 from tfmw_operator.storage.files import (
     SharedStorage,
     StorageError,
@@ -96,6 +101,10 @@ class _JobState:
     namesake_service: Owned | None = None  # a Service with the job's name that is not its own
     failures: int = 0  # reconciles that raised, in a row
     status_written_at: datetime | None = None  # by this operator, last
+    # The supervisors' reports as last read (read again only when a file changed), and the
+    # control file as this operator last wrote it (written again only when it changes).
+    reports: ReportCache = dataclasses.field(default_factory=ReportCache.empty)
+    control_written: Json | None = None
     step_times_due: float = 0.0  # on the monotonic clock: when its step-times documents are read next
     step_times_attempt: int | None = None  # the attempt they were read for last
 
@@ -228,7 +237,7 @@ class JobController:
         try:
             pods = self._pods_of(key[0]).of_job(key)
             kind = kind_of(job)
-            spec = kind.parse(job, self.settings.folder_check_image)
+            spec = kind.parse(job, self.settings.folder_check_image, self.settings.supervisor_image)
             now = datetime.now(UTC)
             observed = Observed.of_owned(job, pods, MarkerState(), now, spec, kind.recorded_status(job))
             decision = reconcile_failed(observed, described)
@@ -254,15 +263,19 @@ class JobController:
         state = self._state(key)
         if state.namesake_service is not None:
             service = await self._namesake_service(key)
-        spec = kind.parse(job, self.settings.folder_check_image)
+        spec = kind.parse(job, self.settings.folder_check_image, self.settings.supervisor_image)
         recorded = kind.recorded_status(job)
         marker, storage_error, progress, evaluation, workload = MarkerState(), None, None, None, None
+        reports: tuple[PodReport, ...] | None = None
+        stacks: tuple[StacksReading, ...] = ()
         step_times: StepTimesSnapshot | None = None
         if isinstance(spec, JobSpec) and spec.shared:
             try:
                 marker = await self.storage.call(spec.marker_relpath, read_marker, spec.marker_relpath)
             except StorageError as error:
                 storage_error = str(error)
+            if in_place(spec) and (not recorded.finished or any(o.pod and o.pod.supervised for o in pods)):
+                reports, stacks = await self._read_supervisors(state, spec, recorded)
             # Only a running gang trains; a job being launched or restarted costs no read.
             if recorded.phase is Phase.RUNNING:
                 progress = await self._read_progress(key, spec.progress_relpath)
@@ -270,7 +283,10 @@ class JobController:
             if reads_evaluation(spec, recorded.phase, (o.pod for o in pods)):
                 evaluation = await self._read_evaluation(spec.evaluation_relpath)
             if spec.queue_name and not recorded.finished:
-                workload = await self._workload(namespace, pod_group_name(spec, recorded.attempt))
+                # A gang restarted in place keeps its pods' group; else the attempt's own.
+                observed_pods = [o.pod for o in pods if o.pod is not None]
+                group = pod_group(spec, observed_pods) or pod_group_name(spec, recorded.attempt)
+                workload = await self._workload(namespace, group)
         observed = Observed.of_owned(
             job,
             pods,
@@ -286,6 +302,8 @@ class JobController:
             progress_interval=self.settings.progress_interval,
             workload=workload,
             status_written_at=state.status_written_at,
+            reports=reports,
+            stacks=stacks,
             step_times=step_times,
         )
         if isinstance(spec, JobSpec):
@@ -315,6 +333,31 @@ class JobController:
             due = max(0.0, state.step_times_due - time.monotonic())
             requeue = due if requeue is None else min(requeue, due)
         return requeue
+
+    async def _read_supervisors(
+        self, state: _JobState, spec: JobSpec, status: JobStatus
+    ) -> tuple[tuple[PodReport, ...] | None, tuple[StacksReading, ...]]:
+        """The gang's supervisors' reports (None: they cannot be read now), and, while a stacks
+        request of this attempt is out, their stacks files."""
+        stems = [m.stem for m in spec.members if m.type in GANG]
+        try:
+            reports = await self.storage.call(
+                spec.directory, read_reports, spec.directory, spec.uid, stems, state.reports
+            )
+        except StorageError as error:
+            logger.warning("cannot read the supervisors' reports of %s: %s", spec.directory, error)
+            return None, ()
+        request = status.stacks_request
+        if request is None or request.attempt != status.attempt or status.finished:
+            return reports, ()
+        try:
+            stacks = await self.storage.call(
+                spec.directory, read_stacks, spec.directory, status.attempt, stems, spec.chief.stem
+            )
+        except StorageError as error:
+            logger.warning("cannot read the stacks of %s: %s", spec.directory, error)
+            stacks = ()
+        return reports, stacks
 
     async def _read_step_times(
         self, state: _JobState, spec: JobSpec, attempt: int
@@ -413,6 +456,14 @@ class JobController:
                 # millisecond it takes, and a failure is only reported either way.
                 call = self.storage.call(action.relpath, ensure_job_directory, action.relpath, action.job_uid)
                 alongside.append(asyncio.ensure_future(reported(warnings, call)))
+            elif isinstance(action, WriteControl):
+                # In the job's folder, which a launch makes beside its pods: made first.
+                await asyncio.gather(*alongside)
+                document = action.document()
+                state = self._state(key)
+                if state.control_written != document:
+                    await self.storage.call(action.relpath, write_control, action.relpath, document)
+                    state.control_written = document
             elif isinstance(action, EnsureService) and not action.launch:
                 if not await self.creator.recreate_service(namespace, action.service, warnings):
                     self.queue.trigger_later(key, SERVICE_RETRY_SECONDS)
@@ -530,7 +581,7 @@ class JobController:
         if Milestone.FAILED in milestones:
             metrics.JOBS_FAILED.labels(reason=decision.status.reason or "").inc()
         self._set_active(key, not decision.finished)
-        self.files.track(key, decision.watch_marker, decision.watch_progress)
+        self.files.track(key, decision.watch_marker, decision.watch_progress, decision.watch_reports)
         progress = decision.status.progress
         if decision.finished or progress is None:
             metrics.forget_job_progress(*key)

@@ -1,7 +1,9 @@
-"""Noticing what a running job's chief writes: its marker, and a changed progress document.
+"""Noticing what a running job's pods write: the chief's marker, a changed progress
+document, and the in-pod supervisors' reports.
 
-The controller tracks each launched job here with the marker that may appear and the
-progress document to follow; when either changes, the job is triggered.
+The controller tracks each launched job here with the marker that may appear, the progress
+document to follow and the folder of its supervisors' reports; when any changes, the job is
+triggered.
 
 Where the shared storage is local (inotify), the kernel names the folder that changed:
 nothing runs while nothing changes. A job whose folders to watch changed has its watches set
@@ -17,6 +19,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+import re
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from datetime import UTC, datetime
@@ -25,6 +28,7 @@ from pathlib import Path
 from tfmw_operator.api.objects import Key
 from tfmw_operator.contract import PROGRESS_FILE
 from tfmw_operator.core.decision import ProgressWatch
+from tfmw_operator.storage.control import reports_signature
 from tfmw_operator.storage.files import (
     SharedStorage,
     StorageError,
@@ -47,6 +51,9 @@ RELOOK_SECONDS = 10.0  # markers a look failed to see (storage trouble) are look
 
 Signature = tuple[int, int]  # (mtime in ns, size) of a file
 ProgressCheck = tuple[Key, str, Signature | None]
+ReportsCheck = tuple[Key, str, Signature | None]
+# A report's file name in the reports' folder (`worker-3.json`): a change of one is news.
+REPORT_NAME = re.compile(r"(chief|worker|ps|evaluator)-[0-9]+\.json\Z")
 
 
 @dataclass
@@ -56,6 +63,8 @@ class _Watched:
     marker: str | None = None  # relative to the root: the marker that may appear any moment
     progress: ProgressWatch | None = None
     progress_seen: Signature | None = None  # the progress document's, when it was last read
+    reports: str | None = None  # the supervisors' reports' folder, relative to the root
+    reports_seen: Signature | None = None  # that folder's, when last looked at by a poll
 
     @property
     def folders(self) -> set[str]:
@@ -64,6 +73,8 @@ class _Watched:
             folders.add(self.marker.rsplit("/", 1)[0])
         if self.progress is not None:
             folders.add(self.progress.relpath.rsplit("/", 1)[0])
+        if self.reports is not None:
+            folders.add(self.reports)
         return folders
 
 
@@ -82,11 +93,13 @@ class JobFileWatcher:
         self._relook: set[Key] = set()  # jobs whose markers a look failed to see: looked at again
         self._relook_at = 0.0  # loop time
 
-    def track(self, key: Key, marker: str | None, progress: ProgressWatch | None) -> None:
-        """What to watch of a job now; nothing (both None) forgets it."""
+    def track(
+        self, key: Key, marker: str | None, progress: ProgressWatch | None, reports: str | None = None
+    ) -> None:
+        """What to watch of a job now; nothing (all None) forgets it."""
         watched = self._jobs.get(key)
         before = watched.folders if watched is not None else set()
-        if marker is None and progress is None:
+        if marker is None and progress is None and reports is None:
             self._jobs.pop(key, None)
         else:
             if watched is None:
@@ -95,6 +108,9 @@ class JobFileWatcher:
             watched.progress = progress
             if progress is None:
                 watched.progress_seen = None
+            if reports != watched.reports:
+                watched.reports_seen = None
+            watched.reports = reports
         if self._sync is not None and self._folders_of(key) != before:
             self._sync.changed(key)
 
@@ -172,23 +188,31 @@ class JobFileWatcher:
         keys = self._jobs.keys() if sweep else unwatched | relook
         markers = [(k, marker) for k in keys if (marker := self.awaiting_marker(k)) is not None]
         progress = self._progress_to_check() if progress_due else []
-        await self._look(markers, progress)
+        # Without inotify (or a folder it cannot watch yet) the reports are polled as markers
+        # are: one stat of the folder per job, which every report renamed into it changes.
+        polled = self._jobs.keys() if self._sync is None else unwatched
+        reports = [(k, w.reports, w.reports_seen) for k in polled if (w := self._jobs[k]).reports is not None]
+        await self._look(markers, progress, reports)
 
-    async def _look(self, markers: list[tuple[Key, str]], progress: list[ProgressCheck]) -> None:
-        """Stat the markers and progress documents given; trigger the jobs whose changed. One
-        call per namespace: a namespace whose storage is slow or backed off (pool.py) holds up
-        only its own jobs' markers."""
-        if not markers and not progress:
+    async def _look(
+        self,
+        markers: list[tuple[Key, str]],
+        progress: list[ProgressCheck],
+        reports: list[ReportsCheck] | None = None,
+    ) -> None:
+        """Stat the markers, progress documents and reports' folders given; trigger the jobs
+        whose changed. One call per namespace: a namespace whose storage is slow or backed off
+        (pool.py) holds up only its own jobs' files."""
+        if not markers and not progress and not reports:
             return
-        by_namespace: dict[str, tuple[list[tuple[Key, str]], list[ProgressCheck]]] = {}
+        by_namespace: dict[str, tuple[list[tuple[Key, str]], list[ProgressCheck], list[ReportsCheck]]] = {}
         for key, relpath in markers:
-            by_namespace.setdefault(namespace_of(relpath), ([], []))[0].append((key, relpath))
+            by_namespace.setdefault(namespace_of(relpath), ([], [], []))[0].append((key, relpath))
         for check in progress:
-            by_namespace.setdefault(namespace_of(check[1]), ([], []))[1].append(check)
-        looks = (
-            self.storage.call(namespace, _changed, namespace_markers, namespace_progress)
-            for namespace, (namespace_markers, namespace_progress) in by_namespace.items()
-        )
+            by_namespace.setdefault(namespace_of(check[1]), ([], [], []))[1].append(check)
+        for check in reports or []:
+            by_namespace.setdefault(namespace_of(check[1]), ([], [], []))[2].append(check)
+        looks = (self._look_in(namespace, *checks) for namespace, checks in by_namespace.items())
         results = await asyncio.gather(*looks, return_exceptions=True)
         for namespace, found in zip(by_namespace, results, strict=True):
             if isinstance(found, BaseException):
@@ -205,6 +229,24 @@ class JobFileWatcher:
         if not self._relook:
             self._relook_at = asyncio.get_running_loop().time() + RELOOK_SECONDS
         self._relook.update(keys)
+
+    async def _look_in(
+        self,
+        namespace: str,
+        markers: list[tuple[Key, str]],
+        progress: list[ProgressCheck],
+        reports: list[ReportsCheck],
+    ) -> list[Key]:
+        found: list[Key] = []
+        if markers or progress:
+            found += await self.storage.call(namespace, _changed, markers, progress)
+        if reports:
+            changed = await self.storage.call(namespace, _reports_changed, reports)
+            for key, signature in changed:
+                if (watched := self._jobs.get(key)) is not None:
+                    watched.reports_seen = signature
+            found += [key for key, _ in changed]
+        return found
 
     def _progress_to_check(self) -> list[ProgressCheck]:
         """Jobs whose progress document may be recorded now (the throttle allows it)."""
@@ -238,6 +280,8 @@ class JobFileWatcher:
                 if self._sync is not None:  # a folder may have come or gone: watch again
                     self._sync.changed(key)
                 self._trigger(key)
+            elif watched.reports is not None and any(REPORT_NAME.match(n) for n in names):
+                self._trigger(key)  # a supervisor's report: a command ended, or waits
             elif progress is not None and PROGRESS_FILE in names:
                 wait = (progress.not_before - now).total_seconds() if progress.not_before else 0.0
                 self._trigger_later(key, max(0.0, wait))
@@ -253,3 +297,13 @@ def _markers_present(shared_root: Path, watched: list[tuple[Key, str]]) -> list[
 
 def _progress_changed(shared_root: Path, watched: list[ProgressCheck]) -> list[Key]:
     return [key for key, relpath, seen in watched if file_signature(shared_root, relpath) != seen]
+
+
+def _reports_changed(shared_root: Path, watched: list[ReportsCheck]) -> list[tuple[Key, Signature | None]]:
+    changed = []
+    for key, relpath, seen in watched:
+        job_relpath = relpath.rsplit("/", 2)[0]
+        signature = reports_signature(shared_root, job_relpath)
+        if signature != seen:
+            changed.append((key, signature))
+    return changed

@@ -75,7 +75,8 @@ def judge_stragglers(
     attempt_started: datetime | None,
     now: datetime,
 ) -> StragglerVerdict:
-    """What `status.stragglers` becomes after `snapshot` (None: nothing was read now)."""
+    """What `status.stragglers` becomes after `snapshot` (None: nothing was read now);
+    `pods`: the current attempt's (a gang restarted in place keeps pods made for an older one)."""
     attempt = status.attempt
     recorded = status.stragglers
     if recorded is not None and recorded.attempt != attempt:
@@ -92,7 +93,7 @@ def judge_stragglers(
     if len(figures) < 2:
         kept = _status(attempt, tuple(old.values()), error)
         return StragglerVerdict(kept, refused=refused, new_attempt=dropped)
-    nodes = {p.member: p.node for p in pods if p.attempt == attempt and p.node}
+    nodes = {p.member: p.node for p in pods if p.node}
     entries: list[StragglerRecord] = []
     named: list[StragglerRecord] = []
     cleared: list[StragglerRecord] = []

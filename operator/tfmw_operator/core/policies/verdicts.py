@@ -25,6 +25,7 @@ class Cause:
     exit_code: int | None = None
     message: str = ""  # the end of its log or termination message
     replica_type: str | None = None  # the set of `worker`: chief, worker, ps, evaluator
+    stacks: str | None = None  # where the chief's stacks were taken (a stalled gang)
 
 
 @dataclass(frozen=True)

@@ -138,6 +138,51 @@ def test_evolve_refuses_a_record_whose_post_init_it_would_skip() -> None:
         evolve(Checked(1), size=-1)
 
 
+def _wire_keys(kind: type) -> dict[str, Any]:
+    """Every JSON key a record writes, with the record type under it where it nests one."""
+    from dataclasses import fields
+
+    from tfmw_operator.api.records import Record
+
+    keys: dict[str, Any] = {}
+    for item in fields(kind):
+        wire = item.metadata["wire"]
+        nested = None
+        for candidate in Record.__subclasses__():
+            # A record-typed field names the record in its annotation.
+            if candidate.__name__ in str(item.type):
+                nested = candidate
+        keys[wire.key] = nested
+    return keys
+
+
+def test_every_status_field_the_operator_writes_is_in_the_crd() -> None:
+    """The status subresource prunes what its schema does not name: a field missing there
+    would be written and silently dropped (the operator would decide from its absence)."""
+    crd = yaml.safe_load((REPO / "crds" / "tfmwjobs.tfmw.dev.yaml").read_text())
+    schema = crd["spec"]["versions"][0]["schema"]["openAPIV3Schema"]["properties"]["status"]
+    missing: list[str] = []
+
+    def walk(kind: type, node: dict[str, Any], path: str) -> None:
+        properties = node.get("properties")
+        if properties is None and "items" in node:
+            properties = node["items"].get("properties")
+        if properties is None and "additionalProperties" in node:
+            properties = node["additionalProperties"].get("properties")
+        if properties is None:
+            return
+        for key, nested in _wire_keys(kind).items():
+            if f"{path}.{key}" == "status.replicas.type":
+                continue  # the map's key (replicas.<type>), not a field of its values
+            if key not in properties:
+                missing.append(f"{path}.{key}")
+            elif nested is not None:
+                walk(nested, properties[key], f"{path}.{key}")
+
+    walk(JobStatus, schema, "status")
+    assert not missing, missing
+
+
 BEYOND: dict[str, Any] = {
     **RUNNING,
     "attemptWorkers": 2,
@@ -287,9 +332,13 @@ EVERY_FIELD: dict[str, Any] = {
             "checkpoint": {"epoch": 2, "step": 200, "path": "checkpoints/ckpt-2"},
             "epochsLost": 0,
             "workers": 3,
+            "restart": "InPlace",
+            "recreated": ["worker-1"],
+            "stacks": "default/mnist/logs/attempt-0/worker-0.stacks",
         }
     ],
     "attemptWorkers": 3,
+    "stacksRequest": {"id": "a1b2", "attempt": 0, "requestedAt": "2026-01-01T12:00:19.500Z"},
     "stragglers": {
         **BEYOND["stragglers"],
         "workers": [{**BEYOND["stragglers"]["workers"][0], "replicaType": "worker"}],

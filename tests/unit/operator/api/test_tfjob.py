@@ -7,8 +7,8 @@ import copy
 from typing import Any
 
 import pytest
-from tfmw_operator.api.kinds import TFJOBS
-from tfmw_operator.api.spec import CompletionPolicy, Member, ReplicaType, parse_job
+from tfmw_operator.api.kinds import TFJOBS, TFMW_JOBS
+from tfmw_operator.api.spec import CompletionPolicy, Member, ReplicaType, SpecError, parse_job
 from tfmw_operator.api.status import ConditionType, JobStatus, Phase, ReplicaCounts, WorkerCounts
 from tfmw_operator.api.tfjob import (
     MANAGED_BY_KUBEFLOW,
@@ -23,6 +23,7 @@ from tfmw_operator.api.tfjob import (
     tfjob_conditions,
 )
 from tfmw_operator.core.builders import build_pod, build_tf_config
+from tfmw_operator.core.supervision import supervision_of
 from wrappers import T0, at, container_env
 
 Json = dict[str, Any]
@@ -324,3 +325,15 @@ def test_exactly_one_controller_serves_a_tfjob(
     decision = serves(mode, copy.deepcopy(job), kubeflows_pods, running)
     assert decision.served is served
     assert served or decision.why  # never silent
+
+
+def test_a_tfjob_s_pods_keep_kubeflow_s_shape_no_supervisor() -> None:
+    """Given the operator's image and a command, a TFMultiWorkerJob restarts in place; the
+    TFJob that means the same is parsed without the supervisor: its pods are as Kubeflow's."""
+    job = tfjob(Worker=replica(2, command=["python3", "-m", "tfmw_trainer"]))
+    job["metadata"]["annotations"] = {"tfmw.dev/shared-claim": "tfmw-shared"}
+    spec = TFJOBS.parse(job, "", "tfmw-operator:dev")
+    assert not isinstance(spec, SpecError) and spec.supervisor_image == ""
+    assert not supervision_of(spec).in_place
+    native = TFMW_JOBS.parse(convert(job).manifest | {"metadata": job["metadata"]}, "", "tfmw-operator:dev")
+    assert not isinstance(native, SpecError) and supervision_of(native).in_place

@@ -25,7 +25,7 @@ from tfmw_operator.core.observed import CreateError, CreateErrorKind, MarkerStat
 from tfmw_operator.core.policies.cleanup import WORKER_EXIT_SECONDS
 from tfmw_operator.core.progress import ProgressProblem, ProgressReport
 from tfmw_operator.core.reconcile import reconcile
-from wrappers import at, decide, env_of, job, observe, pod
+from wrappers import at, decide, env_of, job, observe, pod, report
 
 Json = dict[str, Any]
 MARKER = MarkerState(True, "uid-mnist", at(50))
@@ -916,3 +916,63 @@ def test_a_job_on_a_claim_another_job_found_reaching_its_folder_starts_without_t
     # With the check off, nothing is claimed about the folder.
     unchecked = reconcile(observe(j, [], NO_MARKER, NOW, spec=parse_job(j), claim_reached=reached))
     assert not any(c.type == "SharedVolumeChecked" for c in unchecked.status.conditions)
+
+
+# A gang restarted in place (the in-pod supervisor) beside node exclusion and spec.minWorkers.
+
+
+def _deleted(decision: Any) -> set[str]:
+    return {n for a in decision.actions if isinstance(a, DeletePods) for n in a.names}
+
+
+def test_a_survivor_on_a_node_kept_out_is_made_again_at_an_in_place_restart() -> None:
+    """Worker 1's pod ends with a rule's nodeFault: its node is kept out, and worker 0 (a
+    survivor) on that same node is deleted to be made again off it; the restart is in place."""
+    j = (
+        job()
+        .commanded()
+        .run_policy(nodeExclusion={})
+        .rules({"action": "Restart", "onExitCodes": [42], "nodeFault": True})
+        .launched(phase="Running")
+        .obj()
+    )
+    pods = [
+        pod(j, 0).running().on_node("node-a").obj(),
+        pod(j, 1).running().on_node("node-a").obj(),
+        pod(j, 2).running().on_node("node-b").obj(),
+    ]
+    decision = decide(
+        j,
+        pods,
+        reports=(
+            report(pods[0], "running", 0),
+            report(pods[1], "exited", 0, 42),
+            report(pods[2], "running", 0),
+        ),
+    )
+    assert decision.status.history[0].restart == "InPlace"
+    assert [e.node for e in decision.status.excluded_nodes] == ["node-a"]
+    # Both pods on node-a are made again off it (worker 1 failed there); worker 2 runs on.
+    assert _deleted(decision) == {"mnist-worker-0", "mnist-worker-1"}
+
+
+def test_a_gang_running_smaller_restarts_by_re_creating_every_pod() -> None:
+    """Its pods' TF_CONFIG names the smaller gang: none may restart in place into the whole one."""
+    wrapper = job().workers(4).spec(minWorkers=2).commanded()
+    j = wrapper.launched(attempt=1, phase="Restarting", restarts=1).condition("Restarting").obj()
+    half = [
+        pod(j, i, 1).on_node("node-a").running().obj() if i < 2 else pod(j, i, 1).unschedulable().obj()
+        for i in range(4)
+    ]
+    resized = decide(j, half, now=at(600))
+    assert resized.status.attempt_workers == 2
+    j["status"] = resized.status.to_json()
+    j["status"] = decide(j, now=at(605)).status.to_json()  # the smaller gang launched
+    j["status"]["phase"] = "Running"
+    pods = [pod(j, 0, 2).running().obj(), pod(j, 1, 2).running().obj()]
+    restart = decide(
+        j, pods, reports=(report(pods[0], "running", 2), report(pods[1], "exited", 2, 137)), now=at(700)
+    )
+    assert restart.status.attempt == 3 and restart.status.attempt_workers is None
+    assert restart.status.history[0].workers == 2 and restart.status.history[0].restart is None
+    assert _deleted(restart) == {"mnist-worker-0", "mnist-worker-1"}

@@ -22,8 +22,9 @@ from tfmw_operator.core.observed import CreatedObject, CreateError, CreateErrorK
 from tfmw_operator.core.pods import observe_pod
 from tfmw_operator.core.progress import ProgressProblem, ProgressReport
 from tfmw_operator.core.reconcile import reconcile_failed
+from tfmw_operator.core.reports import StacksReading
 from tfmw_operator.core.workloads import WorkloadState
-from wrappers import JobWrapper, PodWrapper, at, decide, job, observe, pod
+from wrappers import JobWrapper, PodWrapper, at, decide, job, observe, pod, report
 
 Json = dict[str, Any]
 GOLDEN = Path(__file__).parent / "golden" / "decisions.json"
@@ -284,7 +285,114 @@ SCENARIOS: dict[str, Callable[[], Decision]] = {
         .obj(),
         [pod(job().obj(), 0).running().obj(), pod(job().obj(), 1).running().deleting(at_seconds=15).obj()],
     ),
+    # A gang whose template gives its command runs under the in-pod supervisor and restarts in place.
+    "supervised: new job": lambda: decide(job().commanded("--epochs=3").obj(), service=None, reports=()),
+    "supervised: a command exited 137, restarted in place": lambda: decide(
+        _supervised(), _supervised_pods(), reports=_reports(("running", 0), ("exited", 0, 137))
+    ),
+    "supervised: restarted in place, a deleted pod still going": lambda: decide(
+        _raised(),
+        [_supervised_pods()[0], pod(_supervised(), 1).running().deleting(15).obj()],
+        reports=_reports(("waiting", 1), ("exited", 0, 143)),
+    ),
+    "supervised: restarted in place, the gone pod made again": lambda: decide(
+        _raised(), _supervised_pods()[:1], reports=_reports(("waiting", 1)), now=at(30)
+    ),
+    "supervised: every pod waiting, the barrier opens": lambda: decide(
+        _raised(launched=True),
+        [_supervised_pods()[0], pod(_supervised(), 1, 1).running().obj()],
+        reports=(
+            report(_supervised_pods()[0], "waiting", 1),
+            report(pod(_supervised(), 1, 1).running().obj(), "waiting", 1),
+        ),
+        now=at(31),
+    ),
+    "supervised: a survivor late at the barrier": lambda: decide(
+        _raised(launched=True),
+        [_supervised_pods()[0], pod(_supervised(), 1, 1).running().obj()],
+        reports=(report(pod(_supervised(), 1, 1).running().obj(), "waiting", 1),),
+        now=at(60),
+    ),
+    "supervised: commands of the restarted gang running": lambda: decide(
+        _raised(launched=True),
+        [_supervised_pods()[0], pod(_supervised(), 1, 1).running().obj()],
+        reports=(
+            report(_supervised_pods()[0], "running", 1),
+            report(pod(_supervised(), 1, 1).running().obj(), "running", 1),
+        ),
+        now=at(32),
+    ),
+    "supervised: stalled, every pod's stacks asked": lambda: decide(
+        _watched().commanded().obj(),
+        running(job().commanded().obj()),
+        reports=_reports(("running", 0), ("running", 0)),
+        now=at(100),
+    ),
+    "supervised: stalled, the stacks taken, restarted in place": lambda: decide(
+        _stacks_asked(),
+        running(job().commanded().obj()),
+        reports=_reports(("running", 0), ("running", 0), stacks=_STACKS_ID),
+        stacks=(
+            StacksReading("worker-0", len(_DUMP), at(100.2), _DUMP),
+            StacksReading("worker-1", 400, at(100.2)),
+        ),
+        now=at(100.6),
+    ),
+    "supervised: succeeded, every command ended, the supervisors told to exit": lambda: decide(
+        _supervised(),
+        _supervised_pods(),
+        MARKER,
+        reports=_reports(("exited", 0, 0), ("exited", 0, 0)),
+        now=at(51),
+    ),
 }
+
+_STACKS_ID = "stalled-attempt-0-2026-01-01T12:01:40.000Z"
+_DUMP = """--- tfmw-trainer stacks: 2026-01-01T12:01:40.100Z pid=42 main_thread=0x00007f3a5c2e1740 ---
+Thread 0x00007f3a1bfff640 (most recent call first):
+  File "/usr/lib/python3.11/threading.py", line 324 in wait
+Current thread 0x00007f3a5c2e1740 (most recent call first):
+  File "/opt/tfmw/lib/python3.11/site-packages/tensorflow/python/ops/collective_ops.py", line 300 in all_reduce_v2
+  File "/opt/tfmw-src/tfmw_trainer/train.py", line 402 in _train_loop
+"""
+
+
+def _supervised() -> Json:
+    """A running gang under the in-pod supervisor (its template gives its command)."""
+    return job().commanded().launched(phase="Running").condition("Running", True, "AllWorkersRunning").obj()
+
+
+def _supervised_pods() -> list[Json]:
+    return running(_supervised())
+
+
+def _reports(*states: tuple[Any, ...], stacks: str | None = None) -> tuple[Any, ...]:
+    """The reports of pods 0, 1 ... of attempt 0: (state, attempt[, exit code])."""
+    pods = _supervised_pods()
+    return tuple(
+        report(pods[i], s[0], s[1], s[2] if len(s) > 2 else None, stacks=stacks, delivered=stacks is not None)
+        for i, s in enumerate(states)
+    )
+
+
+def _raised(launched: bool = False) -> Json:
+    """Worker 1's pod was deleted at 15 s; the gang restart in place was decided at 16 s."""
+    j = _supervised()
+    pods = [_supervised_pods()[0], pod(j, 1).running().deleting(15).obj()]
+    decision = decide(j, pods, reports=_reports(("running", 0), ("running", 0)), now=at(16))
+    j["status"] = decision.status.to_json()
+    if launched:
+        j["status"]["launchedAttempt"] = 1
+    return j
+
+
+def _stacks_asked() -> Json:
+    j = _watched().commanded().obj()
+    decision = decide(
+        j, running(job().commanded().obj()), reports=_reports(("running", 0), ("running", 0)), now=at(100)
+    )
+    j["status"] = decision.status.to_json()
+    return j
 
 
 def _peer(j: Json) -> PodWrapper:
@@ -372,11 +480,13 @@ def render(decision: Decision) -> Json:
         else None,
         "finished": decision.finished,
         "milestones": sorted(decision.milestones),
+        "watch_reports": decision.watch_reports,
     }
 
 
 OBSERVED_PODS: dict[str, Json] = {
     "running": pod(job().obj(), 0).running().obj(),
+    "supervised, running": pod(job().commanded().obj(), 0).running().obj(),
     "exited 137": pod(job().obj(), 1, 2).exited(137, reason="OOMKilled", message="out of memory").obj(),
     "evicted": _evicted(job().obj()),
     "unschedulable": pod(job().obj(), 0).unschedulable().obj(),

@@ -1,0 +1,249 @@
+"""Goodput under failures: the share of wall-clock time a job keeps training when workers die,
+tfmw restarting the gang in place against tfmw re-creating it, on the local cluster's real
+node with the real trainer image (issue 39).
+
+    make bench-goodput [FAULTS=2] [FAULT_EVERY=20]
+    (or, with the cluster up and the operator deployed, `make deploy`:
+     TFMW_BENCH_FAULTS=2 TFMW_BENCH_FAULT_EVERY=20 PYTHONPATH=tests python3 -m bench.goodput)
+
+Two contenders, both the deployed operator and the same 2-worker trainer job in the default
+namespace (its tfmw-shared claim), taken in turn:
+  - tfmw-in-place: the template gives its command (`python3 -m tfmw_trainer`), so the gang
+    runs under the in-pod supervisor and a gang restart keeps the pods that run;
+  - tfmw-recreate: the same job with only `args` (the image's entrypoint): every gang restart
+    deletes and re-creates every pod, as before the supervisor.
+Each runs the job twice: once without faults (its wall time, create call -> Succeeded, is the
+reference), then with N faults, one every K seconds of training: the fault is waited for
+training again (the new attempt's first progress report) before the next K seconds count.
+Faults alternate between SIGKILL of worker 1's trainer (on the node, as the OOM killer would)
+and deleting worker 1's pod (as a lost node or an eviction would).
+
+Printed, and kept in bench/results/goodput.json: per contender the reference and faulted wall
+times, goodput (reference / faulted), time lost per failure ((faulted - reference) / N), and
+per fault the seconds from the fault to the restart decided and to training again, and the
+steps lost (the progress at the fault minus the checkpoint the next attempt resumed from).
+
+Kubeflow's TFJob tuned is not a contender yet: its harness (tests/bench/felt.py, peer.py)
+runs it out of cluster in its own namespace; adding it here is left for later.
+Not part of make test. It waits for nothing else on the cluster: run it under the lock.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import copy
+import json
+import os
+import shutil
+import signal
+import statistics
+import time
+import uuid
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+import yaml
+from bench.control_plane import RESULTS
+from bench.stats import say
+from kube import REPO, SHARED_DIR, ClusterClient, kubectl
+
+Json = dict[str, Any]
+NAMESPACE = "default"
+FAULTS = int(os.environ.get("TFMW_BENCH_FAULTS", "2"))
+FAULT_EVERY = float(os.environ.get("TFMW_BENCH_FAULT_EVERY", "20"))
+EPOCHS = int(os.environ.get("TFMW_BENCH_EPOCHS", "10"))
+ARGS = [f"--epochs={EPOCHS}", "--steps-per-epoch=100", "--batch-size=8", "--step-pause=0.02"]
+COMMAND = ["python3", "-m", "tfmw_trainer"]
+SAMPLE = REPO / "deploy" / "samples" / "mnist-2-workers.yaml"
+CONTENDERS = ("tfmw-in-place", "tfmw-recreate")
+KINDS = ("SIGKILL", "pod deleted")
+JOB_TIMEOUT = 600.0
+POLL = 0.2
+
+
+@dataclass
+class Fault:
+    kind: str
+    at_step: int = 0
+    decided_s: float = 0.0  # the fault -> the attempt raised in the status
+    training_s: float = 0.0  # the fault -> the new attempt's first progress report
+    resumed_step: int | None = None
+    kept_pods: int = 0  # pods of the gang with the UID they had before the fault
+
+    @property
+    def steps_lost(self) -> int | None:
+        return None if self.resumed_step is None else max(0, self.at_step - self.resumed_step)
+
+
+@dataclass
+class Result:
+    contender: str
+    reference_s: float = 0.0
+    faulted_s: float = 0.0
+    faults: list[Fault] = field(default_factory=list)
+
+    @property
+    def goodput(self) -> float:
+        return self.reference_s / self.faulted_s if self.faulted_s else 0.0
+
+    @property
+    def lost_per_failure_s(self) -> float:
+        return (self.faulted_s - self.reference_s) / len(self.faults) if self.faults else 0.0
+
+
+def manifest(name: str, contender: str) -> Json:
+    job: Json = yaml.safe_load(SAMPLE.read_text())
+    job = copy.deepcopy(job)
+    job["metadata"] = {"name": name}
+    container = job["spec"]["template"]["spec"]["containers"][0]
+    container["args"] = list(ARGS)
+    if contender == "tfmw-in-place":
+        container["command"] = list(COMMAND)
+    job["spec"]["runPolicy"]["backoffLimit"] = FAULTS + 2
+    return job
+
+
+def progress(name: str) -> Json:
+    try:
+        document = json.loads((SHARED_DIR / NAMESPACE / name / "progress.json").read_text())
+    except (OSError, ValueError):
+        return {}
+    return document if isinstance(document, dict) else {}
+
+
+def until(what: str, probe: Any, timeout: float = JOB_TIMEOUT) -> Any:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        found = probe()
+        if found:
+            return found
+        time.sleep(POLL)
+    raise TimeoutError(f"{what}: not within {timeout:.0f} s")
+
+
+def uids(kube: ClusterClient, name: str) -> set[str]:
+    return {p["metadata"]["uid"] for p in kube.pods(NAMESPACE, name)}
+
+
+def kill_trainer(uid: str, index: int) -> None:
+    """SIGKILL to worker `index`'s trainer processes (its command, not its supervisor)."""
+    killed = 0
+    for environ in Path("/proc").glob("[0-9]*/environ"):
+        try:
+            env = environ.read_bytes().split(b"\0")
+            cmdline = (environ.parent / "cmdline").read_bytes().split(b"\0")
+        except OSError:
+            continue
+        ours = f"TFMW_JOB_UID={uid}".encode() in env and f"TFMW_WORKER_INDEX={index}".encode() in env
+        if ours and [c.decode(errors="replace") for c in cmdline[:3]] == COMMAND:
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(int(environ.parent.name), signal.SIGKILL)
+                killed += 1
+    if not killed:
+        raise RuntimeError(f"worker {index}'s trainer is not on this node")
+
+
+def phase(kube: ClusterClient, name: str) -> str:
+    return str(kube.status(NAMESPACE, name).get("phase") or "")
+
+
+def run_job(kube: ClusterClient, contender: str, faults: int) -> tuple[float, list[Fault], Json]:
+    """One job of `contender` with `faults` faults: its wall time, the faults, its status."""
+    name = f"goodput-{'ip' if contender == 'tfmw-in-place' else 'rc'}-{uuid.uuid4().hex[:5]}"
+    try:
+        started = time.monotonic()
+        job = kube.create_job(NAMESPACE, manifest(name, contender))
+        uid = job["metadata"]["uid"]
+        done: list[Fault] = []
+        for number in range(faults):
+            attempt = number  # each fault before it raised the attempt by one
+            until(
+                "training",
+                lambda a=attempt: progress(name).get("attempt") == a and progress(name).get("step"),
+            )
+            time.sleep(FAULT_EVERY)
+            if phase(kube, name) in ("Succeeded", "Failed"):
+                say(f"{name}: ended before fault {number + 1}; make the job longer (TFMW_BENCH_EPOCHS)")
+                break
+            fault = Fault(KINDS[number % len(KINDS)], at_step=int(progress(name).get("step") or 0))
+            before = uids(kube, name)
+            at = time.monotonic()
+            if fault.kind == "SIGKILL":
+                kill_trainer(uid, 1)
+            else:
+                kubectl("delete", "pod", f"{name}-worker-1", "-n", NAMESPACE, "--wait=false")
+            until("restart", lambda a=attempt: int(kube.status(NAMESPACE, name).get("attempt") or 0) > a, 180)
+            fault.decided_s = time.monotonic() - at
+            until("training again", lambda a=attempt + 1: progress(name).get("attempt") == a)
+            fault.training_s = time.monotonic() - at
+            fault.kept_pods = len(before & uids(kube, name))
+            history = kube.status(NAMESPACE, name).get("history") or []
+            checkpoint = (history[0].get("checkpoint") or {}) if history else {}
+            fault.resumed_step = checkpoint.get("step") if isinstance(checkpoint.get("step"), int) else 0
+            say(
+                f"{name}: fault {number + 1}/{faults} ({fault.kind} at step {fault.at_step}): restart decided "
+                f"{fault.decided_s:.1f} s, training again {fault.training_s:.1f} s after it; "
+                f"{fault.kept_pods} pod(s) kept, {fault.steps_lost} step(s) lost"
+            )
+            done.append(fault)
+        until("Succeeded", lambda: phase(kube, name) in ("Succeeded", "Failed"))
+        wall = time.monotonic() - started
+        status = kube.status(NAMESPACE, name)
+        if status.get("phase") != "Succeeded":
+            raise RuntimeError(f"{name} failed: {status.get('message')}")
+        say(f"{name}: Succeeded in {wall:.1f} s with {len(done)} fault(s), attempt {status.get('attempt')}")
+        return wall, done, status
+    finally:
+        with contextlib.suppress(Exception):
+            kube.delete_job(NAMESPACE, name)
+        with contextlib.suppress(Exception):
+            until("pods gone", lambda: not kube.pods(NAMESPACE, name), 120)
+        shutil.rmtree(SHARED_DIR / NAMESPACE / name, ignore_errors=True)
+
+
+def table(results: list[Result]) -> str:
+    rows = [
+        f"| contender | reference (s) | with {FAULTS} faults, one per {FAULT_EVERY:g} s (s) | goodput | "
+        "time lost per failure (s) | fault -> training again, median (s) | pods kept per fault | steps lost, median |",
+        "| --- | --- | --- | --- | --- | --- | --- | --- |",
+    ]
+    for r in results:
+        again = statistics.median(f.training_s for f in r.faults) if r.faults else 0.0
+        lost = [f.steps_lost for f in r.faults if f.steps_lost is not None]
+        kept = ", ".join(str(f.kept_pods) for f in r.faults)
+        rows.append(
+            f"| {r.contender} | {r.reference_s:.1f} | {r.faulted_s:.1f} | {r.goodput:.2f} | "
+            f"{r.lost_per_failure_s:.1f} | {again:.1f} | {kept} | {statistics.median(lost) if lost else '-'} |"
+        )
+    return "\n".join(rows)
+
+
+def main() -> None:
+    kube = ClusterClient()
+    say(f"goodput: {len(CONTENDERS)} contenders, {FAULTS} faults (K={FAULT_EVERY:g} s), trainer args {ARGS}")
+    results = []
+    for contender in CONTENDERS:
+        result = Result(contender)
+        say(f"{contender}: the reference run (no faults)")
+        result.reference_s, _, _ = run_job(kube, contender, 0)
+        say(f"{contender}: {FAULTS} faults, one per {FAULT_EVERY:g} s of training")
+        result.faulted_s, result.faults, _ = run_job(kube, contender, FAULTS)
+        results.append(result)
+    print(table(results), flush=True)
+    RESULTS.mkdir(parents=True, exist_ok=True)
+    document = {
+        "faults": FAULTS,
+        "faultEverySeconds": FAULT_EVERY,
+        "args": ARGS,
+        "results": [
+            {**asdict(r), "goodput": r.goodput, "lostPerFailureSeconds": r.lost_per_failure_s}
+            for r in results
+        ],
+    }
+    (RESULTS / "goodput.json").write_text(json.dumps(document, indent=2) + "\n")
+    say(f"written {RESULTS / 'goodput.json'}")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,206 @@
+"""Real TensorFlow, gang restarts that keep the pods (docs/supervisor.md): a template that gives
+its command runs under the in-pod supervisor, so a worker's death restarts every command in
+place (the surviving pods keep their UIDs) and only a pod really gone is made again; a
+template without a command keeps the restart that re-creates every pod, and the status says
+why. The time each restart loses (from the fault to the new gang training) is printed, in
+place and re-created alike. Also: a hung gang's stacks are taken before its ProgressStalled
+restart, and the history names the frame the chief hung in."""
+
+from __future__ import annotations
+
+import os
+import re
+import signal
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import pytest
+from e2e.test_stall import DEADLINE, attempt_of, progress, slowed, timed, training_job
+from e2e.test_training import NAMESPACE, TRAINING_TIMEOUT, epoch_lines, logs, submit
+from kube import ClusterClient, kubectl, wait_for
+
+Json = dict[str, Any]
+COMMAND = ["python3", "-m", "tfmw_trainer"]  # the trainer image's entrypoint, given as the command
+on_this_node = pytest.mark.skipif(
+    os.environ.get("TFMW_E2E_KUBECONFIG") is not None, reason="needs the node's processes here"
+)
+
+
+def supervised(manifest: Json) -> Json:
+    manifest["spec"]["template"]["spec"]["containers"][0]["command"] = list(COMMAND)
+    return manifest
+
+
+def uids(kube: ClusterClient, name: str) -> dict[str, str]:
+    return {p["metadata"]["name"]: p["metadata"]["uid"] for p in kube.pods(NAMESPACE, name)}
+
+
+def condition(kube: ClusterClient, name: str, kind: str) -> Json:
+    found = [c for c in kube.status(NAMESPACE, name).get("conditions") or [] if c.get("type") == kind]
+    return found[0] if found else {}
+
+
+def trainer_commands(uid: str, index: int) -> list[int]:
+    """The processes of worker `index`'s command (the trainer and its training process), not
+    its supervisor: their command line starts with the trainer's."""
+    found = []
+    for environ in Path("/proc").glob("[0-9]*/environ"):
+        try:
+            env = environ.read_bytes().split(b"\0")
+            cmdline = (environ.parent / "cmdline").read_bytes().split(b"\0")
+        except OSError:
+            continue
+        ours = f"TFMW_JOB_UID={uid}".encode() in env and f"TFMW_WORKER_INDEX={index}".encode() in env
+        if ours and [c.decode(errors="replace") for c in cmdline[:3]] == COMMAND:
+            found.append(int(environ.parent.name))
+    return found
+
+
+def kill_worker(uid: str, index: int) -> float:
+    pids = trainer_commands(uid, index)
+    assert pids, f"worker {index}'s trainer is not on this node"
+    for pid in pids:
+        os.kill(pid, signal.SIGKILL)
+    return time.monotonic()
+
+
+def lost(kube: ClusterClient, shared_dir: Path, name: str, since: float) -> tuple[float, float]:
+    """From `since` (the fault): when the restart was decided, and when the new gang trained
+    (its first progress report of attempt 1)."""
+    restarted = timed("the gang restarted", lambda: attempt_of(kube, name) >= 1, 120)
+    trained = timed(
+        "the new gang training", lambda: progress(shared_dir, name).get("attempt") == 1, TRAINING_TIMEOUT
+    )
+    return restarted - since, trained - since
+
+
+def running_epoch(shared_dir: Path, name: str, epoch: int) -> None:
+    wait_for(
+        f"epoch {epoch} reported",
+        lambda: progress(shared_dir, name).get("epoch", 0) >= epoch,
+        timeout=TRAINING_TIMEOUT,
+    )
+
+
+@on_this_node
+def test_a_killed_worker_restarts_in_place_and_the_pods_are_kept(
+    kube: ClusterClient, shared_dir: Path, fresh_name: Callable[[str], str]
+) -> None:
+    """SIGKILL to worker 1's trainer: its supervisor reports the end (137), the operator raises
+    the attempt, worker 0's supervisor stops its command, both wait at the barrier and start
+    attempt 1 together, in the same pods."""
+    name = fresh_name("inplace")
+    job = submit(kube, supervised(slowed(training_job(name, 4))), name)
+    wait_for(
+        "RestartInPlace True",
+        lambda: condition(kube, name, "RestartInPlace").get("status") == "True",
+        timeout=60,
+    )
+    running_epoch(shared_dir, name, 1)
+    before = uids(kube, name)
+    killed_at = kill_worker(job["metadata"]["uid"], 1)
+    decided, trained = lost(kube, shared_dir, name, killed_at)
+    status = kube.wait_phase(NAMESPACE, name, "Succeeded", timeout=TRAINING_TIMEOUT)
+    print(
+        f"\n{name}: in place, SIGKILL to worker 1: restart decided {decided:.1f} s after the kill, "
+        f"new gang training {trained:.1f} s after it"
+    )
+    assert uids(kube, name) == before, "the gang's pods were made again"
+    assert status["restarts"] == 1 and status["attempt"] == 1
+    record = status["history"][0]
+    assert (record["outcome"], record["worker"], record.get("restart")) == ("Restarted", 1, "InPlace"), record
+    assert record.get("exitCode") == 137, record
+    for index in (0, 1):
+        output = (shared_dir / NAMESPACE / name / "logs" / "attempt-1" / f"worker-{index}.log").read_text()
+        assert "attempt=1" in output and "resumed_from_epoch=" in output, output[-2000:]
+        assert epoch_lines(output)[-1].startswith("epoch=4 "), output[-2000:]
+    # Each attempt's output is in its own file, the kill's attempt too.
+    assert (shared_dir / NAMESPACE / name / "logs" / "attempt-0" / "worker-1.log").read_text()
+
+
+def test_a_deleted_worker_pod_alone_is_made_again(
+    kube: ClusterClient, shared_dir: Path, fresh_name: Callable[[str], str]
+) -> None:
+    """Worker 1's pod deleted: it cannot restart in place, so it alone is made again; worker 0
+    keeps its pod and restarts its command in it."""
+    name = fresh_name("inplace-del")
+    submit(kube, supervised(slowed(training_job(name, 4))), name)
+    running_epoch(shared_dir, name, 1)
+    before = uids(kube, name)
+    kubectl("delete", "pod", f"{name}-worker-1", "-n", NAMESPACE, "--wait=false")
+    deleted_at = time.monotonic()
+    decided, trained = lost(kube, shared_dir, name, deleted_at)
+    status = kube.wait_phase(NAMESPACE, name, "Succeeded", timeout=TRAINING_TIMEOUT)
+    print(
+        f"\n{name}: in place, worker 1's pod deleted: restart decided {decided:.1f} s after the delete, "
+        f"new gang training {trained:.1f} s after it"
+    )
+    after = uids(kube, name)
+    assert after[f"{name}-worker-0"] == before[f"{name}-worker-0"]
+    assert after[f"{name}-worker-1"] != before[f"{name}-worker-1"]
+    assert status["restarts"] == 1 and status["attempt"] == 1
+    record = status["history"][0]
+    assert record["outcome"] == "Restarted" and record.get("restart") == "InPlace", record
+    assert "attempt=1" in logs(name, 1)
+
+
+@on_this_node
+def test_a_template_without_command_restarts_by_re_creating_and_says_why(
+    kube: ClusterClient, shared_dir: Path, fresh_name: Callable[[str], str]
+) -> None:
+    """The image's entrypoint cannot be wrapped: RestartInPlace is False with the reason, and
+    a worker's death re-creates every pod (the time lost printed beside the in-place one)."""
+    name = fresh_name("recreate")
+    job = submit(kube, slowed(training_job(name, 4)), name)
+    wait_for(
+        "RestartInPlace said",
+        lambda: condition(kube, name, "RestartInPlace").get("status") == "False",
+        timeout=60,
+    )
+    said = condition(kube, name, "RestartInPlace")
+    assert said["reason"] == "TemplateHasNoCommand" and "spec.template has no command" in said["message"]
+    running_epoch(shared_dir, name, 1)
+    before = uids(kube, name)
+    killed_at = kill_worker(job["metadata"]["uid"], 1)
+    decided, trained = lost(kube, shared_dir, name, killed_at)
+    status = kube.wait_phase(NAMESPACE, name, "Succeeded", timeout=TRAINING_TIMEOUT)
+    print(
+        f"\n{name}: re-created, SIGKILL to worker 1: restart decided {decided:.1f} s after the kill, "
+        f"new gang training {trained:.1f} s after it"
+    )
+    after = uids(kube, name)
+    assert not set(after.values()) & set(before.values()), "a pod was kept without the supervisor"
+    record = status["history"][0]
+    assert record["outcome"] == "Restarted" and record.get("restart") != "InPlace", record
+
+
+def test_a_hung_gang_s_stacks_are_taken_and_the_chief_s_frame_named(
+    kube: ClusterClient, shared_dir: Path, fresh_name: Callable[[str], str]
+) -> None:
+    """Worker 1 stops training after epoch 2 (its process lives on): before the ProgressStalled
+    restart every worker's stacks are written, and the history points at them and names the
+    frame the chief waited in."""
+    name = fresh_name("hung-stacks")
+    manifest = supervised(training_job(name, 4, progressDeadlineSeconds=DEADLINE))
+    manifest["spec"]["template"]["spec"]["containers"][0]["args"] += ["--hang-at-epoch=2", "--hang-worker=1"]
+    submit(kube, manifest, name)
+    running_epoch(shared_dir, name, 2)
+    status = kube.wait_phase(NAMESPACE, name, "Succeeded", timeout=TRAINING_TIMEOUT)
+    record = status["history"][0]
+    assert (record["attempt"], record["outcome"], record["cause"]) == (0, "Restarted", "ProgressStalled"), (
+        record
+    )
+    print(f"\n{name}: {record.get('stacks')}: {record.get('message')}")
+    assert (record.get("stacks") or "").endswith(f"{name}/logs/attempt-0/worker-0.stacks"), record
+    folder = shared_dir / NAMESPACE / name / "logs" / "attempt-0"
+    chief = (folder / "worker-0.stacks").read_text()
+    assert "most recent call first" in chief, chief
+    assert (folder / "worker-1.stacks").read_text()
+    # The frame named is the chief's own (the trainer's code, not TensorFlow's), and in its dump.
+    named = re.search(r"the chief \(worker 0\) was in (\S+) \((\S+):(\d+)\)", record.get("message") or "")
+    assert named is not None, record
+    function, path, line = named.groups()
+    assert "tfmw_trainer" in path, record
+    assert f'File "{path}", line {line} in {function}' in chief, (named.group(0), chief[-3000:])

@@ -1,0 +1,130 @@
+"""Which gangs run under the in-pod supervisor, and why not; reports folded into their pods."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+from tfmw_operator.api.spec import parse_job
+from tfmw_operator.core.pods import ObservedPod, observe_pod
+from tfmw_operator.core.supervision import (
+    NO_COMMAND,
+    NO_SHARED_VOLUME,
+    NO_SUPERVISOR_IMAGE,
+    PARAMETER_SERVERS,
+    SUPERVISED,
+    supervision_of,
+    template_command,
+    with_reports,
+)
+from wrappers import SUPERVISOR_IMAGE, TRAINER_COMMAND, job, pod, report
+
+Json = dict[str, Any]
+
+
+def observed(raw: Json) -> ObservedPod:
+    found = observe_pod(raw)
+    assert found is not None
+    return found
+
+
+@pytest.mark.parametrize(
+    ("container", "expected"),
+    [
+        ({"command": ["python3", "-m", "x"], "args": ["--a"]}, ["python3", "-m", "x", "--a"]),
+        ({"command": ["run"]}, ["run"]),
+        ({"args": ["--a"]}, None),  # the image's entrypoint: unknown
+        ({"command": []}, None),
+        ({"command": "python3 -m x"}, None),
+        ({"command": ["python3", 3]}, None),
+        ({"command": ["python3"], "args": "--a"}, None),
+    ],
+)
+def test_the_template_s_command(container: Json, expected: list[str] | None) -> None:
+    template = {"spec": {"containers": [{"name": "tensorflow", "image": "i", **container}]}}
+    assert template_command(template) == expected
+
+
+def test_a_gang_with_its_command_and_the_operator_s_image_restarts_in_place() -> None:
+    said = supervision_of(parse_job(job().commanded("--epochs=1").obj(), supervisor_image=SUPERVISOR_IMAGE))
+    assert said.in_place and said.reason == SUPERVISED
+
+
+@pytest.mark.parametrize(
+    ("manifest", "image", "reason", "named"),
+    [
+        (job().obj(), SUPERVISOR_IMAGE, NO_COMMAND, "spec.template has no command"),
+        (job().commanded().obj(), "", NO_SUPERVISOR_IMAGE, "--supervisor-image"),
+        (job().commanded().without_shared_volume().obj(), SUPERVISOR_IMAGE, NO_SHARED_VOLUME, "sharedVolume"),
+        (job().commanded().parameter_servers().obj(), SUPERVISOR_IMAGE, PARAMETER_SERVERS, "ParameterServer"),
+    ],
+)
+def test_why_a_gang_re_creates_its_pods(manifest: Json, image: str, reason: str, named: str) -> None:
+    said = supervision_of(parse_job(manifest, supervisor_image=image))
+    assert not said.in_place and said.reason == reason and named in said.message
+    assert "re-create every pod" in said.message
+
+
+def test_a_chief_template_without_command_is_named() -> None:
+    manifest = job().commanded().chief().obj()
+    manifest["spec"]["chief"]["template"]["spec"]["containers"][0].pop("command", None)
+    said = supervision_of(parse_job(manifest, supervisor_image=SUPERVISOR_IMAGE))
+    assert said.reason == NO_COMMAND and "spec.chief.template" in said.message
+
+
+def supervised_pods() -> tuple[Json, list[ObservedPod]]:
+    manifest = job().commanded().obj()
+    raws = [pod(manifest, i).running().obj() for i in range(2)]
+    pods = [observed(r) for r in raws]
+    assert all(p.supervised for p in pods) and TRAINER_COMMAND
+    return manifest, pods
+
+
+def test_an_exited_command_makes_its_living_pod_read_as_ended() -> None:
+    manifest, pods = supervised_pods()
+    raws = [pod(manifest, i).running().obj() for i in range(2)]
+    reports = (
+        report(raws[0], "running"),
+        report(raws[1], "exited", exit_code=137, log_tail="killed"),
+    )
+    kept, ended = with_reports(pods, reports, attempt=0)
+    assert kept.phase == "Running" and kept.report is not None and not kept.child_ended
+    assert (ended.phase, ended.exit_code, ended.reason, ended.child_ended) == ("Failed", 137, "Error", True)
+    assert ended.message == "killed"
+
+
+def test_an_oom_killed_command_says_so() -> None:
+    manifest, pods = supervised_pods()
+    raw = pod(manifest, 1).running().obj()
+    (_, ended) = with_reports(pods, (report(raw, "exited", exit_code=137, oom_killed=True),), attempt=0)
+    assert ended.reason == "OOMKilled"
+
+
+def test_a_report_naming_another_pod_is_as_absent() -> None:
+    """A report left by an earlier pod of the same name (or forged) says nothing of this one."""
+    manifest, pods = supervised_pods()
+    raw = pod(manifest, 1, attempt=5).running().obj()  # another UID
+    (_, second) = with_reports(pods, (report(raw, "exited", exit_code=1),), attempt=0)
+    assert second.report is None and second.phase == "Running" and not second.child_ended
+    assert second.awaiting_start
+
+
+def test_a_report_of_another_attempt_leaves_the_pod_awaiting_its_start() -> None:
+    manifest, pods = supervised_pods()
+    raws = [pod(manifest, i).running().obj() for i in range(2)]
+    first, _ = with_reports(pods, (report(raws[0], "exited", attempt=0, exit_code=1),), attempt=1)
+    assert first.awaiting_start and not first.child_ended and first.phase == "Running"
+
+
+def test_reports_that_cannot_be_read_change_nothing() -> None:
+    _, pods = supervised_pods()
+    assert with_reports(pods, None, attempt=0) == tuple(pods)
+
+
+def test_an_unsupervised_pod_ignores_reports() -> None:
+    manifest = job().obj()
+    raw = pod(manifest, 0).running().obj()
+    plain = observed(raw)
+    assert not plain.supervised
+    (same,) = with_reports([plain], (report(raw, "exited", exit_code=1),), attempt=0)
+    assert same == plain
