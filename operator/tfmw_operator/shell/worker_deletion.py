@@ -6,6 +6,7 @@ import asyncio
 import collections
 import logging
 from collections.abc import Awaitable, Callable, Iterator, Sequence
+from datetime import UTC, datetime
 
 from tfmw_operator.core.decision import DeletePods
 from tfmw_operator.core.owned import Owned
@@ -36,6 +37,22 @@ LOG_FOLLOWED_PER_NAMESPACE = 16
 # seconds) is asked again, after these pauses: the pod is deleted only after, when it is
 # deleted at once, so its log is still there to be read. 404: the pod is gone, and its log.
 LOG_READ_PAUSES = (1.0, 2.0, 4.0, 4.0)
+
+
+def log_read_pauses(finished_at: datetime | None, now: datetime) -> tuple[float, ...]:
+    """The pauses of LOG_READ_PAUSES still due for a worker that stopped at `finished_at`.
+    The window runs from the worker's end, not from this operator's start: an operator
+    restarted again and again (each start retrying from the first pause) would otherwise
+    never delete the pod, and the gang would never restart. By level, not by edge."""
+    if finished_at is None:
+        return LOG_READ_PAUSES
+    elapsed = (now - finished_at).total_seconds()
+    due, spent = [], 0.0
+    for pause in LOG_READ_PAUSES:
+        spent += pause
+        if spent > elapsed:
+            due.append(pause)
+    return tuple(due)
 
 
 Warn = Callable[[str, str], None]  # a Warning Event (reason, message) on the worker's job
@@ -103,14 +120,22 @@ class WorkerDeleter:
         """Each container's log, kept to a tail that shares LOG_MEMORY_BYTES with the others
         being read now."""
         limit = log_tail_bytes(self._reading)
-        return (self._read_log(namespace, pod.name, c, limit, follow, grace) for c in pod.containers)
+        pauses = log_read_pauses(pod.finished_at, datetime.now(UTC))
+        return (self._read_log(namespace, pod.name, c, limit, follow, grace, pauses) for c in pod.containers)
 
     async def _read_log(
-        self, namespace: str, pod: str, container: str, limit: int, follow: bool, grace: int
+        self,
+        namespace: str,
+        pod: str,
+        container: str,
+        limit: int,
+        follow: bool,
+        grace: int,
+        pauses: tuple[float, ...] = LOG_READ_PAUSES,
     ) -> bytes:
-        """One container's log; asked again after LOG_READ_PAUSES while it cannot be read and
-        the pod is not gone (then followed no more: the worker has stopped by then, or soon)."""
-        for pause in (*LOG_READ_PAUSES, None):
+        """One container's log; asked again after `pauses` while it cannot be read and the
+        pod is not gone (then followed no more: the worker has stopped by then, or soon)."""
+        for pause in (*pauses, None):
             try:
                 return await self.kube.container_log(namespace, pod, container, limit, follow, grace)
             except LogUnavailable as unavailable:

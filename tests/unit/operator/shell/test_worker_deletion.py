@@ -3,9 +3,11 @@
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import time
 from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import asynccontextmanager
+from datetime import UTC, datetime
 from pathlib import Path
 
 import kopf
@@ -49,10 +51,10 @@ NS, JOB = "team-a", "mnist"
 
 
 def stopped_worker() -> ObservedPod:
-    """Worker 1 of attempt 0, exited 137: deleted at once, so read before its deletion."""
+    """Worker 1 of attempt 0, exited 137 just now: deleted at once, so read before its deletion."""
     observed = observe_pod(pod(job().obj(), 1).exited(137).obj())
     assert observed is not None and observed.terminated
-    return observed
+    return dataclasses.replace(observed, finished_at=datetime.now(UTC))
 
 
 @asynccontextmanager
@@ -175,3 +177,19 @@ def test_one_namespace_stopping_many_slow_workers_leaves_log_following_slots_to_
 
     flooder, other = asyncio.run(scenario())
     assert (flooder, other) == (worker_deletion.LOG_FOLLOWED_PER_NAMESPACE, 1)
+
+
+def test_the_log_reads_pauses_run_from_the_workers_end_not_from_the_operators_start() -> None:
+    """An operator killed and started again and again must still delete a stopped worker
+    whose log cannot be read: the retries' window is the worker's, by level."""
+    from datetime import timedelta
+
+    from tfmw_operator.shell.worker_deletion import LOG_READ_PAUSES, log_read_pauses
+
+    end = datetime(2026, 1, 1, 12, 0, tzinfo=UTC)
+    assert log_read_pauses(None, end) == LOG_READ_PAUSES  # no end known: every pause
+    assert log_read_pauses(end, end) == LOG_READ_PAUSES
+    assert log_read_pauses(end, end + timedelta(seconds=3.5)) == (4.0, 4.0)  # 1 + 2 spent
+    assert log_read_pauses(end, end + timedelta(seconds=11)) == ()  # read once, no more
+    assert log_read_pauses(end, end + timedelta(days=3)) == ()
+    assert log_read_pauses(end + timedelta(days=365), end) == LOG_READ_PAUSES  # an absurd end: bounded anyway
