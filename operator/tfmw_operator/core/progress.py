@@ -87,6 +87,22 @@ def _reject_constant(name: str) -> float:
     raise ProgressError(f"{name} is not a number JSON allows")
 
 
+def json_object(content: bytes, limit: int, hint: str = "") -> dict[str, object]:
+    """A document a pod wrote (progress, step times): a JSON object of at most `limit`
+    bytes, with no NaN or Infinity, or ProgressError saying why not (`hint` after the size)."""
+    if len(content) > limit:
+        raise ProgressError(f"larger than {limit // 1024} KiB{hint}")
+    try:
+        document = json.loads(content.decode("utf-8"), parse_constant=_reject_constant)
+    except ProgressError:
+        raise
+    except (UnicodeDecodeError, ValueError, RecursionError) as error:
+        raise ProgressError(f"not JSON: {str(error)[:80]}") from None
+    if not isinstance(document, dict):
+        raise ProgressError("must be a JSON object")
+    return document
+
+
 def _count(document: dict[str, object], key: str, minimum: int) -> int | None:
     value = document.get(key)
     if value is None:
@@ -163,16 +179,7 @@ def _checkpoint(document: dict[str, object]) -> Checkpoint | None:
 
 def parse_progress(content: bytes, modified: datetime) -> ProgressReport:
     """The document in `content` (at most MAX_PROGRESS_BYTES), or ProgressError saying why not."""
-    if len(content) > MAX_PROGRESS_BYTES:
-        raise ProgressError(f"larger than {MAX_PROGRESS_BYTES // 1024} KiB; write a few figures, not a log")
-    try:
-        document = json.loads(content.decode("utf-8"), parse_constant=_reject_constant)
-    except ProgressError:
-        raise
-    except (UnicodeDecodeError, ValueError, RecursionError) as error:
-        raise ProgressError(f"not JSON: {str(error)[:80]}") from None
-    if not isinstance(document, dict):
-        raise ProgressError("must be a JSON object")
+    document = json_object(content, MAX_PROGRESS_BYTES, "; write a few figures, not a log")
     epoch, total_epochs = _count(document, PROGRESS_EPOCH, 0), _count(document, PROGRESS_TOTAL_EPOCHS, 1)
     step, total_steps = _count(document, PROGRESS_STEP, 0), _count(document, PROGRESS_TOTAL_STEPS, 1)
     if epoch is not None and total_epochs is not None and epoch > total_epochs:

@@ -8,7 +8,6 @@ and says which key is wrong. A refused document only leaves its pod out of the c
 
 from __future__ import annotations
 
-import json
 import math
 from dataclasses import dataclass
 from datetime import datetime
@@ -24,7 +23,13 @@ from tfmw_operator.contract import (
     STEP_TIMES_STEP,
     STEP_TIMES_UPDATED_AT,
 )
-from tfmw_operator.core.progress import MAX_CLOCK_AHEAD_SECONDS, MAX_COUNT, ProgressError, ProgressProblem
+from tfmw_operator.core.progress import (
+    MAX_CLOCK_AHEAD_SECONDS,
+    MAX_COUNT,
+    ProgressError,
+    ProgressProblem,
+    json_object,
+)
 
 # 50 figures of a few digits each and five short keys fit in 2 KiB; the bound leaves room for
 # any spelling of them (exponents, many digits) and none for a log.
@@ -72,10 +77,6 @@ class StepTimesSnapshot:
         return next((reading for name, reading in self.documents if name == stem), None)
 
 
-def _reject_constant(name: str) -> float:
-    raise ProgressError(f"{name} is not a number JSON allows")
-
-
 def _count(document: dict[str, object], key: str) -> int | None:
     value = document.get(key)
     if value is None:
@@ -108,16 +109,7 @@ def _seconds(value: object) -> tuple[float, ...]:
 
 def parse_step_times(content: bytes, modified: datetime) -> StepTimesReport:
     """The document in `content` (at most MAX_STEP_TIMES_BYTES), or ProgressError saying why not."""
-    if len(content) > MAX_STEP_TIMES_BYTES:
-        raise ProgressError(f"larger than {MAX_STEP_TIMES_BYTES // 1024} KiB")
-    try:
-        document = json.loads(content.decode("utf-8"), parse_constant=_reject_constant)
-    except ProgressError:
-        raise
-    except (UnicodeDecodeError, ValueError, RecursionError) as error:
-        raise ProgressError(f"not JSON: {str(error)[:80]}") from None
-    if not isinstance(document, dict):
-        raise ProgressError("must be a JSON object")
+    document = json_object(content, MAX_STEP_TIMES_BYTES)
     updated_at = modified
     stamp = document.get(STEP_TIMES_UPDATED_AT)
     if stamp is not None:
