@@ -129,5 +129,11 @@ def operator_process(
     for process in started:
         process.kill()
     for process in started:
+        # Shown by pytest only when the test failed: what the operator did until then.
+        print(
+            f"--- the last lines of the operator for {process.namespace}:",
+            *process.log_lines()[-80:],
+            sep="\n",
+        )
         failures = [line for line in process.log_lines() if "reconcile of" in line and "failed" in line]
         assert not failures, f"operator for {process.namespace} logged failed reconciles: {failures[:3]}"
