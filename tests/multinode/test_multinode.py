@@ -1,8 +1,9 @@
 """Several nodes (`make test-multinode`: kind with KIND_WORKERS=2): real TensorFlow spread
 over two worker nodes with pod networking between them, a worker killed, a worker node
 stopped mid-run, a stopped node kept out of the next attempts (runPolicy.nodeExclusion), a
-job going on with fewer workers (spec.minWorkers), and the operator's leader's node stopped. Prints each worker's node and
-the measured times (node stop -> the job acting, leader node stop -> takeover).
+job going on with fewer workers (spec.minWorkers) and growing back once the node returns, and
+the operator's leader's node stopped. Prints each worker's node and the measured times (node
+stop -> the job acting, restart -> the whole gang back, leader node stop -> takeover).
 
 Run in the order written: the node-stop tests stop nodes (all but the last start theirs again).
 """
@@ -420,21 +421,23 @@ def test_a_lost_node_is_kept_out_of_the_next_attempts_even_once_it_is_back(
     print(f"{name}: history {[(h['attempt'], h['cause'], h.get('node')) for h in status['history']]}")
 
 
-def test_a_four_worker_job_whose_node_is_stopped_goes_on_with_two_and_succeeds(
+def test_a_four_worker_job_whose_node_is_stopped_goes_on_with_two_grows_back_to_four_and_succeeds(
     kube: ClusterClient, fresh_name: Callable[[str], str], several_nodes: list[str]
 ) -> None:
     """spec.minWorkers: four workers, two per node (each requests 40% of a node's CPU); one
     node stops, the restarted gang fits only half on the node left, and after the placement
-    wait the next attempt goes on with two, with the same global batch, to the same steps."""
+    wait the next attempt goes on with two, with the same global batch. The node is started
+    again; once it is Ready a worker of the attempt of two is killed, and the attempt after it
+    has all four again, resumes from the checkpoint and trains to the same steps."""
     name = fresh_name("fewer")
-    epochs, steps = 6, 20
+    epochs, steps = 30, 20
     manifest = spread_manifest(
         [f"--epochs={epochs}", f"--steps-per-epoch={steps}", "--epoch-pause=3", "--global-batch-size=16"]
     )
     manifest["spec"]["minWorkers"] = 2
     container = manifest["spec"]["template"]["spec"]["containers"][0]
     container["resources"]["requests"]["cpu"] = f"{node_cpu_millis(several_nodes[0]) * 2 // 5}m"
-    submit(kube, manifest, name)
+    job = submit(kube, manifest, name)
     kube.wait_phase(NAMESPACE, name, "Running", timeout=TRAINING_TIMEOUT)
     wait_for("a checkpointed epoch", lambda: progress_epoch(kube, name) >= 1, timeout=TRAINING_TIMEOUT)
     placed = node_of_pods(name)
@@ -453,35 +456,69 @@ def test_a_four_worker_job_whose_node_is_stopped_goes_on_with_two_and_succeeds(
         )
         print(f"{name}: node stop -> attempt {smaller['attempt']} of 2 in {time.monotonic() - stopped:.0f}s")
         wait_for(
-            "the attempt of two Running (or done)",
-            lambda: kube.status(NAMESPACE, name).get("phase") in ("Running", "Succeeded"),
+            "the attempt of two Running",
+            lambda: kube.status(NAMESPACE, name).get("phase") == "Running",
             timeout=TRAINING_TIMEOUT,
             interval=1,
         )
         print(
             f"{name}: node stop -> attempt {smaller['attempt']} of 2 Running in {time.monotonic() - stopped:.0f}s"
         )
-        status = kube.wait_phase(
-            NAMESPACE, name, "Succeeded", timeout=TRAINING_TIMEOUT + NODE_STOP_BOUND_SECONDS
-        )
-        print(
-            f"{name}: node stop -> Succeeded in {time.monotonic() - stopped:.0f}s: {status.get('progress')}"
-        )
     finally:
         docker("start", victim)
         wait_node_ready(victim)
-    assert status["attemptWorkers"] == 2, status
-    progress = status["progress"]
-    assert (progress["step"], progress["totalSteps"]) == (epochs * steps, epochs * steps), progress
-    assert any(h.get("cause") == "Unplaceable" for h in status["history"]), status["history"]
-    assert sorted(node_of_pods(name)) == [f"{name}-worker-0", f"{name}-worker-1"]
+    print(f"{name}: {victim} Ready again {time.monotonic() - stopped:.0f}s after it stopped")
+    two = smaller["attempt"]
+    assert sorted(node_of_pods(name, attempt=two)) == [f"{name}-worker-0", f"{name}-worker-1"]
+    # The attempt of two trains (a checkpoint of its own) before one of its workers is killed.
+    start = (smaller["history"][0].get("checkpoint") or {}).get("epoch", 0)  # what it resumed from
+    wait_for(
+        "an epoch checkpointed by the attempt of two",
+        lambda: (
+            (p := kube.status(NAMESPACE, name).get("progress") or {}).get("attempt") == two
+            and (p.get("checkpoint") or {}).get("epoch", 0) > start
+        ),
+        timeout=TRAINING_TIMEOUT,
+        interval=1,
+    )
     chief = logs(name, 0)
     assert "start cluster_workers=2" in chief and "global_batch=16" in chief, chief[-3000:]
     assert "resumed_from_epoch=" in chief, chief[-3000:]
-    assert status["restarts"] <= 1, status  # the node's loss; going on smaller is not counted
+    pid = wait_for("worker 1's trainer", lambda: trainer_pid(job["metadata"]["uid"], 1), timeout=30)
+    print(f"{name}: killing worker 1 (pid {pid}) of attempt {two} at epoch {progress_epoch(kube, name)}")
+    killed = time.monotonic()
+    os.kill(pid, signal.SIGKILL)
+    whole = wait_for(
+        "an attempt of four Running",
+        lambda: (
+            (s := kube.status(NAMESPACE, name)).get("attempt", 0) > two and s.get("phase") == "Running" and s
+        ),
+        timeout=TRAINING_TIMEOUT,
+        interval=1,
+    )
+    regrown = time.monotonic() - killed
+    back = node_of_pods(name, attempt=whole["attempt"])
+    print(f"{name}: kill -> attempt {whole['attempt']} Running in {regrown:.0f}s on {back}")
+    assert whole.get("attemptWorkers") is None, whole  # spec.workers again
+    assert len(back) == 4 and victim in back.values(), back
+    status = kube.wait_phase(NAMESPACE, name, "Succeeded", timeout=TRAINING_TIMEOUT)
+    print(f"{name}: kill -> Succeeded in {time.monotonic() - killed:.0f}s: {status.get('progress')}")
+    assert status.get("attemptWorkers") is None and status["attempt"] == whole["attempt"], status
+    progress = status["progress"]
+    assert (progress["step"], progress["totalSteps"]) == (epochs * steps, epochs * steps), progress
+    assert any(h.get("cause") == "Unplaceable" for h in status["history"]), status["history"]
+    placement = node_of_pods(name)
+    assert len(placement) == 4 and len(set(placement.values())) == 2, placement
+    for index in range(4):
+        output = logs(name, index)
+        assert f"attempt={whole['attempt']}" in output and "resumed_from_epoch=" in output, output[-2000:]
+        assert "epoch=1 " not in "\n".join(epoch_lines(output))  # resumed, not started over
+    assert_trained_in_sync(name, 4)  # cluster_workers=4 on each
+    # The node's loss and the kill; going on smaller is not counted.
+    assert status["restarts"] <= 2, status
     sizes = [(h["attempt"], h.get("workers"), h["cause"]) for h in reversed(status["history"])]
-    print(f"{name}: attempts (attempt, workers, end cause) {sizes}, then attempt {status['attempt']} of 2")
-    assert sizes[0][1] == 4, sizes
+    print(f"{name}: attempts (attempt, workers, end cause) {sizes}, then attempt {status['attempt']} of 4")
+    assert sizes[0][1] == 4 and sizes[-1][1] == 2, sizes  # the first attempt, the killed one
 
 
 def node_cpu_millis(node: str) -> int:
