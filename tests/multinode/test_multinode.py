@@ -13,6 +13,7 @@ from __future__ import annotations
 import copy
 import json
 import os
+import re
 import signal
 import subprocess
 import time
@@ -514,10 +515,15 @@ def test_a_four_worker_job_whose_node_is_stopped_goes_on_with_two_grows_back_to_
         assert f"attempt={whole['attempt']}" in output and "resumed_from_epoch=" in output, output[-2000:]
         assert "epoch=1 " not in "\n".join(epoch_lines(output))  # resumed, not started over
     assert_trained_in_sync(name, 4)  # cluster_workers=4 on each
+    resumed = re.search(r"resumed_from_epoch=(\d+) resumed_from_step=(\d+)", logs(name, 0))
+    assert resumed and int(resumed[1]) > start, logs(name, 0)[-2000:]  # past the attempt of two's start
     # The node's loss and the kill; going on smaller is not counted.
     assert status["restarts"] <= 2, status
     sizes = [(h["attempt"], h.get("workers"), h["cause"]) for h in reversed(status["history"])]
-    print(f"{name}: attempts (attempt, workers, end cause) {sizes}, then attempt {status['attempt']} of 4")
+    print(
+        f"{name}: attempts (attempt, workers, end cause) {sizes}, then attempt {status['attempt']} of 4, "
+        f"resumed from epoch {resumed[1]} step {resumed[2]}; restarts {status['restarts']}"
+    )
     assert sizes[0][1] == 4 and sizes[-1][1] == 2, sizes  # the first attempt, the killed one
 
 
