@@ -157,12 +157,13 @@ def test_operator_with_its_service_account_reconciles_a_job(
     assert metric(metrics, "tfmw_reconcile_duration_seconds_count") > 0
     assert metric(metrics, "tfmw_marker_detection_latency_seconds_count") == 1
     assert urllib.request.urlopen(f"http://127.0.0.1:{liveness_port}/healthz", timeout=5).status == 200
-    role = next(
-        d
-        for d in yaml.safe_load_all((REPO / "deploy" / "base" / "rbac.yaml").read_text())
-        if d["kind"] == "ClusterRole"
-    )
-    assert_every_grant_used_and_nothing_refused(SERVICE_ACCOUNT, started, role)
+    shipped = list(yaml.safe_load_all((REPO / "deploy" / "base" / "rbac.yaml").read_text()))
+    role = next(d for d in shipped if d["kind"] == "ClusterRole")
+    # And in its own namespace, the one ConfigMap it writes its version into as it starts.
+    (version_role,) = [
+        d for d in shipped if d["metadata"]["name"] == "tfmw-operator-version" and d["kind"] == "Role"
+    ]
+    assert_every_grant_used_and_nothing_refused(SERVICE_ACCOUNT, started, role, version_role)
 
 
 def chart_rbac(watched: str) -> list[Json]:
@@ -208,13 +209,15 @@ def test_an_operator_serving_one_namespace_needs_rights_there_alone(
         (cluster_role,) = [d for d in docs if d["kind"] == "ClusterRole"]
         (role,) = [d for d in docs if d["kind"] == "Role"]
         entries = assert_every_grant_used_and_nothing_refused(SERVICE_ACCOUNT, started, cluster_role, role)
-        # Every request on a namespaced resource was in the namespace served.
+        # Every request on a namespaced resource was in the namespace served, but the one
+        # that writes the operator's version into its own namespace's ConfigMap.
         elsewhere = {
             (e["verb"], e["requestURI"])
             for e in entries
             if (e.get("objectRef") or {}).get("resource")
             not in ("namespaces", "customresourcedefinitions", None)
             and (e.get("objectRef") or {}).get("namespace") != jobs
+            and e["requestURI"] != "/api/v1/namespaces/tfmw-system/configmaps/tfmw-version"
         }
         assert not elsewhere, sorted(elsewhere)[:5]
         for namespace, allowed in ((jobs, "yes"), ("kube-system", "no"), ("default", "no")):
