@@ -24,6 +24,7 @@ from urllib.parse import quote, urlencode
 
 from tfmw_client import kubeconfig as kubeconfigs
 from tfmw_client import names, official
+from tfmw_client.connection import Connection
 from tfmw_client.errors import ApiError, TfmwError
 
 Json = dict[str, Any]
@@ -91,29 +92,31 @@ class Kube:
     def __init__(
         self, kubeconfig: str | None = None, context: str | None = None, namespace: str | None = None
     ) -> None:
-        configuration = official.module("kubernetes.client.configuration").Configuration()
-        context_namespace = self._load(configuration, kubeconfig, context)
+        configuration, context_namespace = self._load(kubeconfig, context)
         self.server: str = configuration.host
         self.namespace: str = namespace or context_namespace or "default"
         self._configuration = configuration
         self._rest = official.module("kubernetes.client.rest").RESTClientObject(configuration)
 
     @staticmethod
-    def _load(configuration: Any, kubeconfig: str | None, context: str | None) -> str:
-        """Fill `configuration` as kubectl would: --kubeconfig, else $KUBECONFIG, else
-        ~/.kube/config, else (in a pod) its service account. Returns the context's namespace."""
+    def _load(kubeconfig: str | None, context: str | None) -> tuple[Any, str]:
+        """The connection as kubectl would make it: --kubeconfig, else $KUBECONFIG, else
+        ~/.kube/config, else (in a pod) its service account; and the context's namespace.
+        The connection is tfmw's (tfmw_client.connection) for what tfmw_client.kubeconfig
+        reads, else the official Configuration its loaders fill."""
         paths = [kubeconfig] if kubeconfig else kubeconfigs.default_paths()
         have_file = bool(kubeconfig) or any(Path(p).expanduser().is_file() for p in paths)
         if not have_file and os.environ.get("KUBERNETES_SERVICE_HOST") and not context:
+            configuration = official.module("kubernetes.client.configuration").Configuration()
             incluster = official.module("kubernetes.config.incluster_config")
             try:
                 incluster.load_incluster_config(client_configuration=configuration)
             except official.module("kubernetes.config.config_exception").ConfigException as error:
                 raise TfmwError(f"cannot use the pod's service account: {error}") from None
             try:
-                return IN_CLUSTER_NAMESPACE.read_text().strip()
+                return configuration, IN_CLUSTER_NAMESPACE.read_text().strip()
             except OSError:
-                return ""
+                return configuration, ""
         if not have_file:
             raise TfmwError(
                 f"no kubeconfig found (looked at {os.pathsep.join(paths)})",
@@ -121,9 +124,11 @@ class Kube:
             )
         selected = kubeconfigs.read(paths, explicit=bool(kubeconfig)).select(context)
         if not selected.official_reason:
-            selected.apply(configuration, _private_file)
-            return selected.namespace
+            connection = Connection()
+            selected.apply(connection, _private_file)
+            return connection, selected.namespace
         # exec plugins, auth providers, basic auth: the official loader, on the same context.
+        configuration = official.module("kubernetes.client.configuration").Configuration()
         loader_module = official.module("kubernetes.config.kube_config")
         try:
             loader = loader_module.KubeConfigLoader(
@@ -134,7 +139,7 @@ class Kube:
             loader.load_and_set(configuration)
         except official.module("kubernetes.config.config_exception").ConfigException as error:
             raise kubeconfigs.KubeconfigError(str(error)) from None
-        return selected.namespace
+        return configuration, selected.namespace
 
     # ---- requests ----
 
