@@ -74,7 +74,9 @@ def main(argv: list[str] | None = None) -> None:
                 wall[name].append(seconds)
                 cpu[name].append(cpu_seconds)
     say(f"done; load average {os.getloadavg()}")
-    print(f"{'command':<22} {'wall median':>12} {'wall p90':>9} {'CPU median':>11} {'wall/kubectl':>13} {'CPU/kubectl':>12}")
+    print(
+        f"{'command':<22} {'wall median':>12} {'wall p90':>9} {'CPU median':>11} {'wall/kubectl':>13} {'CPU/kubectl':>12}"
+    )
     for name in measured:
         wall_ratio = statistics.median(a / b for a, b in zip(wall[name], wall[BASELINE], strict=True))
         cpu_ratio = statistics.median(a / b for a, b in zip(cpu[name], cpu[BASELINE], strict=True))
