@@ -9,7 +9,9 @@ median of its CPU time (user + system, the kernel's own accounting of the finish
 then the ratios to `kubectl get tfmwjobs` round by round, medians: paired so that a machine
 whose speed drifts (a shared VM) moves both sides of a ratio alike. `--bin DIR`: where `tfmw`
 and `kubectl-tfmw` are (default: the PATH's), so that an installed copy can be measured
-beside another. Nothing is written to the cluster; every command must exit 0.
+beside another; `--also LABEL=DIR` adds that folder's `tfmw get` to the same rounds (another
+build, measured on the same machine at the same moments). Nothing is written to the
+cluster; every command must exit 0.
 """
 
 from __future__ import annotations
@@ -59,11 +61,15 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--warmup", type=int, default=3)
     parser.add_argument("--namespace", default="default")
     parser.add_argument("--bin", help="the folder of tfmw and kubectl-tfmw to measure")
+    parser.add_argument("--also", action="append", default=[], help="LABEL=DIR: that folder's tfmw get too")
     args = parser.parse_args(argv)
     env = dict(os.environ)
     if args.bin:  # kubectl finds its plugin on the PATH
         env["PATH"] = f"{args.bin}{os.pathsep}{env['PATH']}"
     measured = commands(args.namespace, args.bin)
+    for also in args.also:
+        label, _, folder = also.partition("=")
+        measured[f"tfmw get ({label})"] = [os.path.join(folder, "tfmw"), "get", "-n", args.namespace]
     wall: dict[str, list[float]] = {name: [] for name in measured}
     cpu: dict[str, list[float]] = {name: [] for name in measured}
     say(f"{args.warmup} + {args.runs} rounds of {', '.join(measured)}; load average {os.getloadavg()}")
@@ -75,13 +81,13 @@ def main(argv: list[str] | None = None) -> None:
                 cpu[name].append(cpu_seconds)
     say(f"done; load average {os.getloadavg()}")
     print(
-        f"{'command':<22} {'wall median':>12} {'wall p90':>9} {'CPU median':>11} {'wall/kubectl':>13} {'CPU/kubectl':>12}"
+        f"{'command':<28} {'wall median':>12} {'wall p90':>9} {'CPU median':>11} {'wall/kubectl':>13} {'CPU/kubectl':>12}"
     )
     for name in measured:
         wall_ratio = statistics.median(a / b for a, b in zip(wall[name], wall[BASELINE], strict=True))
         cpu_ratio = statistics.median(a / b for a, b in zip(cpu[name], cpu[BASELINE], strict=True))
         print(
-            f"{name:<22} {statistics.median(wall[name]) * 1000:>9.1f} ms {percentile(wall[name], 90) * 1000:>6.1f} ms"
+            f"{name:<28} {statistics.median(wall[name]) * 1000:>9.1f} ms {percentile(wall[name], 90) * 1000:>6.1f} ms"
             f" {statistics.median(cpu[name]) * 1000:>8.1f} ms {wall_ratio:>13.2f} {cpu_ratio:>12.2f}"
         )
     sys.stdout.flush()
