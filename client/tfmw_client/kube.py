@@ -1,14 +1,15 @@
-"""The connection to the API server: the official `kubernetes` client's configuration,
-authentication and REST transport, with plain JSON in and out.
+"""The connection to the API server: the official `kubernetes` client's REST transport, with
+plain JSON in and out.
 
 Everything here imports the official client when first called, never at module import:
-`tfmw --help` and `tfmw version --client` never pay for it. And then only its
-`Configuration`, REST client and exceptions (tfmw_client.official), with the kubeconfig read
-by tfmw_client.kubeconfig: not `ApiClient`, its models or the rest of the package, which
-took most of `tfmw get`'s time (docs/benchmarks.md, "The CLI's start time"). Objects are read
-and written as JSON dicts, as the API serves them (the job is a custom resource, and reading
-a pod into a model costs more than the call).
-"""
+`tfmw --help` and `tfmw version --client` never pay for it. And then only its REST client
+and exceptions (tfmw_client.official), with the kubeconfig read by tfmw_client.kubeconfig
+onto tfmw_client.connection: not `ApiClient`, its models, the `Configuration`'s module or the
+rest of the package, which took most of `tfmw get`'s time (docs/benchmarks.md, "The CLI's
+start time"); the official `Configuration` and loaders serve the kubeconfigs tfmw does not
+read itself (`exec`, auth providers, basic auth) and a pod's service account. Objects are
+read and written as JSON dicts, as the API serves them (the job is a custom resource, and
+reading a pod into a model costs more than the call)."""
 
 from __future__ import annotations
 
