@@ -16,8 +16,10 @@ hack/namespace-storage.sh, so every pod mounts the same kind of claim:
     waits until none is left, and creates it again (attempt + 1, same names).
 All run the same trainer image and arguments (deploy/samples/mnist-2-workers.yaml's pods).
 
-Each run takes the contenders in turn (tfmw, TFJob, floor, tfmw, ...), so a slow moment of
-the machine falls on all of them alike, through two jobs each:
+Each run takes the contenders in turn, so a slow moment of the machine falls on all of them
+alike, and each run begins with the next one (tfmw, TFJob, floor; then TFJob, floor, tfmw; ...),
+so that none always follows the same contender's clean-up or starts the run, through two jobs
+each:
   1. a short job: create call -> the first training step in the chief's log (the trainer's
      `first_step` line, timed by the container runtime's own timestamps against the bench's
      clock at the create call); then Succeeded -> no worker pod Running (tfmw and TFJob: the
@@ -58,7 +60,7 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
 from types import FrameType
-from typing import Any
+from typing import Any, TypeVar
 
 import yaml
 from bench.control_plane import RESULTS
@@ -76,6 +78,7 @@ from tfmw_operator.core.pods import observe_pod
 from watching import follow_in_thread
 
 Json = dict[str, Any]
+T = TypeVar("T")
 RUNS = int(os.environ.get("TFMW_BENCH_RUNS", "5"))
 WORKERS = 2
 SHORT_ARGS = ("--epochs=4", "--steps-per-epoch=50", "--batch-size=8")
@@ -370,6 +373,12 @@ def goals(results: dict[str, dict[str, dict[str, Any]]], bounds: dict[str, float
             met = value is not None and value <= FLOOR_GOAL
             said.append(f"{label}: tfmw / floor {shown} (goal <= {FLOOR_GOAL}): {'met' if met else 'MISSED'}")
     return said
+
+
+def turn(run: int, sides: Sequence[T]) -> list[T]:
+    """The contenders' order in `run`: the same cycle, begun by the next one each run."""
+    shift = run % len(sides) if sides else 0
+    return [*sides[shift:], *sides[:shift]]
 
 
 # ---- the workload ----
@@ -1247,12 +1256,13 @@ def main() -> None:
             f"namespaces: {', '.join(f'{s.name} {s.namespace}' for s in sides)}; folder check image {image!r}"
         )
         for run in range(RUNS):
-            say(f"run {run + 1}/{RUNS}: short jobs ({' '.join(SHORT_ARGS)}), the contenders in turn ...")
+            order = ", ".join(side.name for side in turn(run, sides))
+            say(f"run {run + 1}/{RUNS}: short jobs ({' '.join(SHORT_ARGS)}), in turn: {order} ...")
             this: Json = {"short": {}, "death": {}}
-            for side in sides:
+            for side in turn(run, sides):
                 this["short"][side.name] = attempt(side, short_job, f"short-{run}")
             say(f"run {run + 1}/{RUNS}: worker 1 killed once checkpointed ({' '.join(DEATH_ARGS)}) ...")
-            for side in sides:
+            for side in turn(run, sides):
                 this["death"][side.name] = attempt(side, death_job, f"death-{run}")
             runs.append(this)
             results["per_run"] = runs
