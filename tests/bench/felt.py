@@ -233,9 +233,12 @@ def gone_at(records: Sequence[PodRecord]) -> float | None:
 
 
 def pick_trainer(pids: dict[int, int]) -> int:
-    """Of a container's trainer processes {pid: parent pid}, the training child (PID 1 of
-    the container forks it): the one whose parent is also a trainer."""
-    children = [pid for pid, parent in pids.items() if parent in pids]
+    """Of a container's trainer processes {pid: parent pid}, the training child (the
+    trainer's first process forks it; under tfmw's in-pod supervisor, PID 1, that one is
+    the supervisor's child): the one whose parent is also a trainer and that has no child
+    among them."""
+    parents = set(pids.values())
+    children = [pid for pid, parent in pids.items() if parent in pids and pid not in parents]
     if len(children) != 1:
         raise AssertionError(f"expected one training child among {pids}, found {children}")
     return children[0]

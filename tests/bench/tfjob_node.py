@@ -86,6 +86,12 @@ Json = dict[str, Any]
 RUNS = int(os.environ.get("TFMW_BENCH_RUNS", "6"))
 DEATH_RUNS = int(os.environ.get("TFMW_BENCH_DEATH_RUNS", "3"))
 POLICIES = ("ExitCode", "OnFailure")
+# The workers' template as the sample gives it (only `args`: the image's entrypoint runs), or
+# also giving its command, as every TFJob of Kubeflow's examples/tensorflow does: then tfmw
+# restarts a gang in place (its in-pod supervisor, docs/supervisor.md) instead of re-creating it.
+TEMPLATES = ("args", "command")
+COMMAND = ("python3", "-m", "tfmw_trainer")  # the program of the trainer image's entrypoint
+DEATHS = tuple(f"{policy}, {template}" for template in TEMPLATES for policy in POLICIES)
 CONTENDERS = ("tfmw-tfjob", "tfjob-tuned", "floor")
 DEATH_BOUND = float(os.environ.get("TFMW_BENCH_TFJOB_BOUND", "180"))
 CLAIM = "tfmw-shared"
@@ -99,10 +105,13 @@ BENCH_WRITES = frozenset({"POST tfjobs", "DELETE tfjobs", "POST configmaps", "DE
 # ---- pure: the manifest, the figures ----
 
 
-def tfjob_manifest(job: str, args: Sequence[str], restart_policy: str) -> Json:
+def tfjob_manifest(job: str, args: Sequence[str], restart_policy: str, command: bool = False) -> Json:
     """The one TFJob every contender runs: the 2-worker sample's pod template as TFJob's
-    Worker replicas, its runPolicy where TFJob has the field, cleanPodPolicy Running."""
+    Worker replicas (giving the trainer's command too, if `command`), its runPolicy where
+    TFJob has the field, cleanPodPolicy Running."""
     sample = tfmw_manifest(job, args)
+    if command:
+        sample["spec"]["template"]["spec"]["containers"][0]["command"] = list(COMMAND)
     manifest = TFJob.manifest(job, WORKERS, restart_policy, sample["spec"]["template"])
     run = sample["spec"]["runPolicy"]
     manifest["spec"]["runPolicy"].update(
@@ -212,33 +221,49 @@ def node_rows(summary: Json) -> list[tuple[str, list[str], str]]:
         )
 
     start = summary.get("start", {})
-    row("create -> all pods Running (s)", {n: start.get(n, {}).get("all_running", {}) for n in CONTENDERS})
-    row("create -> first training step (s)", {n: start.get(n, {}).get("first_step", {}) for n in CONTENDERS})
-    for kind in ("total", "without_events"):
-        label = "API writes per job" + (" (without Events)" if kind == "without_events" else "")
+    for template in TEMPLATES:
+        shown = "only args" if template == "args" else "its command"
+        # The floor's pods are the sample's (only args).
+        cells = {
+            n: start.get(n, {}).get(template, {}) for n in CONTENDERS if n != "floor" or template == "args"
+        }
         row(
-            label,
-            {n: start.get(n, {}).get(f"writes_{kind}", {}) for n in CONTENDERS},
-            lambda s: f"{s['median_s']:.0f}" if s.get("n") else "-",
+            f"create -> all pods Running (s), template gives {shown}",
+            {n: c.get("all_running", {}) for n, c in cells.items()},
         )
+        row(
+            f"create -> first training step (s), template gives {shown}",
+            {n: c.get("first_step", {}) for n, c in cells.items()},
+        )
+        for kind in ("total", "without_events"):
+            label = "API writes per job" + (" (without Events)" if kind == "without_events" else "")
+            row(
+                f"{label}, template gives {shown}",
+                {n: c.get(f"writes_{kind}", {}) for n, c in cells.items()},
+                lambda s: f"{s['median_s']:.0f}" if s.get("n") else "-",
+            )
     death = summary.get("death", {})
-    for policy in (*POLICIES, "floor"):
-        cells = {n: death.get(n, {}).get(policy, {}) for n in CONTENDERS}
-        if policy == "floor":
-            cells = {"floor": death.get("floor", {}).get("-", {})}
+    floor = death.get("floor", {}).get("-", {})
+    for variant in DEATHS:
+        policy, template = variant.split(", ")
+        cells = {n: death.get(n, {}).get(variant, {}) for n in CONTENDERS[:2]}
+        cells["floor"] = floor  # one gang restart, re-created: no policy, no template
+        shown = "only args" if template == "args" else "its command"
         for key, what in (("all_up", "every worker's cluster up"), ("training_again", "training again")):
-            where = f"restartPolicy {policy}" if policy != "floor" else "the floor's gang restart"
-            row(f"death -> {what} (s), {where}", {n: c.get(key, {}) for n, c in cells.items()})
+            row(
+                f"death -> {what} (s), {policy}, template gives {shown}",
+                {n: c.get(key, {}) for n, c in cells.items()},
+            )
     return rows
 
 
 def node_table(summary: Json) -> str:
     header = (
-        f"{'measure (median / p90)':<62}" + "".join(f"{n:>20}" for n in CONTENDERS) + f"{'tfmw / tfjob':>14}"
+        f"{'measure (median / p90)':<82}" + "".join(f"{n:>20}" for n in CONTENDERS) + f"{'tfmw / tfjob':>14}"
     )
     lines = [header, "-" * len(header)]
     for label, cells, to_tfjob in node_rows(summary):
-        lines.append(f"{label:<62}" + "".join(f"{c:>20}" for c in cells) + f"{to_tfjob:>14}")
+        lines.append(f"{label:<82}" + "".join(f"{c:>20}" for c in cells) + f"{to_tfjob:>14}")
     return "\n".join(lines)
 
 
@@ -262,6 +287,7 @@ class TfmwTFJobSide(Side):
     name = "tfmw-tfjob"
     job_label = TFJOB_JOB_LABEL
     restart_policy = "ExitCode"
+    command = False
 
     def __init__(self, kube: ClusterClient, namespace: str, images: tuple[str, str]) -> None:
         super().__init__(kube, namespace)
@@ -281,7 +307,7 @@ class TfmwTFJobSide(Side):
         self.jobs = JobWatch(kube, namespace, (GROUP, VERSION, PLURAL))
 
     def create(self, job: str, args: Sequence[str]) -> Started:
-        manifest = for_tfmw(tfjob_manifest(job, args, self.restart_policy))
+        manifest = for_tfmw(tfjob_manifest(job, args, self.restart_policy, self.command))
         self.controller.check_alive()
         at = time.time()
         created = self.kube.custom.create_namespaced_custom_object(
@@ -309,13 +335,16 @@ class KubeflowSide(TFJobSide):
     """Kubeflow's training-operator, tuned, given the same manifest (bench.felt.TFJobSide)."""
 
     restart_policy = "ExitCode"
+    command = False
 
     def create(self, job: str, args: Sequence[str]) -> Started:
         uid = f"tfjob-{uuid.uuid4()}"
         folder = self.folder(job)  # as tfmw's operator makes it: any user may write there
         folder.mkdir(parents=True, exist_ok=True)
         folder.chmod(0o777)
-        manifest = for_kubeflow(tfjob_manifest(job, args, self.restart_policy), self.namespace, uid)
+        manifest = for_kubeflow(
+            tfjob_manifest(job, args, self.restart_policy, self.command), self.namespace, uid
+        )
         self.controller.check_alive()
         at = time.time()
         self.kube.custom.create_namespaced_custom_object(GROUP, VERSION, self.namespace, PLURAL, manifest)
@@ -452,31 +481,30 @@ def deployed_images() -> tuple[str, str]:
 
 
 def summarise(runs: list[Json]) -> Json:
-    start = {
-        name: {
-            "all_running": describe([r["start"][name].get("all_running") for r in runs if "start" in r]),
-            "first_step": describe([r["start"][name].get("first_step") for r in runs if "start" in r]),
-            **{
-                f"writes_{kind}": describe(
-                    [(r["start"][name].get("writes") or {}).get(kind) for r in runs if "start" in r]
-                )
-                for kind in ("total", "without_events")
-            },
-        }
-        for name in CONTENDERS
-    }
+    """Per contender: per template, the start's figures; per restart (policy and template;
+    the floor's "-"), the death's."""
+    start: Json = {}
     death: Json = {}
     for r in runs:
-        for name, by_policy in (r.get("death") or {}).items():
-            for policy, result in by_policy.items():
-                slot = death.setdefault(name, {}).setdefault(policy, {"all_up": [], "training_again": []})
+        for name, by_template in (r.get("start") or {}).items():
+            for template, result in by_template.items():
+                slot = start.setdefault(name, {}).setdefault(template, {})
+                for key in ("all_running", "first_step"):
+                    slot.setdefault(key, []).append(result.get(key))
+                for kind in ("total", "without_events"):
+                    slot.setdefault(f"writes_{kind}", []).append((result.get("writes") or {}).get(kind))
+        for name, by_variant in (r.get("death") or {}).items():
+            for variant, result in by_variant.items():
+                slot = death.setdefault(name, {}).setdefault(variant, {})
                 for key in ("all_up", "training_again"):
-                    slot[key].append(result.get(key))
-    death = {
-        name: {policy: {k: describe(v) for k, v in slot.items()} for policy, slot in by.items()}
-        for name, by in death.items()
+                    slot.setdefault(key, []).append(result.get(key))
+    return {
+        phase: {
+            name: {variant: {k: describe(v) for k, v in slot.items()} for variant, slot in by.items()}
+            for name, by in figures.items()
+        }
+        for phase, figures in (("start", start), ("death", death))
     }
-    return {"start": start, "death": death}
 
 
 def real_node(kube: ClusterClient, binary: str) -> Json:
@@ -500,15 +528,24 @@ def real_node(kube: ClusterClient, binary: str) -> Json:
             this: Json = {}
             if run < RUNS:
                 say(f"run {run + 1}: short jobs ({' '.join(SHORT_ARGS)}), the contenders in turn ...")
-                this["start"] = {s.name: attempt(start_job, s, f"short-{run}") for s in sides}
+                this["start"] = {"floor": {"args": attempt(start_job, floor, f"short-{run}")}}
+                for template in TEMPLATES:
+                    for served in (tfmw, kubeflow):
+                        served.command = template == "command"
+                        job = f"short-{template}-{run}"
+                        this["start"].setdefault(served.name, {})[template] = attempt(start_job, served, job)
             if run < DEATH_RUNS:
                 this["death"] = {}
-                for policy in POLICIES:
-                    say(f"run {run + 1}: worker 1 killed, restartPolicy {policy} ...")
-                    for served in (tfmw, kubeflow):
-                        served.restart_policy = policy
-                        job = f"death-{policy.lower()}-{run}"
-                        this["death"].setdefault(served.name, {})[policy] = attempt(death_job, served, job)
+                for template in TEMPLATES:
+                    for policy in POLICIES:
+                        say(
+                            f"run {run + 1}: worker 1 killed, restartPolicy {policy}, template {template} ..."
+                        )
+                        for served in (tfmw, kubeflow):
+                            served.restart_policy, served.command = policy, template == "command"
+                            job = f"death-{policy.lower()}-{template}-{run}"
+                            result = attempt(death_job, served, job)
+                            this["death"].setdefault(served.name, {})[f"{policy}, {template}"] = result
                 say(f"run {run + 1}: worker 1 killed, the floor ...")
                 this["death"]["floor"] = {"-": attempt(death_job, floor, f"death-{run}")}
             runs.append(this)
