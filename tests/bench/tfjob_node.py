@@ -11,6 +11,11 @@ trainer: tfmw, the annotation naming the namespace's claim (it mounts it and set
 TFMW_* variables itself); Kubeflow's, the claim mounted and the TFMW_* variables set in the
 template by hand (bench.felt.tfjob_template).
 
+Each measure runs the TFJob twice over, its workers' template giving only `args` (the image's
+entrypoint runs, as in the sample) and giving the trainer's command too (as every example of
+Kubeflow's examples/tensorflow does): with a command tfmw restarts a gang in place (its in-pod
+supervisor, placed by an init container), without one it re-creates the gang's pods.
+
 Measured, the contenders taking turns:
   - a short job, RUNS times: create call -> every worker pod Running (the watch's first
     sight of phase Running), and -> the chief's first training step (its log's runtime
@@ -18,14 +23,15 @@ Measured, the contenders taking turns:
     server's request counters; the bench's own create and delete of the job left out,
     leases and nodes left out: what the controller, the kubelet and the endpoint
     controllers wrote for it);
-  - a longer job per restart policy (ExitCode and OnFailure; the floor has none), DEATH_RUNS
-    times: once it has a checkpoint, worker 1's training process is SIGKILLed on the node;
+  - a longer job per restart policy (ExitCode and OnFailure) and template (the floor, one:
+    the sample's pods, the gang re-created), DEATH_RUNS times: once it has a checkpoint, worker 1's training process is SIGKILLed on the node;
     the kill -> every worker's TensorFlow cluster up again (its `start cluster_workers=`
     line after the kill: the new attempt's workers all joined) and -> the chief's next
     `first_step` line (training again). Kubeflow replaces or restarts only the dead worker
     (ExitCode: deletes its pod for a new one; OnFailure: the kubelet restarts its container
-    in place); what its chief then does is printed. tfmw restarts the gang: every pod of the
-    attempt gone, the next attempt's pods created.
+    in place); what its chief then does is printed. tfmw restarts the gang: with a command
+    in place (each pod's supervisor restarts the program, the pods kept), else every pod of
+    the attempt gone and the next attempt's pods created.
 """
 
 from __future__ import annotations

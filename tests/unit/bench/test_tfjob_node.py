@@ -4,11 +4,12 @@ table."""
 
 from __future__ import annotations
 
+from dataclasses import replace
 from typing import Any
 
 from bench.felt import needs_follow, restart_count
 from bench.tfjob_node import (
-    CONTENDERS,
+    DEATHS,
     back_after,
     describe,
     for_kubeflow,
@@ -20,8 +21,16 @@ from bench.tfjob_node import (
     tfjob_manifest,
 )
 from tfmw_operator.api.tfjob import parse_tfjob
+from tfmw_operator.core.supervision import NO_COMMAND, Supervision, supervision_of
 
 Json = dict[str, Any]
+
+
+def test_the_template_gives_the_trainers_command_when_asked() -> None:
+    container = tfjob_manifest("j", [], "ExitCode", command=True)["spec"]["tfReplicaSpecs"]["Worker"]
+    assert container["template"]["spec"]["containers"][0]["command"] == ["python3", "-m", "tfmw_trainer"]
+    plain = tfjob_manifest("j", [], "ExitCode")["spec"]["tfReplicaSpecs"]["Worker"]["template"]
+    assert "command" not in plain["spec"]["containers"][0]
 
 
 def test_every_controller_gets_the_same_tfjob_of_the_samples_pods() -> None:
@@ -58,6 +67,16 @@ def test_tfmw_reads_the_benchs_tfjob_as_a_gang_of_two_on_the_claim() -> None:
     spec = parse_tfjob(job)
     assert spec.workers == 2 and spec.uid == "u-1"
     assert spec.claim_name == "tfmw-shared"
+
+
+def test_tfmw_restarts_the_gang_in_place_only_when_the_template_gives_its_command() -> None:
+    def supervision(command: bool) -> Supervision:
+        job = for_tfmw(tfjob_manifest("death-0", ["--epochs=20"], "OnFailure", command))
+        job["metadata"].update(namespace="ns", uid="u-1")
+        return supervision_of(replace(parse_tfjob(job), supervisor_image="tfmw-operator:dev"))
+
+    assert supervision(command=True).in_place
+    assert not supervision(command=False).in_place and supervision(command=False).reason == NO_COMMAND
 
 
 def test_a_jobs_writes_leave_out_the_benchs_own_and_the_control_planes_housekeeping() -> None:
@@ -134,21 +153,21 @@ def test_median_and_p90_of_the_runs_that_got_there() -> None:
 
 
 def run(scale: float) -> Json:
-    start = {
-        name: {
-            "all_running": 2.0 * scale,
-            "first_step": 6.0 * scale,
+    def short(factor: float) -> Json:
+        return {
+            "all_running": 2.0 * scale * factor,
+            "first_step": 6.0 * scale * factor,
             "writes": {"total": 30, "without_events": 20},
         }
-        for name in CONTENDERS
+
+    start = {
+        "tfmw-tfjob": {"args": short(1.0), "command": short(1.5)},
+        "tfjob-tuned": {"args": short(1.0), "command": short(1.0)},
+        "floor": {"args": short(1.0)},
     }
     death = {
-        "tfmw-tfjob": {
-            p: {"all_up": 5.0 * scale, "training_again": 7.0 * scale} for p in ("ExitCode", "OnFailure")
-        },
-        "tfjob-tuned": {
-            p: {"all_up": 30.0 * scale, "training_again": None} for p in ("ExitCode", "OnFailure")
-        },
+        "tfmw-tfjob": {v: {"all_up": 5.0 * scale, "training_again": 7.0 * scale} for v in DEATHS},
+        "tfjob-tuned": {v: {"all_up": 30.0 * scale, "training_again": None} for v in DEATHS},
         "floor": {"-": {"all_up": 6.0 * scale, "training_again": 8.0 * scale}},
     }
     return {"start": start, "death": death}
@@ -156,19 +175,30 @@ def run(scale: float) -> Json:
 
 def test_the_table_shows_median_and_p90_and_tfmws_ratio_to_kubeflows() -> None:
     summary = summarise([run(1.0), run(2.0), run(1.5)])
-    assert summary["start"]["tfmw-tfjob"]["all_running"]["median_s"] == 3.0
-    assert summary["death"]["tfjob-tuned"]["ExitCode"]["training_again"] == {"n": 0, "missing": 3}
-    text = node_table(summary)
-    running = next(line for line in text.splitlines() if line.startswith("create -> all pods Running"))
+    assert summary["start"]["tfmw-tfjob"]["args"]["all_running"]["median_s"] == 3.0
+    assert summary["death"]["tfjob-tuned"]["ExitCode, args"]["training_again"] == {"n": 0, "missing": 3}
+    text = node_table(summary).splitlines()
+
+    def line(*words: str) -> str:
+        return next(row for row in text if all(w in row for w in words))
+
+    running = line("all pods Running", "only args")
     assert "3.00 / 4.00" in running and running.endswith("1.000")
-    exit_code = next(line for line in text.splitlines() if "cluster up (s), restartPolicy ExitCode" in line)
+    with_command = line("all pods Running", "its command")
+    assert "4.50 / 6.00" in with_command and with_command.endswith("1.500")
+    assert with_command.split()[-2] == "-", "the floor's pods give no command"
+    exit_code = line("cluster up", "ExitCode, template gives only args")
     assert "7.50 / 10.00" in exit_code and "45.00 / 60.00" in exit_code and exit_code.endswith("0.167")
-    again = next(line for line in text.splitlines() if "training again (s), restartPolicy OnFailure" in line)
+    again = line("training again", "OnFailure, template gives its command")
     assert "none of 3" in again and again.endswith("-")
-    floor = next(
-        line for line in text.splitlines() if "the floor's gang restart" in line and "training" in line
-    )
-    assert "12.00 / 16.00" in floor
+    assert "12.00 / 16.00" in again, "the floor's one gang restart is shown beside every variant"
     markdown = node_markdown(summary)
-    assert "| API writes per job | 30 | 30 | 30 | 1.000 |" in markdown
-    assert "| API writes per job (without Events) | 20 | 20 | 20 | 1.000 |" in markdown
+    assert "| API writes per job, template gives only args | 30 | 30 | 30 | 1.000 |" in markdown
+    assert (
+        "| API writes per job (without Events), template gives its command | 30 | 30 | - | 1.000 |"
+        not in markdown
+    )
+    assert (
+        "| API writes per job (without Events), template gives its command | 20 | 20 | - | 1.000 |"
+        in markdown
+    )
