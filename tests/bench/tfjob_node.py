@@ -13,8 +13,9 @@ template by hand (bench.felt.tfjob_template).
 
 Each measure runs the TFJob twice over, its workers' template giving only `args` (the image's
 entrypoint runs, as in the sample) and giving the trainer's command too (as every example of
-Kubeflow's examples/tensorflow does): with a command tfmw restarts a gang in place (its in-pod
-supervisor, placed by an init container), without one it re-creates the gang's pods.
+Kubeflow's examples/tensorflow does). tfmw re-creates a TFJob's gang either way (a TFJob's
+pods keep Kubeflow's shape: no in-pod supervisor, api/kinds.py); the command changes what
+runs as the container's first process.
 
 Measured, the contenders taking turns:
   - a short job, RUNS times: create call -> every worker pod Running (the watch's first
@@ -29,9 +30,8 @@ Measured, the contenders taking turns:
     line after the kill: the new attempt's workers all joined) and -> the chief's next
     `first_step` line (training again). Kubeflow replaces or restarts only the dead worker
     (ExitCode: deletes its pod for a new one; OnFailure: the kubelet restarts its container
-    in place); what its chief then does is printed. tfmw restarts the gang: with a command
-    in place (each pod's supervisor restarts the program, the pods kept), else every pod of
-    the attempt gone and the next attempt's pods created.
+    in place); what its chief then does is printed. tfmw restarts the gang: every pod of the
+    attempt gone, the next attempt's pods created.
 """
 
 from __future__ import annotations
@@ -93,8 +93,7 @@ RUNS = int(os.environ.get("TFMW_BENCH_RUNS", "6"))
 DEATH_RUNS = int(os.environ.get("TFMW_BENCH_DEATH_RUNS", "3"))
 POLICIES = ("ExitCode", "OnFailure")
 # The workers' template as the sample gives it (only `args`: the image's entrypoint runs), or
-# also giving its command, as every TFJob of Kubeflow's examples/tensorflow does: then tfmw
-# restarts a gang in place (its in-pod supervisor, docs/supervisor.md) instead of re-creating it.
+# also giving its command, as every TFJob of Kubeflow's examples/tensorflow does.
 TEMPLATES = ("args", "command")
 COMMAND = ("python3", "-m", "tfmw_trainer")  # the program of the trainer image's entrypoint
 DEATHS = tuple(f"{policy}, {template}" for template in TEMPLATES for policy in POLICIES)

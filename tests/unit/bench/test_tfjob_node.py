@@ -4,7 +4,6 @@ table."""
 
 from __future__ import annotations
 
-from dataclasses import replace
 from typing import Any
 
 from bench.felt import needs_follow, restart_count
@@ -20,8 +19,10 @@ from bench.tfjob_node import (
     summarise,
     tfjob_manifest,
 )
+from tfmw_operator.api.kinds import TFJobKind
+from tfmw_operator.api.spec import JobSpec
 from tfmw_operator.api.tfjob import parse_tfjob
-from tfmw_operator.core.supervision import NO_COMMAND, Supervision, supervision_of
+from tfmw_operator.core.supervision import NO_SUPERVISOR_IMAGE, supervision_of
 
 Json = dict[str, Any]
 
@@ -69,14 +70,16 @@ def test_tfmw_reads_the_benchs_tfjob_as_a_gang_of_two_on_the_claim() -> None:
     assert spec.claim_name == "tfmw-shared"
 
 
-def test_tfmw_restarts_the_gang_in_place_only_when_the_template_gives_its_command() -> None:
-    def supervision(command: bool) -> Supervision:
+def test_tfmw_re_creates_a_tfjobs_gang_whether_or_not_its_template_gives_a_command() -> None:
+    """A TFJob's pods keep Kubeflow's shape (api/kinds.py): no supervisor, so both of the
+    bench's templates measure a gang re-created, even with the operator's supervisor image."""
+    for command in (False, True):
         job = for_tfmw(tfjob_manifest("death-0", ["--epochs=20"], "OnFailure", command))
         job["metadata"].update(namespace="ns", uid="u-1")
-        return supervision_of(replace(parse_tfjob(job), supervisor_image="tfmw-operator:dev"))
-
-    assert supervision(command=True).in_place
-    assert not supervision(command=False).in_place and supervision(command=False).reason == NO_COMMAND
+        spec = TFJobKind().parse(job, "", "tfmw-operator:dev")
+        assert isinstance(spec, JobSpec)
+        supervision = supervision_of(spec)
+        assert not supervision.in_place and supervision.reason == NO_SUPERVISOR_IMAGE
 
 
 def test_a_jobs_writes_leave_out_the_benchs_own_and_the_control_planes_housekeeping() -> None:
