@@ -108,7 +108,7 @@ def reconcile_a_job(
     kube.wait_pods(namespace, "least", 2, attempt=1, timeout=30)
     write_marker(shared_root / namespace / "least", job["metadata"]["uid"])
     # 60 s: once, under CI's clean-clone run, the namespace-scoped operator took more than 30 s
-    # here (it passes in about 1 s alone); a failure now prints the operator's log.
+    # here (alone it passed 6 times of 6, the whole test in 23 s); a failure now prints the operator's log.
     kube.wait_phase(namespace, "least", "Succeeded", timeout=60)
     kube.wait_events(namespace, "least", {"PodsCreated", "GangRestart", "Succeeded"})
     wait_for("the job deleted by its TTL", lambda: kube.get_job(namespace, "least") is None, timeout=30)
