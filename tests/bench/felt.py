@@ -184,6 +184,21 @@ def pod_marks(pod: Json) -> list[str]:
     return [name for name, shown in marks.items() if shown]
 
 
+def restart_count(pod: Json) -> int:
+    return int(main_container(pod).get("restartCount") or 0)
+
+
+def needs_follow(pod: Json, started: bool, followed: int | None) -> bool:
+    """Whether the main container's log must be followed now: it started and none of this
+    pod's is followed yet, or the kubelet restarted it in place (restartPolicy OnFailure)
+    since and it runs again: the new container's log is another stream."""
+    if not started:
+        return False
+    if followed is None:
+        return True
+    return restart_count(pod) > followed and "running" in (main_container(pod).get("state") or {})
+
+
 def exit_of(pod: Json) -> tuple[int, str] | None:
     """The main container's exit code and reason, once it has terminated."""
     terminated = (main_container(pod).get("state") or {}).get("terminated")
@@ -218,9 +233,12 @@ def gone_at(records: Sequence[PodRecord]) -> float | None:
 
 
 def pick_trainer(pids: dict[int, int]) -> int:
-    """Of a container's trainer processes {pid: parent pid}, the training child (PID 1 of
-    the container forks it): the one whose parent is also a trainer."""
-    children = [pid for pid, parent in pids.items() if parent in pids]
+    """Of a container's trainer processes {pid: parent pid}, the training child (the
+    trainer's first process forks it; under tfmw's in-pod supervisor, PID 1, that one is
+    the supervisor's child): the one whose parent is also a trainer and that has no child
+    among them."""
+    parents = set(pids.values())
+    children = [pid for pid, parent in pids.items() if parent in pids and pid not in parents]
     if len(children) != 1:
         raise AssertionError(f"expected one training child among {pids}, found {children}")
     return children[0]
@@ -455,6 +473,7 @@ class Timeline:
         self.stop = threading.Event()
         self.pods: dict[str, PodRecord] = {}
         self.logs: dict[str, list[LogLine]] = {}
+        self.followed: dict[str, int] = {}  # each pod's container restarts whose log is followed
         self.listeners: list[Callable[[PodRecord, Json], None]] = []
         follow_in_thread(kube.core.list_namespaced_pod, namespace, on_event=self._event, stop=self.stop)
 
@@ -471,9 +490,10 @@ class Timeline:
             for mark in [*pod_marks(pod), *(["deleted"] if kind == "DELETED" else [])]:
                 record.marks.setdefault(mark, now)
             record.exit = exit_of(pod) or record.exit
-            follow = "started" in record.marks and record.uid not in self.logs
+            follow = needs_follow(pod, "started" in record.marks, self.followed.get(record.uid))
             if follow:
-                self.logs[record.uid] = []
+                self.logs.setdefault(record.uid, [])
+                self.followed[record.uid] = restart_count(pod)
             listeners = list(self.listeners)
         if follow:
             threading.Thread(target=self._follow_log, args=(record.name, record.uid), daemon=True).start()

@@ -54,14 +54,16 @@ def worker_nodes() -> list[str]:
     return sorted(n for n in out.split() if "control-plane" not in n)
 
 
-def node_of_pods(name: str, namespace: str = NAMESPACE) -> dict[str, str]:
+def node_of_pods(name: str, namespace: str = NAMESPACE, attempt: int | None = None) -> dict[str, str]:
+    """Each pod's node: the job's pods, or those of one attempt (old ones may linger, deleting)."""
+    selector = f"tfmw.dev/job-name={name}" + (f",tfmw.dev/attempt={attempt}" if attempt is not None else "")
     out = kubectl(
         "get",
         "pods",
         "-n",
         namespace,
         "-l",
-        f"tfmw.dev/job-name={name}",
+        selector,
         "-o",
         "jsonpath={range .items[*]}{.metadata.name} {.spec.nodeName}{'\\n'}{end}",
     ).stdout
@@ -379,12 +381,21 @@ def test_a_lost_node_is_kept_out_of_the_next_attempts_even_once_it_is_back(
             timeout=TRAINING_TIMEOUT + NODE_STOP_BOUND_SECONDS,
             interval=1,
         )
+        attempt = kube.status(NAMESPACE, name)["attempt"]
+        elsewhere = node_of_pods(name, attempt=attempt)
+        print(
+            f"{name}: node stop -> attempt {attempt} Running elsewhere in {time.monotonic() - stopped:.0f}s, "
+            f"on {elsewhere}"
+        )
+        assert elsewhere and victim not in elsewhere.values(), elsewhere
+        assert all(kept_off(pod) == [victim] for pod in elsewhere), {pod: kept_off(pod) for pod in elsewhere}
     finally:
         docker("start", victim)
         wait_node_ready(victim)
     print(f"{name}: {victim} Ready again {time.monotonic() - stopped:.0f}s after it stopped")
     # Within the window, with the node back: another restart, and that attempt avoids it too.
     before = kube.status(NAMESPACE, name)["attempt"]
+    back = time.monotonic()
     kubectl("delete", "pod", f"{name}-worker-1", "-n", NAMESPACE, "--wait=false")
     wait_for(
         "the attempt after the node came back Running",
@@ -394,15 +405,19 @@ def test_a_lost_node_is_kept_out_of_the_next_attempts_even_once_it_is_back(
         timeout=TRAINING_TIMEOUT,
         interval=1,
     )
-    after = node_of_pods(name)
-    print(f"{name}: attempt {kube.status(NAMESPACE, name)['attempt']} on {after}")
-    assert victim not in after.values(), after
+    attempt = kube.status(NAMESPACE, name)["attempt"]
+    after = node_of_pods(name, attempt=attempt)
+    print(
+        f"{name}: node back, a worker deleted -> attempt {attempt} Running in {time.monotonic() - back:.0f}s on {after}"
+    )
+    assert after and victim not in after.values(), after
     assert all(kept_off(pod) == [victim] for pod in after), {pod: kept_off(pod) for pod in after}
     status = kube.wait_phase(NAMESPACE, name, "Succeeded", timeout=TRAINING_TIMEOUT)
     assert [e["node"] for e in status.get("excludedNodes") or []] == [victim], status
     condition = next(c for c in status["conditions"] if c["type"] == "NodesExcluded")
     assert condition["status"] == "True" and victim in condition["message"], condition
     assert victim not in node_of_pods(name).values()
+    print(f"{name}: history {[(h['attempt'], h['cause'], h.get('node')) for h in status['history']]}")
 
 
 def test_a_four_worker_job_whose_node_is_stopped_goes_on_with_two_and_succeeds(
@@ -437,6 +452,15 @@ def test_a_four_worker_job_whose_node_is_stopped_goes_on_with_two_and_succeeds(
             interval=1,
         )
         print(f"{name}: node stop -> attempt {smaller['attempt']} of 2 in {time.monotonic() - stopped:.0f}s")
+        wait_for(
+            "the attempt of two Running (or done)",
+            lambda: kube.status(NAMESPACE, name).get("phase") in ("Running", "Succeeded"),
+            timeout=TRAINING_TIMEOUT,
+            interval=1,
+        )
+        print(
+            f"{name}: node stop -> attempt {smaller['attempt']} of 2 Running in {time.monotonic() - stopped:.0f}s"
+        )
         status = kube.wait_phase(
             NAMESPACE, name, "Succeeded", timeout=TRAINING_TIMEOUT + NODE_STOP_BOUND_SECONDS
         )
@@ -455,6 +479,9 @@ def test_a_four_worker_job_whose_node_is_stopped_goes_on_with_two_and_succeeds(
     assert "start cluster_workers=2" in chief and "global_batch=16" in chief, chief[-3000:]
     assert "resumed_from_epoch=" in chief, chief[-3000:]
     assert status["restarts"] <= 1, status  # the node's loss; going on smaller is not counted
+    sizes = [(h["attempt"], h.get("workers"), h["cause"]) for h in reversed(status["history"])]
+    print(f"{name}: attempts (attempt, workers, end cause) {sizes}, then attempt {status['attempt']} of 2")
+    assert sizes[0][1] == 4, sizes
 
 
 def node_cpu_millis(node: str) -> int:

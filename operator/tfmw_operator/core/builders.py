@@ -180,8 +180,19 @@ def _with_injections(container: Json, env: list[Json], mount: Json | None) -> Js
     return container
 
 
-# What the folder check may use: it reads one small file and exits.
 FOLDER_CHECK_USER = 1000  # the operator image's own user
+# The init containers' (the folder check, the supervisor's copy) own user, whatever the
+# template's pod runs as (root included), so that they meet the "restricted" profile wherever
+# the workers do.
+INIT_SECURITY_CONTEXT: Json = {
+    "runAsNonRoot": True,
+    "runAsUser": FOLDER_CHECK_USER,
+    "allowPrivilegeEscalation": False,
+    "readOnlyRootFilesystem": True,
+    "capabilities": {"drop": ["ALL"]},
+    "seccompProfile": {"type": "RuntimeDefault"},
+}
+# What the folder check may use: it reads one small file and exits.
 FOLDER_CHECK_RESOURCES: Json = {"requests": {"cpu": "10m", "memory": "32Mi"}, "limits": {"memory": "64Mi"}}
 
 
@@ -203,16 +214,7 @@ def build_folder_check(job: JobSpec, mount: Json) -> Json:
         "volumeMounts": [{**mount, "readOnly": True}],
         "resources": copy_json(FOLDER_CHECK_RESOURCES),
         "terminationMessagePolicy": "File",
-        # Its own user, whatever the template's pod runs as (root included), so that it meets
-        # the "restricted" profile wherever the workers do.
-        "securityContext": {
-            "runAsNonRoot": True,
-            "runAsUser": FOLDER_CHECK_USER,
-            "allowPrivilegeEscalation": False,
-            "readOnlyRootFilesystem": True,
-            "capabilities": {"drop": ["ALL"]},
-            "seccompProfile": {"type": "RuntimeDefault"},
-        },
+        "securityContext": copy_json(INIT_SECURITY_CONTEXT),
     }
 
 
@@ -257,14 +259,7 @@ def build_supervisor_copy(job: JobSpec) -> Json:
         "volumeMounts": [{"name": SUPERVISOR_VOLUME, "mountPath": SUPERVISOR_MOUNT_PATH}],
         "resources": copy_json(SUPERVISOR_RESOURCES),
         "terminationMessagePolicy": "FallbackToLogsOnError",
-        "securityContext": {
-            "runAsNonRoot": True,
-            "runAsUser": FOLDER_CHECK_USER,
-            "allowPrivilegeEscalation": False,
-            "readOnlyRootFilesystem": True,
-            "capabilities": {"drop": ["ALL"]},
-            "seccompProfile": {"type": "RuntimeDefault"},
-        },
+        "securityContext": copy_json(INIT_SECURITY_CONTEXT),
     }
 
 

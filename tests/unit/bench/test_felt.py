@@ -139,6 +139,7 @@ def test_workers_are_gone_when_the_last_one_stopped_or_went() -> None:
 
 def test_the_trainer_killed_is_the_child_of_the_containers_first_process() -> None:
     assert pick_trainer({100: 90, 101: 100}) == 101
+    assert pick_trainer({1: 0, 100: 1, 101: 100}) == 101  # under the in-pod supervisor
     with pytest.raises(AssertionError):
         pick_trainer({100: 90})
     with pytest.raises(AssertionError):
