@@ -261,11 +261,16 @@ bench: install ## the control plane against Kubeflow's TFJob
 	hack/cluster.sh up --no-node
 	PYTHONPATH=tests $(PYTHON) -m bench.control_plane
 
-# The TFJob API side by side (tests/bench/tfjob_api.py): the same TFJob manifests under tfmw
-# (--tfjobs=all) and Kubeflow's TFJob controller (shipped, tuned), with a bare client's floor.
-bench-tfjob: install ## the same TFJobs under tfmw and under Kubeflow's controller
-	hack/cluster.sh up --no-node
-	PYTHONPATH=tests $(PYTHON) -m bench.tfjob_api
+# The TFJob API side by side (tests/bench/tfjob_api.py): the same TFJob manifest under tfmw
+# (--tfjobs=all) and Kubeflow's TFJob controller (tuned), with a bare client's floor, on the
+# real node: create -> all pods Running and -> first step (RUNS jobs), API writes per job, a
+# worker's death -> training again per restartPolicy (DEATH_RUNS each). CONTROL_PLANE=1 adds
+# bench.control_plane's phase through the TFJob API. JSON in bench/results/tfjob-api.json.
+DEATH_RUNS ?= 3
+bench-tfjob: install ## the same TFJobs under tfmw and Kubeflow's controller: RUNS=5 DEATH_RUNS=3 [CONTROL_PLANE=1]
+	hack/up.sh
+	TFMW_BENCH_RUNS=$(RUNS) TFMW_BENCH_DEATH_RUNS=$(DEATH_RUNS) TFMW_BENCH_CONTROL_PLANE=$(CONTROL_PLANE) \
+	  PYTHONPATH=$(CURDIR)/tests:$(CURDIR)/operator:$(CURDIR)/trainer:$(CURDIR)/client $(PYTHON) -m bench.tfjob_api
 
 # Simulated nodes (kwok, built from its Go module) on the local control plane (make
 # cluster-up, or hack/cluster.sh up --no-node) running already: labelled and tainted tfmw.dev/kwok, so only the scale bench's

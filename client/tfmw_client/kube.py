@@ -1,14 +1,15 @@
-"""The connection to the API server: the official `kubernetes` client's configuration,
-authentication and REST transport, with plain JSON in and out.
+"""The connection to the API server: the official `kubernetes` client's REST transport, with
+plain JSON in and out.
 
 Everything here imports the official client when first called, never at module import:
-`tfmw --help` and `tfmw version --client` never pay for it. And then only its
-`Configuration`, REST client and exceptions (tfmw_client.official), with the kubeconfig read
-by tfmw_client.kubeconfig: not `ApiClient`, its models or the rest of the package, which
-took most of `tfmw get`'s time (docs/benchmarks.md, "The CLI's start time"). Objects are read
-and written as JSON dicts, as the API serves them (the job is a custom resource, and reading
-a pod into a model costs more than the call).
-"""
+`tfmw --help` and `tfmw version --client` never pay for it. And then only its REST client
+and exceptions (tfmw_client.official), with the kubeconfig read by tfmw_client.kubeconfig
+onto tfmw_client.connection: not `ApiClient`, its models, the `Configuration`'s module or the
+rest of the package, which took most of `tfmw get`'s time (docs/benchmarks.md, "The CLI's
+start time"); the official `Configuration` and loaders serve the kubeconfigs tfmw does not
+read itself (`exec`, auth providers, basic auth) and a pod's service account. Objects are
+read and written as JSON dicts, as the API serves them (the job is a custom resource, and
+reading a pod into a model costs more than the call)."""
 
 from __future__ import annotations
 
@@ -24,6 +25,7 @@ from urllib.parse import quote, urlencode
 
 from tfmw_client import kubeconfig as kubeconfigs
 from tfmw_client import names, official
+from tfmw_client.connection import Connection
 from tfmw_client.errors import ApiError, TfmwError
 
 Json = dict[str, Any]
@@ -91,29 +93,31 @@ class Kube:
     def __init__(
         self, kubeconfig: str | None = None, context: str | None = None, namespace: str | None = None
     ) -> None:
-        configuration = official.module("kubernetes.client.configuration").Configuration()
-        context_namespace = self._load(configuration, kubeconfig, context)
+        configuration, context_namespace = self._load(kubeconfig, context)
         self.server: str = configuration.host
         self.namespace: str = namespace or context_namespace or "default"
         self._configuration = configuration
         self._rest = official.module("kubernetes.client.rest").RESTClientObject(configuration)
 
     @staticmethod
-    def _load(configuration: Any, kubeconfig: str | None, context: str | None) -> str:
-        """Fill `configuration` as kubectl would: --kubeconfig, else $KUBECONFIG, else
-        ~/.kube/config, else (in a pod) its service account. Returns the context's namespace."""
+    def _load(kubeconfig: str | None, context: str | None) -> tuple[Any, str]:
+        """The connection as kubectl would make it: --kubeconfig, else $KUBECONFIG, else
+        ~/.kube/config, else (in a pod) its service account; and the context's namespace.
+        The connection is tfmw's (tfmw_client.connection) for what tfmw_client.kubeconfig
+        reads, else the official Configuration its loaders fill."""
         paths = [kubeconfig] if kubeconfig else kubeconfigs.default_paths()
         have_file = bool(kubeconfig) or any(Path(p).expanduser().is_file() for p in paths)
         if not have_file and os.environ.get("KUBERNETES_SERVICE_HOST") and not context:
+            configuration = official.module("kubernetes.client.configuration").Configuration()
             incluster = official.module("kubernetes.config.incluster_config")
             try:
                 incluster.load_incluster_config(client_configuration=configuration)
             except official.module("kubernetes.config.config_exception").ConfigException as error:
                 raise TfmwError(f"cannot use the pod's service account: {error}") from None
             try:
-                return IN_CLUSTER_NAMESPACE.read_text().strip()
+                return configuration, IN_CLUSTER_NAMESPACE.read_text().strip()
             except OSError:
-                return ""
+                return configuration, ""
         if not have_file:
             raise TfmwError(
                 f"no kubeconfig found (looked at {os.pathsep.join(paths)})",
@@ -121,9 +125,11 @@ class Kube:
             )
         selected = kubeconfigs.read(paths, explicit=bool(kubeconfig)).select(context)
         if not selected.official_reason:
-            selected.apply(configuration, _private_file)
-            return selected.namespace
+            connection = Connection()
+            selected.apply(connection, _private_file)
+            return connection, selected.namespace
         # exec plugins, auth providers, basic auth: the official loader, on the same context.
+        configuration = official.module("kubernetes.client.configuration").Configuration()
         loader_module = official.module("kubernetes.config.kube_config")
         try:
             loader = loader_module.KubeConfigLoader(
@@ -134,7 +140,7 @@ class Kube:
             loader.load_and_set(configuration)
         except official.module("kubernetes.config.config_exception").ConfigException as error:
             raise kubeconfigs.KubeconfigError(str(error)) from None
-        return selected.namespace
+        return configuration, selected.namespace
 
     # ---- requests ----
 

@@ -2,9 +2,10 @@
 
 The client's version is the package's (pyproject.toml, the one place it is stated). The
 operator's is read where any user may read it: the ConfigMap `tfmw-version` in the operator's
-namespace, which the install publishes with a Role that lets every authenticated user `get`
-that one object (docs/cli.md, "tfmw version"); failing that, from the operator's Deployment
-(admins). Whether the API the client speaks is served is asked of discovery, open to all.
+namespace, which the install makes with a Role that lets every authenticated user `get` that
+one object, and into which the operator that leads writes its own version as it starts
+(docs/cli.md, "tfmw version"); failing that, from the operator's Deployment (admins).
+Whether the API the client speaks is served is asked of discovery, open to all.
 """
 
 from __future__ import annotations

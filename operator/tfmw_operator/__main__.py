@@ -25,7 +25,7 @@ from tfmw_operator.api.tfjob import SERVE_MODES, SERVE_OFF
 from tfmw_operator.core.progress import DEFAULT_PROGRESS_INTERVAL_SECONDS
 from tfmw_operator.handlers import operate
 from tfmw_operator.kube.client import connection_info
-from tfmw_operator.runtime import server_version
+from tfmw_operator.runtime import published_version, server_version
 from tfmw_operator.runtime.health import Health
 from tfmw_operator.runtime.settings import Settings
 from tfmw_operator.runtime.version import describe
@@ -81,7 +81,18 @@ def main(argv: list[str] | None = None) -> None:
     )
     parser.add_argument("--leader-election-namespace", default=os.environ.get("POD_NAMESPACE", "tfmw-system"))
     parser.add_argument("--leader-election-lease", default="tfmw-operator")
+    parser.add_argument(
+        "--version-configmap",
+        default=published_version.default_target(),
+        help="NAMESPACE/NAME of the ConfigMap where the leading operator writes its version for "
+        "`tfmw version` (default $POD_NAMESPACE, else tfmw-system, /tfmw-version); empty: not written",
+    )
     args = parser.parse_args(argv)
+    if args.version_configmap:
+        try:
+            published_version.parse_target(args.version_configmap)
+        except ValueError as error:
+            parser.error(f"--version-configmap: {error}")
     for namespace in args.namespace:
         if not re.fullmatch(r"[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?", namespace):
             parser.error(f"--namespace {namespace!r}: give a namespace's exact name (no patterns)")
@@ -120,6 +131,15 @@ def main(argv: list[str] | None = None) -> None:
         logging.getLogger("leaderelection").setLevel(logging.WARNING)
         me = leader.identity()
         leader.lead(args.leader_election_namespace, args.leader_election_lease, me, health)
+    if args.version_configmap:
+        # The one that leads says which version runs (a standby of a rolling update waits).
+        unpublished = asyncio.run(
+            published_version.publish(
+                connection_info(), *published_version.parse_target(args.version_configmap)
+            )
+        )
+        if unpublished:
+            logging.getLogger("tfmw_operator").warning("version not published: %s", unpublished)
     # uvloop: a launch's path through the event loop (watch event, reconcile, TLS request)
     # is a few milliseconds shorter than on asyncio's own loop.
     with (

@@ -16,8 +16,10 @@ hack/namespace-storage.sh, so every pod mounts the same kind of claim:
     waits until none is left, and creates it again (attempt + 1, same names).
 All run the same trainer image and arguments (deploy/samples/mnist-2-workers.yaml's pods).
 
-Each run takes the contenders in turn (tfmw, TFJob, floor, tfmw, ...), so a slow moment of
-the machine falls on all of them alike, through two jobs each:
+Each run takes the contenders in turn, so a slow moment of the machine falls on all of them
+alike, and each run begins with the next one (tfmw, TFJob, floor; then TFJob, floor, tfmw; ...),
+so that none always follows the same contender's clean-up or starts the run, through two jobs
+each:
   1. a short job: create call -> the first training step in the chief's log (the trainer's
      `first_step` line, timed by the container runtime's own timestamps against the bench's
      clock at the create call); then Succeeded -> no worker pod Running (tfmw and TFJob: the
@@ -58,7 +60,7 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
 from types import FrameType
-from typing import Any
+from typing import Any, TypeVar
 
 import yaml
 from bench.control_plane import RESULTS
@@ -76,6 +78,7 @@ from tfmw_operator.core.pods import observe_pod
 from watching import follow_in_thread
 
 Json = dict[str, Any]
+T = TypeVar("T")
 RUNS = int(os.environ.get("TFMW_BENCH_RUNS", "5"))
 WORKERS = 2
 SHORT_ARGS = ("--epochs=4", "--steps-per-epoch=50", "--batch-size=8")
@@ -184,6 +187,21 @@ def pod_marks(pod: Json) -> list[str]:
     return [name for name, shown in marks.items() if shown]
 
 
+def restart_count(pod: Json) -> int:
+    return int(main_container(pod).get("restartCount") or 0)
+
+
+def needs_follow(pod: Json, started: bool, followed: int | None) -> bool:
+    """Whether the main container's log must be followed now: it started and none of this
+    pod's is followed yet, or the kubelet restarted it in place (restartPolicy OnFailure)
+    since and it runs again: the new container's log is another stream."""
+    if not started:
+        return False
+    if followed is None:
+        return True
+    return restart_count(pod) > followed and "running" in (main_container(pod).get("state") or {})
+
+
 def exit_of(pod: Json) -> tuple[int, str] | None:
     """The main container's exit code and reason, once it has terminated."""
     terminated = (main_container(pod).get("state") or {}).get("terminated")
@@ -218,9 +236,12 @@ def gone_at(records: Sequence[PodRecord]) -> float | None:
 
 
 def pick_trainer(pids: dict[int, int]) -> int:
-    """Of a container's trainer processes {pid: parent pid}, the training child (PID 1 of
-    the container forks it): the one whose parent is also a trainer."""
-    children = [pid for pid, parent in pids.items() if parent in pids]
+    """Of a container's trainer processes {pid: parent pid}, the training child (the
+    trainer's first process forks it; under tfmw's in-pod supervisor, PID 1, that one is
+    the supervisor's child): the one whose parent is also a trainer and that has no child
+    among them."""
+    parents = set(pids.values())
+    children = [pid for pid, parent in pids.items() if parent in pids and pid not in parents]
     if len(children) != 1:
         raise AssertionError(f"expected one training child among {pids}, found {children}")
     return children[0]
@@ -372,6 +393,12 @@ def goals(results: dict[str, dict[str, dict[str, Any]]], bounds: dict[str, float
     return said
 
 
+def turn(run: int, sides: Sequence[T]) -> list[T]:
+    """The contenders' order in `run`: the same cycle, begun by the next one each run."""
+    shift = run % len(sides) if sides else 0
+    return [*sides[shift:], *sides[:shift]]
+
+
 # ---- the workload ----
 
 
@@ -455,6 +482,7 @@ class Timeline:
         self.stop = threading.Event()
         self.pods: dict[str, PodRecord] = {}
         self.logs: dict[str, list[LogLine]] = {}
+        self.followed: dict[str, int] = {}  # each pod's container restarts whose log is followed
         self.listeners: list[Callable[[PodRecord, Json], None]] = []
         follow_in_thread(kube.core.list_namespaced_pod, namespace, on_event=self._event, stop=self.stop)
 
@@ -471,9 +499,10 @@ class Timeline:
             for mark in [*pod_marks(pod), *(["deleted"] if kind == "DELETED" else [])]:
                 record.marks.setdefault(mark, now)
             record.exit = exit_of(pod) or record.exit
-            follow = "started" in record.marks and record.uid not in self.logs
+            follow = needs_follow(pod, "started" in record.marks, self.followed.get(record.uid))
             if follow:
-                self.logs[record.uid] = []
+                self.logs.setdefault(record.uid, [])
+                self.followed[record.uid] = restart_count(pod)
             listeners = list(self.listeners)
         if follow:
             threading.Thread(target=self._follow_log, args=(record.name, record.uid), daemon=True).start()
@@ -1247,12 +1276,13 @@ def main() -> None:
             f"namespaces: {', '.join(f'{s.name} {s.namespace}' for s in sides)}; folder check image {image!r}"
         )
         for run in range(RUNS):
-            say(f"run {run + 1}/{RUNS}: short jobs ({' '.join(SHORT_ARGS)}), the contenders in turn ...")
+            order = ", ".join(side.name for side in turn(run, sides))
+            say(f"run {run + 1}/{RUNS}: short jobs ({' '.join(SHORT_ARGS)}), in turn: {order} ...")
             this: Json = {"short": {}, "death": {}}
-            for side in sides:
+            for side in turn(run, sides):
                 this["short"][side.name] = attempt(side, short_job, f"short-{run}")
             say(f"run {run + 1}/{RUNS}: worker 1 killed once checkpointed ({' '.join(DEATH_ARGS)}) ...")
-            for side in sides:
+            for side in turn(run, sides):
                 this["death"][side.name] = attempt(side, death_job, f"death-{run}")
             runs.append(this)
             results["per_run"] = runs

@@ -1,6 +1,8 @@
 """`tfmw version` for a user who may do nothing else: the install's version ConfigMap and
 its Role (deploy/base/version.yaml, as `kubectl kustomize deploy/` renders them) let every
-authenticated user read the operator's version, and that one object alone."""
+authenticated user read the operator's version, and that one object alone. The version in it
+is the running operator's own, written as it starts with its service account's rights
+(deploy/base/rbac.yaml, tfmw-operator-version), not the install's."""
 
 from __future__ import annotations
 
@@ -13,7 +15,9 @@ from typing import Any
 import pytest
 import yaml
 from integration.test_admission_policy import kubeconfig_for
-from kube import REPO, ClusterClient, kubectl
+from integration.test_rbac import token_kubeconfig
+from kube import REPO, ClusterClient, kubectl, wait_for
+from operator_process import OperatorProcess
 from tfmw_client import cli
 
 Json = dict[str, Any]
@@ -72,10 +76,12 @@ def nobody(kube: ClusterClient, tmp_path: Path) -> Iterator[tuple[str, str]]:
         kube.delete_namespace(namespace)
 
 
-def test_any_authenticated_user_reads_the_operators_version_and_nothing_else(
-    published: list[Json], nobody: tuple[str, str]
+def test_any_authenticated_user_reads_the_running_operators_version_and_nothing_else(
+    kube: ClusterClient, published: list[Json], nobody: tuple[str, str], shared_root: Path, tmp_path: Path
 ) -> None:
     user, kubeconfig = nobody
+    (config_map,) = [d for d in published if d["kind"] == "ConfigMap"]
+    assert "version" not in config_map["data"]  # the install does not say it
 
     def can(*args: str) -> str:
         return kubectl(
@@ -86,14 +92,32 @@ def test_any_authenticated_user_reads_the_operators_version_and_nothing_else(
     assert can("get", "configmap/kube-root-ca.crt") == "no"
     assert can("list", "configmaps") == "no"
     assert can("get", "deployments") == "no"
+    # The operator, as its service account, built as another version than the install's
+    # (what an image set by hand, or a moved tag, runs): it writes its own.
+    running = OperatorProcess(
+        kube.new_namespace("tfmw-version-op"),
+        shared_root,
+        token_kubeconfig("tfmw-system", "tfmw-operator", tmp_path / "operator.kubeconfig"),
+        env={"TFMW_VERSION": "0.1.7", "TFMW_REVISION": "f00dfeed"},
+    ).start()
+
+    def written() -> Json:
+        found = kubectl("get", "configmap", "tfmw-version", "-n", "tfmw-system", "-o", "json").stdout
+        return dict(json.loads(found)["data"])
+
+    try:
+        running.wait_started(timeout=60)  # it writes before it starts serving
+        wait_for(
+            "the operator's version in the ConfigMap", lambda: written().get("version") == "0.1.7", timeout=5
+        )
+    finally:
+        running.kill()
+    assert not [line for line in running.log_lines() if "version not published" in line]
+    assert written() == {**config_map["data"], "version": "0.1.7", "revision": "f00dfeed"}
     out, err = io.StringIO(), io.StringIO()
     assert cli.main(["--kubeconfig", kubeconfig, "version", "-o", "json"], out=out, err=err) == 0, (
         err.getvalue()
     )
     shown = json.loads(out.getvalue())
-    (config_map,) = [d for d in published if d["kind"] == "ConfigMap"]
-    assert (shown["operator"], shown["operatorSource"]) == (
-        config_map["data"]["version"],
-        "ConfigMap tfmw-system/tfmw-version",
-    )
+    assert (shown["operator"], shown["operatorSource"]) == ("0.1.7", "ConfigMap tfmw-system/tfmw-version")
     assert shown["served"] == ["v1alpha1"] and shown["compatible"] is True, shown

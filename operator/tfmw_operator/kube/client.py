@@ -439,6 +439,7 @@ class LogUnavailable(Exception):
         super().__init__(reason)
         self.status = status
         self.reason = reason
+        self.tries = 1  # how many times it was asked, by whoever asked again
 
 
 __all__ = ["ApiError", "Kube", "LineSplitter", "LineTooLong", "LogUnavailable", "connection_info"]

@@ -39,11 +39,23 @@ LOG_FOLLOWED_PER_NAMESPACE = 16
 LOG_READ_PAUSES = (1.0, 2.0, 4.0, 4.0)
 
 
+def log_window_start(pod: ObservedPod) -> datetime | None:
+    """When the retries' window opens for a worker's log: when its kubelet reported the end
+    (the pod's latest condition change), if later than the end itself. A worker that ended
+    while its kubelet was down is reported only once the kubelet is back, its finishedAt
+    the real end, long before: its window must start then, when the log can first be
+    asked, or a kubelet just back gets a single try."""
+    if pod.finished_at is None:  # running (followed): every pause
+        return None
+    return max(pod.finished_at, pod.changed_at or pod.finished_at)
+
+
 def log_read_pauses(finished_at: datetime | None, now: datetime) -> tuple[float, ...]:
-    """The pauses of LOG_READ_PAUSES still due for a worker that stopped at `finished_at`.
-    The window runs from the worker's end, not from this operator's start: an operator
-    restarted again and again (each start retrying from the first pause) would otherwise
-    never delete the pod, and the gang would never restart. By level, not by edge."""
+    """The pauses of LOG_READ_PAUSES still due for a worker that stopped at `finished_at`
+    (log_window_start). The window runs from the worker's end, not from this operator's
+    start: an operator restarted again and again (each start retrying from the first pause)
+    would otherwise never delete the pod, and the gang would never restart. By level, not
+    by edge."""
     if finished_at is None:
         return LOG_READ_PAUSES
     elapsed = (now - finished_at).total_seconds()
@@ -120,7 +132,7 @@ class WorkerDeleter:
         """Each container's log, kept to a tail that shares LOG_MEMORY_BYTES with the others
         being read now."""
         limit = log_tail_bytes(self._reading)
-        pauses = log_read_pauses(pod.finished_at, datetime.now(UTC))
+        pauses = log_read_pauses(log_window_start(pod), datetime.now(UTC))
         return (self._read_log(namespace, pod.name, c, limit, follow, grace, pauses) for c in pod.containers)
 
     async def _read_log(
@@ -135,11 +147,12 @@ class WorkerDeleter:
     ) -> bytes:
         """One container's log; asked again after `pauses` while it cannot be read and the
         pod is not gone (then followed no more: the worker has stopped by then, or soon)."""
-        for pause in (*pauses, None):
+        for tries, pause in enumerate((*pauses, None), start=1):
             try:
                 return await self.kube.container_log(namespace, pod, container, limit, follow, grace)
             except LogUnavailable as unavailable:
                 if unavailable.status == 404 or pause is None:
+                    unavailable.tries = tries
                     raise
                 logger.info("the log of %s/%s [%s] not read yet: %s", namespace, pod, container, unavailable)
                 follow = False
@@ -259,7 +272,7 @@ def log_not_read(pod: ObservedPod, container: str, error: BaseException) -> str:
             cause = "its node's kubelet was not reached (restarting, or the node gone)"
         else:
             cause = "the API server refused"
-        tries = "" if error.status == 404 else f" in {len(LOG_READ_PAUSES) + 1} tries"
+        tries = "" if error.status == 404 else f" in {error.tries} tr{'y' if error.tries == 1 else 'ies'}"
         detail = f"{cause}{tries} ({error.reason[:300]})"
     else:
         detail = f"{type(error).__name__}: {str(error)[:300]}"

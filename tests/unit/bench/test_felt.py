@@ -32,6 +32,7 @@ from bench.felt import (
     tfjob_template,
     tfmw_manifest,
     training_after,
+    turn,
 )
 from tfmw_operator.api.spec import Member, parse_job
 from tfmw_operator.core.builders import build_pod, build_service
@@ -139,6 +140,7 @@ def test_workers_are_gone_when_the_last_one_stopped_or_went() -> None:
 
 def test_the_trainer_killed_is_the_child_of_the_containers_first_process() -> None:
     assert pick_trainer({100: 90, 101: 100}) == 101
+    assert pick_trainer({1: 0, 100: 1, 101: 100}) == 101  # under the in-pod supervisor
     with pytest.raises(AssertionError):
         pick_trainer({100: 90})
     with pytest.raises(AssertionError):
@@ -264,6 +266,31 @@ def test_tfjobs_workers_get_by_hand_what_the_trainer_reads() -> None:
         {"name": "tfmw-shared", "persistentVolumeClaim": {"claimName": "tfmw-shared"}}
     ]
     assert container["args"] == ["--epochs=20"] and container["securityContext"]["capabilities"]
+
+
+def test_each_run_begins_with_the_next_contender_in_the_same_cycle() -> None:
+    orders = [turn(run, list(CONTENDERS)) for run in range(6)]
+    assert [order[0] for order in orders] == [*CONTENDERS, *CONTENDERS]
+    for order in orders:
+        start = CONTENDERS.index(order[0])
+        assert order == [CONTENDERS[(start + k) % len(CONTENDERS)] for k in range(len(CONTENDERS))]
+    assert turn(4, []) == []
+
+
+def test_the_floors_pods_are_what_the_deployed_operator_builds_with_its_supervisor_image() -> None:
+    """The deployed operator has a supervisor image; the sample's template gives only `args`,
+    so tfmw's pods are not supervised and the floor's, built without one, are the same pods.
+    A sample that gave `command` would make tfmw's pods supervised: the floor must follow."""
+    manifest = tfmw_manifest("short-0", ["--epochs=4"])
+    _, pods = floor_objects(manifest, "ns", {"name": "short-0", "uid": "cm-uid"}, 0, "tfmw-operator:dev")
+    job = {**manifest, "metadata": {"name": "short-0", "namespace": "ns", "uid": "cm-uid"}}
+    spec = parse_job(job, "tfmw-operator:dev", "tfmw-operator:dev")
+    for built, deployed in zip(pods, [build_pod(spec, Member.worker(i), 0) for i in range(2)], strict=True):
+        built["metadata"].pop("ownerReferences")
+        deployed["metadata"].pop("ownerReferences")
+        assert built == deployed
+        names = [c["name"] for c in deployed["spec"].get("initContainers") or []]
+        assert names == ["tfmw-folder-check"] and "command" not in deployed["spec"]["containers"][0]
 
 
 def test_the_floors_objects_are_tfmws_own_but_for_their_owner() -> None:

@@ -181,12 +181,12 @@ def test_each_namespace_served_gets_a_role_and_nothing_cluster_wide_touches_pods
         "--namespace=team-a",
         "--namespace=team-b",
     ]
-    # Every namespace: no --namespace, and no Role of ours but the Lease's (and the version's,
-    # which grants `get` on one ConfigMap to every user).
+    # Every namespace: no --namespace, and no Role of ours but the Lease's and the version's
+    # (the operator patches one ConfigMap, which every user may `get`).
     default = helm_template()
     assert not [a for a in operator_container(default)["args"] if a.startswith("--namespace")]
     names = sorted(d["metadata"]["name"] for d in default if d["kind"] == "Role")
-    assert names == ["tfmw-operator-leader", "tfmw-version-reader"]
+    assert names == ["tfmw-operator-leader", "tfmw-operator-version", "tfmw-version-reader"]
 
 
 def test_kueue_off_drops_the_workload_rights_from_each_namespaces_role() -> None:
@@ -214,29 +214,54 @@ def test_watch_namespaces_that_are_not_namespaces_are_refused(option: str, messa
     assert done.returncode != 0 and message in done.stderr, done.stderr
 
 
-def test_the_published_version_is_the_operator_images_tag_readable_by_every_user() -> None:
-    def published(docs: list[Json]) -> tuple[str, str, Json, Json]:
-        (config_map,) = [
-            d for d in docs if d["kind"] == "ConfigMap" and d["metadata"]["name"] == "tfmw-version"
-        ]
-        (role,) = [d for d in docs if d["kind"] == "Role" and d["metadata"]["name"] == "tfmw-version-reader"]
-        (binding,) = [
-            d for d in docs if d["kind"] == "RoleBinding" and d["metadata"]["name"] == "tfmw-version-reader"
-        ]
-        image = str(operator_container(docs)["image"])
-        return str(config_map["data"]["version"]), image.rsplit(":", 1)[1], role, binding
+def test_the_operators_version_is_written_by_the_operator_and_readable_by_every_user() -> None:
+    """The install's ConfigMap carries the trainer image and no version: the operator that
+    leads writes its own (runtime/published_version.py), patching that one object alone;
+    every authenticated user may `get` it. The chart and deploy/ alike."""
 
-    shown, tag, role, binding = published(render("deploy"))
-    assert shown == tag == version()
+    def published(docs: list[Json]) -> tuple[Json, Json, Json, Json, Json]:
+        def one(kind: str, name: str) -> Json:
+            (found,) = [d for d in docs if d["kind"] == kind and d["metadata"]["name"] == name]
+            return found
+
+        return (
+            one("ConfigMap", "tfmw-version"),
+            one("Role", "tfmw-version-reader"),
+            one("RoleBinding", "tfmw-version-reader"),
+            one("Role", "tfmw-operator-version"),
+            one("RoleBinding", "tfmw-operator-version"),
+        )
+
+    for docs in (render("deploy"), helm_template(), helm_template("--set", "image.tag=1.2.3")):
+        config_map, reader, readers, writer, writers = published(docs)
+        assert "version" not in config_map["data"], config_map
+        assert reader["rules"] == [
+            {
+                "apiGroups": [""],
+                "resources": ["configmaps"],
+                "resourceNames": ["tfmw-version"],
+                "verbs": ["get"],
+            }
+        ]
+        assert readers["subjects"] == [
+            {"apiGroup": "rbac.authorization.k8s.io", "kind": "Group", "name": "system:authenticated"}
+        ]
+        assert writer["rules"] == [
+            {
+                "apiGroups": [""],
+                "resources": ["configmaps"],
+                "resourceNames": ["tfmw-version"],
+                "verbs": ["patch"],
+            }
+        ]
+        assert writers["subjects"] == [
+            {"kind": "ServiceAccount", "name": "tfmw-operator", "namespace": "tfmw-system"}
+        ]
+        assert writer["metadata"]["namespace"] == config_map["metadata"]["namespace"] == "tfmw-system"
+        # The operator writes into its own namespace's: the Deployment tells it which.
+        env = {e["name"]: e for e in operator_container(docs).get("env", [])}
+        assert env["POD_NAMESPACE"]["valueFrom"] == {"fieldRef": {"fieldPath": "metadata.namespace"}}
     (config_map,) = [d for d in render("deploy") if d["kind"] == "ConfigMap"]
     assert config_map["data"]["trainerImage"] == f"{local_registry()}/tfmw-trainer:{version()}"
     (local,) = [d for d in render("deploy/overlays/local") if d["metadata"]["name"] == "tfmw-version"]
-    assert local["data"] == {"version": version(), "trainerImage": "tfmw-trainer:dev"}
-    assert role["rules"] == [
-        {"apiGroups": [""], "resources": ["configmaps"], "resourceNames": ["tfmw-version"], "verbs": ["get"]}
-    ]
-    assert binding["subjects"] == [
-        {"apiGroup": "rbac.authorization.k8s.io", "kind": "Group", "name": "system:authenticated"}
-    ]
-    shown, tag, _, _ = published(helm_template("--set", "image.tag=1.2.3"))
-    assert shown == tag == "1.2.3"
+    assert local["data"] == {"trainerImage": "tfmw-trainer:dev"}

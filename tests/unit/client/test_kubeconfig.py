@@ -1,7 +1,9 @@
 """Kubeconfigs read as kubectl reads them, onto the same connection the official loader makes.
 
-Every kubeconfig tfmw reads itself is also given to the official `load_kube_config`; both
-Configurations must say the same server, CA, client certificate, key, token and TLS flags.
+Every kubeconfig tfmw reads itself (onto its own Connection) is also given to the official
+`load_kube_config` (onto the official Configuration); both must say the same server, CA,
+client certificate, key, token and TLS flags, and give the official REST client the same
+pool manager, proxies of the environment included.
 """
 
 from __future__ import annotations
@@ -13,7 +15,9 @@ from typing import Any
 import pytest
 from kubernetes import client as official_client
 from kubernetes import config as official_config
+from kubernetes.client import rest as official_rest
 from tfmw_client import kubeconfig
+from tfmw_client.connection import Connection
 from tfmw_client.kubeconfig import KubeconfigError
 
 CA, CERT, KEY = b"-----CA-----\n", b"-----CERT-----\n", b"-----KEY-----\n"
@@ -43,7 +47,18 @@ def connection(configuration: Any) -> dict[str, Any]:
     ca = content(configuration.ssl_ca_cert)
     if configuration.ca_cert_data:
         ca = configuration.ca_cert_data.encode()
+    manager = official_rest.RESTClientObject(configuration).pool_manager
+    pool = dict(manager.connection_pool_kw)
+    for key in ("ca_certs", "cert_file", "key_file"):  # files of either's own: their content
+        pool[key] = content(pool.get(key))
+    # The CA as data or as a file (the official loader writes a file, tfmw gives the data).
+    data = pool.pop("ca_cert_data", None)
+    pool["ca_certs"] = data.encode() if data else pool["ca_certs"]
     return {
+        "pool manager": type(manager).__name__,
+        "pool": pool,
+        "proxy url": str(getattr(manager, "proxy", None)),
+        "authorization": (configuration.auth_settings().get("BearerToken") or {}).get("value"),
         "host": configuration.host,
         "ca": ca,
         "cert": content(configuration.cert_file),
@@ -63,7 +78,7 @@ def ours(path: Path, tmp_path: Path) -> dict[str, Any]:
         kept.write_bytes(data)
         return str(kept)
 
-    configuration = official_client.Configuration()
+    configuration = Connection()
     kubeconfig.read([str(path)], explicit=True).select().apply(configuration, private_file)
     return connection(configuration)
 
@@ -113,6 +128,39 @@ def test_the_same_connection_as_the_official_loader(
     files: Path, tmp_path: Path, cluster: str, user: str
 ) -> None:
     path = write(files, "config", cluster.replace("{F}", str(files)), user.replace("{F}", str(files)))
+    assert ours(path, tmp_path) == theirs(path)
+
+
+@pytest.mark.parametrize(
+    "environment",
+    [
+        {"HTTPS_PROXY": "http://proxy:3128", "NO_PROXY": "10.0.0.1,.lab"},
+        {"https_proxy": "http://proxy:3128"},
+        {"http_proxy": "http://plain:80"},
+        {"ALL_PROXY": "http://everything:1080"},
+    ],
+)
+@pytest.mark.parametrize("server", ["https://10.0.0.1:6443", "https://api.lab:443", "https://elsewhere:6443"])
+def test_the_environments_proxies_as_the_official_configuration_reads_them(
+    files: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, environment: dict[str, str], server: str
+) -> None:
+    for name in (
+        "HTTPS_PROXY",
+        "https_proxy",
+        "HTTP_PROXY",
+        "http_proxy",
+        "NO_PROXY",
+        "no_proxy",
+        "ALL_PROXY",
+        "all_proxy",
+    ):
+        monkeypatch.delenv(name, raising=False)
+    for name, value in environment.items():
+        monkeypatch.setenv(name, value)
+    path = write(files, "config", f"{{server: '{server}'}}", "{token: abc}")
+    assert ours(path, tmp_path) == theirs(path)
+    # A proxy-url in the kubeconfig wins over the environment's, in both.
+    path = write(files, "config", f"{{server: '{server}', proxy-url: 'http://named:8080'}}", "{token: abc}")
     assert ours(path, tmp_path) == theirs(path)
 
 

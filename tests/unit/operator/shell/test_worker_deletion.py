@@ -193,3 +193,41 @@ def test_the_log_reads_pauses_run_from_the_workers_end_not_from_the_operators_st
     assert log_read_pauses(end, end + timedelta(seconds=11)) == ()  # read once, no more
     assert log_read_pauses(end, end + timedelta(days=3)) == ()
     assert log_read_pauses(end + timedelta(days=365), end) == LOG_READ_PAUSES  # an absurd end: bounded anyway
+
+
+def test_the_window_of_a_worker_reported_late_by_a_restarted_kubelet_opens_at_the_report() -> None:
+    """A worker that ended while its kubelet was down is reported when the kubelet is back,
+    with its real end, 20 s before: the retries count from the report (the pod's conditions'
+    change), or the kubelet just back would get a single try."""
+    from datetime import timedelta
+
+    from tfmw_operator.shell.worker_deletion import LOG_READ_PAUSES, log_read_pauses, log_window_start
+
+    now = datetime(2026, 1, 1, 12, 0, tzinfo=UTC)
+    ended = dataclasses.replace(stopped_worker(), finished_at=now - timedelta(seconds=20))
+    assert log_window_start(dataclasses.replace(ended, changed_at=now - timedelta(seconds=19))) == (
+        now - timedelta(seconds=19)
+    )
+    late = dataclasses.replace(ended, changed_at=now - timedelta(seconds=0.5))
+    assert log_read_pauses(log_window_start(late), now) == LOG_READ_PAUSES
+    # Conditions that changed before the end (a pod Ready long ago): the end counts.
+    early = dataclasses.replace(ended, changed_at=now - timedelta(hours=1))
+    assert (
+        log_window_start(early) == now - timedelta(seconds=20)
+        and log_read_pauses(log_window_start(early), now) == ()
+    )
+    # Still running, its log followed: every pause, however old its conditions.
+    running = dataclasses.replace(ended, finished_at=None, changed_at=now - timedelta(hours=1))
+    assert log_window_start(running) is None
+
+
+def test_a_log_asked_once_says_once(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The file says how many times the log was asked for, not how many it could have been."""
+    monkeypatch.setattr(worker_deletion, "LOG_READ_PAUSES", ())
+
+    async def log(request: web.Request) -> web.Response:
+        return web.Response(status=502, text="the kubelet is not there")
+
+    delete_and_save(tmp_path, log)
+    text = (tmp_path / NS / JOB / "logs" / "attempt-0" / "worker-1.log").read_text()
+    assert "kubelet was not reached (restarting, or the node gone) in 1 try (" in text, text
