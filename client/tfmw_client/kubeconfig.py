@@ -171,7 +171,12 @@ class Selected:
         if token:
             configuration.api_key["BearerToken"] = f"Bearer {token}"
         if "insecure-skip-tls-verify" in cluster:
-            configuration.verify_ssl = not cluster["insecure-skip-tls-verify"]
+            skip = cluster["insecure-skip-tls-verify"]
+            # A boolean, as client-go requires: the official loader's `not "false"` would turn
+            # verification off for a quoted "false".
+            if type(skip) is not bool:
+                raise KubeconfigError(f"{where}: insecure-skip-tls-verify is not true or false, got {skip!r}")
+            configuration.verify_ssl = not skip
         if cluster.get("tls-server-name"):
             configuration.tls_server_name = _text(cluster["tls-server-name"], f"{where}: tls-server-name")
         if cluster.get("proxy-url"):

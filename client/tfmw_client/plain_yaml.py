@@ -35,9 +35,13 @@ _TYPED_START = frozenset("-+0123456789.<=~")
 # A plain scalar, block context: printable ASCII, not starting with an indicator, no ": " or
 # " #" inside, not ending with ":" (checked in _plain). In flow context, none of ",[]{}:" too.
 _PLAIN = re.compile(r"[A-Za-z_/][ -~]*")
-_FLOW_PLAIN = re.compile(r"[A-Za-z_/][^,\[\]{}:#'\"]*")
+_FLOW_PLAIN = re.compile(r"[A-Za-z_/][^,\[\]{}:#'\"?]*")  # "?" too: PyYAML's own parser refuses it there
 _OPTION = re.compile(r"[-+]+[A-Za-z_/][ -~]*")
 _PRINTABLE = re.compile(r"[\n -~]*")
+# PyYAML refuses an implicit key longer than this.
+MAX_KEY = 1024
+# Longer lines are left to PyYAML: flow collections here re-slice the rest of their line.
+MAX_LINE = 65536
 
 
 def load(text: str) -> Any:
@@ -46,6 +50,8 @@ def load(text: str) -> Any:
         return DECLINED  # tabs, carriage returns, control characters, non-ASCII
     lines: list[tuple[int, str]] = []
     for raw in text.split("\n"):
+        if len(raw) > MAX_LINE:
+            return DECLINED
         content = raw.rstrip(" ")
         stripped = content.lstrip(" ")
         if not stripped or stripped.startswith("#"):
@@ -57,7 +63,7 @@ def load(text: str) -> Any:
         return DECLINED
     try:
         value, end = _Block(lines).node(0, 0)
-    except _Declined:
+    except (_Declined, RecursionError):  # RecursionError: nesting deeper than Python's stack
         return DECLINED
     return value if end == len(lines) else DECLINED
 
@@ -135,6 +141,8 @@ def _split_key(content: str) -> tuple[str, str] | None:
     """`key: rest` or `key:` -> (key, rest); None when the line is not a mapping entry."""
     if content[:1] in ("'", '"'):
         quoted, after = _quoted(content)
+        if len(content) - len(after) > MAX_KEY:
+            raise _Declined
         if after == ":":
             return quoted, ""
         if after.startswith(": "):
@@ -147,7 +155,7 @@ def _split_key(content: str) -> tuple[str, str] | None:
         key, rest = content[:-1], ""
     else:
         key, rest = content[:position], content[position + 2 :].lstrip(" ")
-    if key != key.rstrip(" "):
+    if key != key.rstrip(" ") or len(key) > MAX_KEY:
         raise _Declined
     value = _plain(key, flow=False)
     if not isinstance(value, str):
@@ -216,8 +224,9 @@ def _flow(content: str) -> tuple[Any, str]:
         return (mapping if opening == "{" else sequence), rest[1:]
     while True:
         if opening == "{":
+            before = len(rest)
             key, rest = _flow_item(rest)
-            if not isinstance(key, str) or not rest.startswith(": "):
+            if not isinstance(key, str) or before - len(rest) > MAX_KEY or not rest.startswith(": "):
                 raise _Declined
             value, rest = _flow_item(rest[2:].lstrip(" "))
             mapping[key] = value

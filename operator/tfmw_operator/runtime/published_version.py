@@ -6,8 +6,8 @@ The version in it is not the install's: the install names an image, which may ha
 changed by hand since, or be a tag that moved. The operator that leads writes its own
 (runtime.version: the image's TFMW_VERSION, else the installed package's) and revision there
 as it starts, with a Role that lets it patch that one object (deploy/base/rbac.yaml). A
-failure is logged and the operator runs on: `tfmw version` then reads the Deployment instead,
-or says it cannot tell.
+failure of any kind is logged and the operator runs on; the ConfigMap then still holds
+whichever version was written last (by an earlier operator, if any).
 """
 
 from __future__ import annotations
@@ -49,9 +49,10 @@ def patch(running_version: str, running_revision: str) -> Json:
 
 async def publish(credentials: kopf.ConnectionInfo, namespace: str, name: str = CONFIGMAP) -> str | None:
     """Write this operator's version into the ConfigMap; None when written, else why not."""
-    kube = Kube(credentials)
     path = f"/api/v1/namespaces/{namespace}/configmaps/{name}"
+    kube: Kube | None = None
     try:
+        kube = Kube(credentials)
         await kube.request(
             "PATCH", path, body=patch(version(), revision()), content_type=MERGE_PATCH, timeout=TIMEOUT
         )
@@ -59,10 +60,11 @@ async def publish(credentials: kopf.ConnectionInfo, namespace: str, name: str = 
         if error.status == 404:
             return f"ConfigMap {namespace}/{name} not found (the install makes it)"
         return f"ConfigMap {namespace}/{name}: {error}"
-    except (aiohttp.ClientError, TimeoutError) as error:
+    except Exception as error:  # a bad CA, a reply not JSON, ...: the operator runs on
         return f"ConfigMap {namespace}/{name}: {error!r}"
     finally:
-        await kube.close()
+        if kube is not None:
+            await kube.close()
     logger.info(
         "published version %s (revision %s) in ConfigMap %s/%s", version(), revision(), namespace, name
     )

@@ -6,7 +6,7 @@ import asyncio
 import collections
 import logging
 from collections.abc import Awaitable, Callable, Iterator, Sequence
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 
 from tfmw_operator.core.decision import DeletePods
 from tfmw_operator.core.owned import Owned
@@ -37,6 +37,10 @@ LOG_FOLLOWED_PER_NAMESPACE = 16
 # seconds) is asked again, after these pauses: the pod is deleted only after, when it is
 # deleted at once, so its log is still there to be read. 404: the pod is gone, and its log.
 LOG_READ_PAUSES = (1.0, 2.0, 4.0, 4.0)
+# How late after a worker's end its kubelet's report still opens the window: a condition's
+# time is anyone's to write (a controller's DisruptionTarget, a skewed clock, 2999), and an
+# operator restarted again and again must still delete the pod in the end.
+LOG_REPORT_DELAY_MAX = timedelta(minutes=10)
 
 
 def log_window_start(pod: ObservedPod) -> datetime | None:
@@ -44,10 +48,11 @@ def log_window_start(pod: ObservedPod) -> datetime | None:
     (the pod's latest condition change), if later than the end itself. A worker that ended
     while its kubelet was down is reported only once the kubelet is back, its finishedAt
     the real end, long before: its window must start then, when the log can first be
-    asked, or a kubelet just back gets a single try."""
+    asked, or a kubelet just back gets a single try. At most LOG_REPORT_DELAY_MAX after the end."""
     if pod.finished_at is None:  # running (followed): every pause
         return None
-    return max(pod.finished_at, pod.changed_at or pod.finished_at)
+    reported = min(pod.changed_at or pod.finished_at, pod.finished_at + LOG_REPORT_DELAY_MAX)
+    return max(pod.finished_at, reported)
 
 
 def log_read_pauses(finished_at: datetime | None, now: datetime) -> tuple[float, ...]:

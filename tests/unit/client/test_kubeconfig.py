@@ -236,3 +236,14 @@ def test_a_missing_file_is_an_error_and_unreadable_data_names_the_user(files: Pa
     path = write(files, "config", "{server: 'https://h'}", "{client-key: gone.key}")
     with pytest.raises(KubeconfigError, match=r"user 'u': client-key: cannot read .*gone\.key"):
         ours(path, tmp_path)
+
+
+@pytest.mark.parametrize("skip", ["'false'", "'no'", "null", "0"])
+def test_insecure_skip_tls_verify_must_be_a_boolean(files: Path, tmp_path: Path, skip: str) -> None:
+    """A quoted "false" is a true value in Python: the official loader would skip TLS
+    verification for it; kubectl refuses the file, and so does tfmw, naming the field."""
+    path = write(
+        files, "config", f"{{server: 'https://h:443', insecure-skip-tls-verify: {skip}}}", "{token: t}"
+    )
+    with pytest.raises(KubeconfigError, match="insecure-skip-tls-verify is not true or false"):
+        ours(path, tmp_path)

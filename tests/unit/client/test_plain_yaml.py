@@ -96,6 +96,17 @@ def test_kubeconfigs_as_tools_write_them_are_read_as_pyyaml_reads_them(text: str
         "",
         "just a scalar\n",
         "  a: b\n",
+        "a: [b?c]\n",  # PyYAML's parser refuses "?" there (libyaml's reads it)
+        "a: {b?c: d}\n",
+        "k" * 1025 + ": v\n",  # PyYAML refuses implicit keys over 1024 characters
+        '"' + "k" * 1025 + '": v\n',
+        "a: {" + "k" * 1025 + ": v}\n",
+        "a: [" + ", ".join(["x"] * 30000) + "]\n",  # lines over MAX_LINE
+        "a:\n"
+        + "".join("  " * i + "b:\n" for i in range(1, 600))
+        + "  " * 600
+        + "c: d\n",  # deeper than the stack
+        "a: " + "[" * 2000 + "]" * 2000 + "\n",
     ],
 )
 def test_what_is_not_read_here_is_declined(text: str) -> None:

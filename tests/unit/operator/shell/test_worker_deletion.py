@@ -201,7 +201,12 @@ def test_the_window_of_a_worker_reported_late_by_a_restarted_kubelet_opens_at_th
     change), or the kubelet just back would get a single try."""
     from datetime import timedelta
 
-    from tfmw_operator.shell.worker_deletion import LOG_READ_PAUSES, log_read_pauses, log_window_start
+    from tfmw_operator.shell.worker_deletion import (
+        LOG_READ_PAUSES,
+        LOG_REPORT_DELAY_MAX,
+        log_read_pauses,
+        log_window_start,
+    )
 
     now = datetime(2026, 1, 1, 12, 0, tzinfo=UTC)
     ended = dataclasses.replace(stopped_worker(), finished_at=now - timedelta(seconds=20))
@@ -219,6 +224,11 @@ def test_the_window_of_a_worker_reported_late_by_a_restarted_kubelet_opens_at_th
     # Still running, its log followed: every pause, however old its conditions.
     running = dataclasses.replace(ended, finished_at=None, changed_at=now - timedelta(hours=1))
     assert log_window_start(running) is None
+    # A condition dated far after the end (a controller's, a skewed clock, 2999): the window
+    # opens at most LOG_REPORT_DELAY_MAX after the end, so the pod is deleted in the end.
+    far = dataclasses.replace(ended, changed_at=datetime(2999, 1, 1, tzinfo=UTC))
+    assert log_window_start(far) == now - timedelta(seconds=20) + LOG_REPORT_DELAY_MAX
+    assert log_read_pauses(log_window_start(far), now + LOG_REPORT_DELAY_MAX) == ()
 
 
 def test_a_log_asked_once_says_once(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
