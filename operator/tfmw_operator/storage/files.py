@@ -324,18 +324,19 @@ def archive_log(
     folder = f"{job_relpath}/{attempt_logs_folder(attempt)}"
     with _directory(shared_root, folder, create=True) as dir_fd:
         file = f"{name}.log"
-        if incarnation and _exists(dir_fd, file):
+        if incarnation and _is_regular_file(dir_fd, file):
             file = f"{name}.{incarnation}.log"
         _write_atomically(dir_fd, file, log, f"{folder}/{file}")
     return f"{folder}/{file}"
 
 
-def _exists(dir_fd: int, name: str) -> bool:
+def _is_regular_file(dir_fd: int, name: str) -> bool:
+    """A predecessor's log, kept: a regular file. Anything else there (a link, a FIFO a worker
+    planted) is replaced by the log, never written through nor left in its place."""
     try:
-        os.stat(name, dir_fd=dir_fd, follow_symlinks=False)
+        return stat.S_ISREG(os.stat(name, dir_fd=dir_fd, follow_symlinks=False).st_mode)
     except FileNotFoundError:
         return False
-    return True
 
 
 def namespace_of(relpath: str) -> str:

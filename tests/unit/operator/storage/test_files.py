@@ -202,6 +202,25 @@ def test_log_archive_replaces_a_planted_symlink_instead_of_writing_through_it(ro
     assert (logs / "worker-0.log").read_text() == "epoch=1 loss=0.5\n"
 
 
+@pytest.mark.parametrize("planted", ["link", "fifo"])
+def test_a_planted_link_or_fifo_is_no_predecessors_log_the_log_replaces_it(root: Path, planted: str) -> None:
+    """A pod restarted alone keeps its predecessor's log (a regular file) beside its own; what
+    a worker planted at the log's name is replaced, with the pod's incarnation given too."""
+    logs = root / "ns" / "job" / "logs" / "attempt-0"
+    logs.mkdir(parents=True)
+    if planted == "link":
+        (logs / "worker-1.log").symlink_to(root / "ns" / "other" / "multiworker-complete.txt")
+    else:
+        os.mkfifo(logs / "worker-1.log")
+    written = archive_log(root, "ns/job", 0, "worker-1", b"epoch=2\n", incarnation="abc")
+    assert written == "ns/job/logs/attempt-0/worker-1.log"
+    assert (logs / "worker-1.log").is_file() and (logs / "worker-1.log").read_text() == "epoch=2\n"
+    # A predecessor's log is kept, the next one beside it.
+    again = archive_log(root, "ns/job", 0, "worker-1", b"epoch=3\n", incarnation="def")
+    assert again == "ns/job/logs/attempt-0/worker-1.def.log"
+    assert (logs / "worker-1.log").read_text() == "epoch=2\n"
+
+
 def test_log_archive_refuses_a_logs_folder_that_is_a_file_or_link(root: Path) -> None:
     (root / "ns" / "job" / "logs").write_text("not a folder")
     with pytest.raises(StorageError):
