@@ -64,7 +64,7 @@ from typing import Any, TypeVar
 
 import yaml
 from bench.control_plane import RESULTS
-from bench.peer import CERT_DIR, TFJob, install_tfjob_crd, remove_tfjob_crd, scratch_log
+from bench.peer import CERT_DIR, Contender, TFJob, install_tfjob_crd, remove_tfjob_crd, scratch_log
 from bench.stats import say
 from kube import LOCAL_KUBECONFIG, REPO, SHARED_DIR, ClusterClient, kubectl, wait_for
 from kubernetes import client
@@ -683,7 +683,31 @@ class TfmwSide(Side):
         self.jobs.stop.set()
 
 
-class TFJobSide(Side):
+class ControllerSide(Side):
+    """A side whose jobs a controller process of bench.peer reconciles, followed by a JobWatch
+    of the controller's resource: when they Succeeded, their deletion, the controller's end."""
+
+    controller: Contender
+    jobs: JobWatch
+
+    def succeeded_at(self, job: str) -> float | None:
+        self.controller.check_alive()
+        seen = self.jobs.condition(job, "Succeeded")
+        return seen[0] if seen else None
+
+    def delete(self, job: str) -> None:
+        group, version, plural = self.controller.api
+        with contextlib.suppress(ApiException):
+            self.kube.custom.delete_namespaced_custom_object(group, version, self.namespace, plural, job)
+        self.wait_pods_gone(job)
+
+    def close(self) -> None:
+        super().close()
+        self.jobs.stop.set()
+        self.controller.stop()
+
+
+class TFJobSide(ControllerSide):
     name = "tfjob-tuned"
     job_label = TFJOB_JOB_LABEL
 
@@ -714,22 +738,6 @@ class TFJobSide(Side):
         at = time.time()
         self.kube.custom.create_namespaced_custom_object(group, version, self.namespace, plural, manifest)
         return Started(job, uid, at)
-
-    def succeeded_at(self, job: str) -> float | None:
-        self.controller.check_alive()
-        seen = self.jobs.condition(job, "Succeeded")
-        return seen[0] if seen else None
-
-    def delete(self, job: str) -> None:
-        group, version, plural = self.controller.api
-        with contextlib.suppress(ApiException):
-            self.kube.custom.delete_namespaced_custom_object(group, version, self.namespace, plural, job)
-        self.wait_pods_gone(job)
-
-    def close(self) -> None:
-        super().close()
-        self.jobs.stop.set()
-        self.controller.stop()
 
 
 @dataclass

@@ -55,6 +55,7 @@ from bench.felt import (
     STRATEGY_UP,
     TFJOB_JOB_LABEL,
     WORKERS,
+    ControllerSide,
     FloorSide,
     JobWatch,
     LogLine,
@@ -79,7 +80,6 @@ from bench.felt import (
 from bench.peer import TFJob, TfmwTFJob, scratch_log
 from bench.stats import percentile, say
 from kube import SHARED_DIR, ClusterClient, kubectl, wait_for
-from kubernetes.client.exceptions import ApiException
 from tfmw_operator.api.tfjob import (
     ANNOTATION_SHARED_CLAIM,
     ANNOTATION_SHARED_MOUNT_PATH,
@@ -285,7 +285,7 @@ def node_markdown(summary: Json) -> str:
 # ---- the contenders ----
 
 
-class TfmwTFJobSide(Side):
+class TfmwTFJobSide(ControllerSide):
     """tfmw's operator serving TFJobs for its namespace, out of cluster, with the deployed
     operator's images for the folder check and the supervisor, as users run it."""
 
@@ -309,7 +309,7 @@ class TfmwTFJobSide(Side):
             return "tfmw operator started" in log.read_text(errors="replace")
 
         wait_for("tfmw's operator started", started, timeout=60, interval=0.2)
-        self.jobs = JobWatch(kube, namespace, (GROUP, VERSION, PLURAL))
+        self.jobs = JobWatch(kube, namespace, self.controller.api)
 
     def create(self, job: str, args: Sequence[str]) -> Started:
         manifest = for_tfmw(tfjob_manifest(job, args, self.restart_policy, self.command))
@@ -319,21 +319,6 @@ class TfmwTFJobSide(Side):
             GROUP, VERSION, self.namespace, PLURAL, manifest
         )
         return Started(job, created["metadata"]["uid"], at)
-
-    def succeeded_at(self, job: str) -> float | None:
-        self.controller.check_alive()
-        seen = self.jobs.condition(job, "Succeeded")
-        return seen[0] if seen else None
-
-    def delete(self, job: str) -> None:
-        with contextlib.suppress(ApiException):
-            self.kube.custom.delete_namespaced_custom_object(GROUP, VERSION, self.namespace, PLURAL, job)
-        self.wait_pods_gone(job)
-
-    def close(self) -> None:
-        super().close()
-        self.jobs.stop.set()
-        self.controller.stop()
 
 
 class KubeflowSide(TFJobSide):
