@@ -10,7 +10,7 @@ stage=$repo/build/mutate
 rm -rf "$stage"
 mkdir -p "$stage"
 cp -r "$repo/operator" "$stage/src"
-cp -r "$repo/trainer" "$repo/tests" "$repo/crds" "$stage/"
+cp -r "$repo/trainer" "$repo/client" "$repo/tests" "$repo/crds" "$repo/charts" "$repo/deploy" "$stage/"
 sed 's|^pythonpath = \["operator", |pythonpath = ["src", |' "$repo/pyproject.toml" >"$stage/pyproject.toml"
 cd "$stage"
 start=$(date +%s)

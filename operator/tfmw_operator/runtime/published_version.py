@@ -5,15 +5,19 @@ image `tfmw submit` uses by default) and a Role that lets every authenticated us
 The version in it is not the install's: the install names an image, which may have been
 changed by hand since, or be a tag that moved. The operator that leads writes its own
 (runtime.version: the image's TFMW_VERSION, else the installed package's) and revision there
-as it starts, with a Role that lets it patch that one object (deploy/base/rbac.yaml). A
-failure of any kind is logged and the operator runs on; the ConfigMap then still holds
-whichever version was written last (by an earlier operator, if any).
+as it starts, with a Role that lets it patch that one object (deploy/base/rbac.yaml). What
+may pass (no answer, a timeout, a 429 or 5xx: an API server restarting beside a rolling
+update) is tried again, three tries in all within about 35 s; a failure of any kind is then
+logged and the operator runs on, and the ConfigMap still holds whichever version was
+written last (by an earlier operator, if any).
 """
 
 from __future__ import annotations
 
+import asyncio
 import logging
 import os
+from collections.abc import Sequence
 
 import aiohttp
 import kopf
@@ -25,6 +29,7 @@ from tfmw_operator.runtime.version import revision, version
 CONFIGMAP = "tfmw-version"
 DEFAULT_NAMESPACE = "tfmw-system"
 TIMEOUT = aiohttp.ClientTimeout(total=10)
+RETRY_DELAYS = (1.0, 2.0)  # seconds before the second and third tries
 logger = logging.getLogger(__name__)
 
 
@@ -47,15 +52,40 @@ def patch(running_version: str, running_revision: str) -> Json:
     return {"data": {"version": running_version, "revision": running_revision}}
 
 
-async def publish(credentials: kopf.ConnectionInfo, namespace: str, name: str = CONFIGMAP) -> str | None:
+def passing(error: Exception) -> bool:
+    """Whether trying again may succeed: no answer or a timeout, or the server busy or failing
+    (429, 5xx). A refusal (403, 404, 422) or a bad CA says the same the next time."""
+    if isinstance(error, ApiError):
+        return error.status == 429 or error.status >= 500
+    return isinstance(error, aiohttp.ClientConnectionError | asyncio.TimeoutError)
+
+
+async def publish(
+    credentials: kopf.ConnectionInfo,
+    namespace: str,
+    name: str = CONFIGMAP,
+    delays: Sequence[float] = RETRY_DELAYS,
+) -> str | None:
     """Write this operator's version into the ConfigMap; None when written, else why not."""
     path = f"/api/v1/namespaces/{namespace}/configmaps/{name}"
     kube: Kube | None = None
     try:
         kube = Kube(credentials)
-        await kube.request(
-            "PATCH", path, body=patch(version(), revision()), content_type=MERGE_PATCH, timeout=TIMEOUT
-        )
+        for delay in (*delays, None):
+            try:
+                await kube.request(
+                    "PATCH",
+                    path,
+                    body=patch(version(), revision()),
+                    content_type=MERGE_PATCH,
+                    timeout=TIMEOUT,
+                )
+                break
+            except Exception as error:
+                if delay is None or not passing(error):
+                    raise
+                logger.info("publishing the version: %r; trying again in %.0fs", error, delay)
+                await asyncio.sleep(delay)
     except ApiError as error:
         if error.status == 404:
             return f"ConfigMap {namespace}/{name} not found (the install makes it)"
