@@ -5,11 +5,14 @@ from __future__ import annotations
 
 import random
 from collections.abc import Mapping, Sequence
+from datetime import datetime
 from typing import Any
 
 import pytest
+from tfmw_operator.api.records import evolve
 from tfmw_operator.api.spec import parse_job
-from tfmw_operator.api.status import ConditionType, JobStatus
+from tfmw_operator.api.status import ConditionType, JobStatus, StragglerRecord, StragglerStatus
+from tfmw_operator.api.times import format_time
 from tfmw_operator.core.decision import Decision
 from tfmw_operator.core.policies.straggler import (
     CHIEF_RATIO,
@@ -18,10 +21,13 @@ from tfmw_operator.core.policies.straggler import (
     RATIO,
     READINGS,
     STALE_SECONDS,
+    StragglerVerdict,
+    describe,
     judge_stragglers,
+    straggler_message,
 )
 from tfmw_operator.core.progress import ProgressProblem
-from tfmw_operator.core.step_times import StepTimesReport, StepTimesSnapshot
+from tfmw_operator.core.step_times import StepTimesReading, StepTimesReport, StepTimesSnapshot
 from wrappers import at, decide, job, pod
 
 Json = dict[str, Any]
@@ -289,3 +295,212 @@ def test_a_job_that_is_not_running_is_not_judged() -> None:
     j = job().workers(3).launched(phase="Pending").obj()
     decision = decide(j, [pod(j, i).obj() for i in range(3)], step_times=snapshot(SLOW, 29), now=at(30))
     assert decision.status.stragglers is None
+
+
+# The rule read directly, a verdict at a time: a job of three workers in its attempt 2.
+ATTEMPT = 2
+
+
+def record(worker: int, **fields: Any) -> StragglerRecord:
+    return StragglerRecord(pod=f"mnist-worker-{worker}", worker=worker, **fields)
+
+
+def judge(
+    documents: Mapping[str, StepTimesReading],
+    workers: Sequence[StragglerRecord] = (),
+    recorded_attempt: int = ATTEMPT,
+    error: str | None = None,
+    started: datetime | None = None,
+) -> StragglerVerdict:
+    spec = parse_job(running_job())
+    recorded = StragglerStatus(attempt=recorded_attempt, workers=tuple(workers), error=error)
+    status = JobStatus(attempt=ATTEMPT, stragglers=recorded if workers or error else None)
+    snapshot = StepTimesSnapshot(tuple(documents.items()))
+    return judge_stragglers(spec, status, snapshot, [], started or at(0), at(30))
+
+
+def doc(seconds: float | Sequence[float], written: float = 29, **more: Any) -> StepTimesReport:
+    return report(seconds, written, **({"attempt": ATTEMPT} | more))
+
+
+def suspects(verdict: StragglerVerdict) -> dict[str, int]:
+    return {w.pod: w.slow_readings for w in verdict.status.workers} if verdict.status else {}
+
+
+FAST_PAIR = {"worker-0": doc(0.01), "worker-2": doc(0.01)}
+
+
+def test_a_first_slow_reading_makes_a_suspect_of_the_current_attempt() -> None:
+    verdict = judge({**FAST_PAIR, "worker-1": doc(0.5)})
+    assert verdict.status is not None and verdict.status.attempt == ATTEMPT
+    assert suspects(verdict) == {"mnist-worker-1": 1}
+    assert (verdict.named, verdict.cleared, verdict.refused, verdict.new_attempt) == ((), (), None, False)
+    assert verdict.new_attempt is False
+
+
+def test_exactly_the_excess_margin_is_slow() -> None:
+    # 0.04 - 0.02 is 0.02 exactly in binary floating point: the margin is reached, not passed.
+    verdict = judge({"worker-0": doc(0.02), "worker-1": doc(0.04), "worker-2": doc(0.02)})
+    assert suspects(verdict) == {"mnist-worker-1": 1}
+
+
+def test_the_figures_are_rounded_as_the_status_shows_them() -> None:
+    verdict = judge({"worker-0": doc(0.01013), "worker-1": doc(0.20537), "worker-2": doc(0.01011)})
+    (entry,) = verdict.status.workers  # type: ignore[union-attr]
+    assert (entry.median_seconds, entry.others_seconds, entry.ratio) == (0.2054, 0.0101, 20.3)
+    assert (entry.steps, entry.observed_at, entry.node) == (50, at(29), None)
+
+
+def test_names_of_an_attempt_that_ended_are_dropped_and_said_once() -> None:
+    old = [record(1, slow_readings=READINGS, since=at(5), observed_at=at(4))]
+    few = judge({"worker-1": doc(0.5)}, old, recorded_attempt=ATTEMPT - 1)
+    assert (few.status, few.new_attempt, few.refused) == (None, True, None)
+    enough = judge({**FAST_PAIR, "worker-1": doc(0.5)}, old, recorded_attempt=ATTEMPT - 1)
+    assert (enough.new_attempt, enough.refused, enough.named) == (True, None, ())
+    assert suspects(enough) == {"mnist-worker-1": 1}  # compared afresh
+    unchanged = judge({**FAST_PAIR, "worker-1": doc(0.5)}, old)
+    assert unchanged.new_attempt is False
+
+
+def test_a_refused_document_with_no_one_to_compare_is_kept_with_the_attempt() -> None:
+    verdict = judge({"worker-1": ProgressProblem("compute_seconds must be a list")})
+    assert verdict.status == StragglerStatus(
+        attempt=ATTEMPT, error="steps/worker-1.json: compute_seconds must be a list"
+    )
+    assert verdict.refused == "steps/worker-1.json: compute_seconds must be a list"
+
+
+def test_a_refused_document_leaves_only_its_pod_out() -> None:
+    problem = ProgressProblem("compute_seconds must be a list")
+    verdict = judge({"worker-0": problem, "worker-1": doc(0.5), "worker-2": doc(0.01)})
+    assert verdict.refused == "steps/worker-0.json: compute_seconds must be a list"
+    assert verdict.status is not None and verdict.status.attempt == ATTEMPT
+    assert verdict.status.error == "steps/worker-0.json: compute_seconds must be a list"
+    assert suspects(verdict) == {"mnist-worker-1": 1}
+    said = judge({"worker-0": problem, "worker-1": doc(0.5), "worker-2": doc(0.01)}, error=verdict.refused)
+    assert said.refused is None and said.status is not None and said.status.error == verdict.refused
+
+
+def test_a_document_dated_ahead_of_the_clock_is_refused_by_its_date() -> None:
+    ahead = doc(0.5, written=30 + 301)
+    verdict = judge({"worker-0": ahead, "worker-1": doc(0.5), "worker-2": doc(0.01)})
+    assert verdict.refused == (
+        f"steps/worker-0.json: updatedAt {format_time(at(331))} is ahead of the operator's clock; "
+        "write the current time"
+    )
+    assert suspects(verdict) == {"mnist-worker-1": 1}
+
+
+@pytest.mark.parametrize(
+    "left_out",
+    [
+        {"worker-0": doc(0.01, attempt=ATTEMPT - 1)},  # another attempt's
+        {"worker-0": doc([0.01] * (MIN_SAMPLES - 1))},  # too short
+        {"evaluator-0": doc(0.5), "ps-0": doc(0.5)},  # no training pods
+    ],
+)
+def test_a_document_left_out_leaves_the_others_compared(left_out: Mapping[str, StepTimesReport]) -> None:
+    verdict = judge({**left_out, "worker-1": doc(0.5), "worker-2": doc(0.01)})
+    assert suspects(verdict) == {"mnist-worker-1": 1}
+
+
+def test_a_window_of_exactly_the_minimum_is_compared() -> None:
+    verdict = judge({**FAST_PAIR, "worker-1": doc([0.5] * MIN_SAMPLES)})
+    assert suspects(verdict) == {"mnist-worker-1": 1}
+
+
+def test_a_document_exactly_the_stale_bound_older_than_the_newest_is_compared() -> None:
+    verdict = judge({**FAST_PAIR, "worker-1": doc(0.5, written=29 - STALE_SECONDS)})
+    assert suspects(verdict) == {"mnist-worker-1": 1}
+
+
+def test_documents_without_identity_written_in_this_attempt_are_compared() -> None:
+    plain = {"job_uid": None, "attempt": None}
+    documents = {
+        "worker-0": doc(0.01, **plain),
+        "worker-1": doc(0.5, **plain),
+        "worker-2": doc(0.01, **plain),
+    }
+    assert suspects(judge(documents, started=at(10))) == {"mnist-worker-1": 1}
+    assert suspects(judge(documents, started=at(29.5))) == {}  # written before it started
+
+
+def test_a_pod_not_read_now_keeps_its_entry_and_the_others_are_judged() -> None:
+    kept = record(0, slow_readings=1, median_seconds=0.5, observed_at=at(19))
+    verdict = judge({"worker-1": doc(0.5), "worker-2": doc(0.01)}, [kept])
+    assert verdict.status is not None and verdict.status.workers[0] == kept
+    assert suspects(verdict) == {"mnist-worker-0": 1, "mnist-worker-1": 1}
+
+
+def test_an_unchanged_document_is_kept_as_counted_and_the_next_pod_judged() -> None:
+    kept = record(0, slow_readings=1, median_seconds=0.5, observed_at=at(19))
+    verdict = judge({"worker-0": doc(0.5, written=19), "worker-1": doc(0.5), "worker-2": doc(0.01)}, [kept])
+    assert verdict.status is not None and verdict.status.workers[0] == kept
+    assert suspects(verdict) == {"mnist-worker-0": 1, "mnist-worker-1": 1}
+
+
+def test_a_suspect_keeps_the_node_it_was_seen_on_when_no_pod_says() -> None:
+    seen = record(1, slow_readings=1, node="n-old", observed_at=at(19))
+    (entry,) = judge({**FAST_PAIR, "worker-1": doc(0.5)}, [seen]).status.workers  # type: ignore[union-attr]
+    assert (entry.node, entry.slow_readings) == ("n-old", 2)
+
+
+def test_a_slow_reading_ends_a_named_pods_even_streak() -> None:
+    named = record(1, slow_readings=READINGS, even_readings=2, since=at(5), observed_at=at(19))
+    verdict = judge({**FAST_PAIR, "worker-1": doc(0.5)}, [named])
+    (entry,) = verdict.status.workers  # type: ignore[union-attr]
+    assert (entry.slow_readings, entry.even_readings, entry.since, entry.median_seconds) == (
+        READINGS,
+        0,
+        at(5),
+        0.5,
+    )
+    assert verdict.named == ()  # named already
+
+
+def test_even_readings_of_a_named_pod_carry_the_new_figures_until_it_is_cleared() -> None:
+    named = record(1, slow_readings=READINGS, since=at(5), median_seconds=0.5, observed_at=at(19))
+    once = judge({**FAST_PAIR, "worker-1": doc(0.011)}, [named])
+    (entry,) = once.status.workers  # type: ignore[union-attr]
+    assert (entry.even_readings, entry.median_seconds, entry.observed_at) == (1, 0.011, at(29))
+    assert once.cleared == ()
+    last = evolve(named, even_readings=READINGS - 1)
+    cleared = judge({**FAST_PAIR, "worker-1": doc(0.011)}, [last])
+    assert cleared.status is None
+    (gone,) = cleared.cleared
+    assert (gone.even_readings, gone.median_seconds, gone.ratio, gone.observed_at) == (
+        READINGS,
+        0.011,
+        1.1,
+        at(29),
+    )
+
+
+def described(worker: int) -> StragglerRecord:
+    return record(
+        worker, median_seconds=0.2, others_seconds=0.01, ratio=20.0, steps=50, since=at(30 + worker)
+    )
+
+
+def test_a_pod_on_no_known_node_is_described_without_one() -> None:
+    assert describe(described(1)) == (
+        "worker 1 (pod mnist-worker-1) computes a step in 0.2 s (the median of its last 50 steps, "
+        "before the all-reduce), 20x the other pods' 0.01 s"
+    )
+
+
+def test_the_message_names_one_pod_with_when() -> None:
+    assert straggler_message([described(1)]) == (
+        f"{describe(described(1))}: every step of the gang waits for it at the all-reduce "
+        f"(slow in {READINGS} readings in a row, named at 2026-01-01T12:00:31Z)"
+    )
+
+
+@pytest.mark.parametrize(("count", "more"), [(2, ""), (4, ""), (5, "; and 1 more"), (6, "; and 2 more")])
+def test_the_message_describes_four_pods_at_most(count: int, more: str) -> None:
+    named = [described(i) for i in range(count)]
+    told = "; ".join(describe(r) for r in named[:4])
+    assert straggler_message(named) == (
+        f"{told}{more}: every step of the gang waits for them at the all-reduce "
+        f"(slow in {READINGS} readings in a row, named at 2026-01-01T12:00:30Z)"
+    )
