@@ -8,10 +8,18 @@ from typing import Any
 
 import pytest
 from tfmw_operator.api.spec import SpecError, parse_job, parse_spec
-from tfmw_operator.api.status import ConditionType
+from tfmw_operator.api.status import ConditionType, JobStatus
 from tfmw_operator.core.decision import CreatePods, Decision, DeletePods, PatchStatus
 from tfmw_operator.core.observed import CreateError, CreateErrorKind, MarkerState
-from tfmw_operator.core.policies.placement import PLACEMENT_SECONDS, UNPLACEABLE
+from tfmw_operator.core.pods import observe_pod
+from tfmw_operator.core.policies.placement import (
+    PLACEMENT_SECONDS,
+    UNPLACEABLE,
+    Readmit,
+    Shrink,
+    judge_placement,
+)
+from tfmw_operator.core.policies.verdicts import Cause, WakeAt
 from wrappers import at, decide, env_of, job, pod
 
 Json = dict[str, Any]
@@ -284,3 +292,85 @@ def test_the_size_of_each_attempt_is_in_the_history_only_for_jobs_that_can_chang
     j = job().run_policy(restartPolicy="OnFailure").launched(phase="Running").obj()
     restart = decide(j, [pod(j, 0).running().obj(), pod(j, 1).exited(137).obj()])
     assert restart.status.history[0].workers is None
+
+
+# The rule read directly: judge_placement on the pods as observed.
+def judged(
+    j: Json, pods: list[Json], now: float, refused: CreateError | None = None
+) -> Shrink | Readmit | WakeAt | None:
+    observed = [p for p in (observe_pod(raw) for raw in pods) if p is not None]
+    return judge_placement(parse_job(j), JobStatus.from_json(j["status"]), observed, at(now), refused)
+
+
+def test_one_worker_unplaced_is_named_alone_with_its_set_as_the_cause() -> None:
+    j = restarted()
+    verdict = judged(j, half_placed(j, placed=3), PLACEMENT_SECONDS)
+    why = f"worker 3 (pod mnist-worker-3) could not be placed for {PLACEMENT_SECONDS}s: Unschedulable: {NO_ROOM}"
+    assert verdict == Shrink(
+        3,
+        f"{why}; attempt 2 goes on with 3 of 4 workers (spec.minWorkers 2), not counted against backoffLimit",
+        Cause(UNPLACEABLE, 3, "mnist-worker-3", message=why, replica_type="worker"),
+    )
+
+
+def test_only_workers_placed_and_alive_count_for_the_next_attempts_size() -> None:
+    j = restarted(workers=6)
+    pods = [pod(j, i, 1).on_node("node-a").running().obj() for i in range(3)] + [
+        pod(j, 3, 1).on_node("node-a").exited(1).obj(),  # failed: its place is not kept
+        pod(j, 4, 1).on_node("node-a").running().deleting(40).obj(),  # going
+        pod(j, 5, 1).unschedulable(NO_ROOM).obj(),
+    ]
+    verdict = judged(j, pods, PLACEMENT_SECONDS)
+    assert isinstance(verdict, Shrink) and verdict.workers == 3
+
+
+def test_a_refusal_with_every_worker_placed_shrinks_nothing() -> None:
+    j = restarted()
+    placed = [pod(j, i, 1).on_node("node-a").running().obj() for i in range(4)]
+    refused = CreateError(CreateErrorKind.FORBIDDEN, "exceeded quota: cpu", 3, at(50), since=at(0))
+    assert judged(j, placed, PLACEMENT_SECONDS * 2, refused) is None
+
+
+def test_the_wait_counts_from_the_first_of_the_pods_and_the_refusal() -> None:
+    j = restarted()
+    later_refusal = CreateError(CreateErrorKind.FORBIDDEN, "exceeded quota: cpu", 3, at(40), since=at(20))
+    assert judged(j, half_placed(j), 30, later_refusal) == WakeAt(at(PLACEMENT_SECONDS))
+    earlier_refusal = CreateError(CreateErrorKind.FORBIDDEN, "exceeded quota: cpu", 3, at(40), since=at(-20))
+    assert judged(j, half_placed(j), 30, earlier_refusal) == WakeAt(at(PLACEMENT_SECONDS - 20))
+
+
+def test_a_refusal_that_is_no_quotas_does_not_start_the_wait() -> None:
+    j = restarted()
+    throttled = CreateError(CreateErrorKind.UNAVAILABLE, "too many requests", 3, at(40), since=at(-100))
+    assert judged(j, half_placed(j), 30, throttled) == WakeAt(at(PLACEMENT_SECONDS))
+    assert judged(j, [pod(j, i, 1).on_node("n").running().obj() for i in range(2)], 300, throttled) is None
+
+
+def test_a_pending_timeout_of_two_seconds_goes_on_after_one() -> None:
+    j = restarted()
+    j["spec"]["runPolicy"]["pendingTimeoutSeconds"] = 2
+    assert judged(j, half_placed(j), 0) == WakeAt(at(1))
+
+
+def test_a_node_back_says_which_attempt_starts_and_why() -> None:
+    j = restarted(min_workers=None, excludedNodes=[{"node": "old", "cause": "NodeLost"}], attempt=3)
+    verdict = judged(j, half_placed(j, attempt=3, placed=3, message=NOT_THERE), PLACEMENT_SECONDS)
+    why = f"worker 3 (pod mnist-worker-3) could not be placed for {PLACEMENT_SECONDS}s: Unschedulable: {NOT_THERE}"
+    assert isinstance(verdict, Readmit) and verdict.node.node == "old"
+    assert verdict.message == (
+        f"{why}; node old is allowed again (runPolicy.nodeExclusion: the gang cannot be placed without it), "
+        "and attempt 4 starts, not counted against backoffLimit"
+    )
+    assert verdict.cause == Cause(UNPLACEABLE, message=why)
+
+
+def test_of_the_nodes_kept_out_one_with_a_time_is_older_than_one_without() -> None:
+    j = restarted(
+        min_workers=None,
+        excludedNodes=[
+            {"node": "unknown", "cause": "NodeLost"},
+            {"node": "dated", "cause": "NodeLost", "since": "2026-01-01T11:00:00Z"},
+        ],
+    )
+    verdict = judged(j, half_placed(j, message=NOT_THERE), PLACEMENT_SECONDS)
+    assert isinstance(verdict, Readmit) and verdict.node.node == "dated"
