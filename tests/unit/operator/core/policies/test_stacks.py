@@ -118,3 +118,97 @@ def test_a_job_without_supervised_pods_takes_none() -> None:
     spec = parse_job(manifest, supervisor_image=SUPERVISOR_IMAGE)
     pods = [p for p in (observe_pod(pod(manifest, i).running().obj()) for i in range(2)) if p is not None]
     assert judge_stacks(spec, JobStatus(attempt=0), pods, (), at(100)) == StacksTaken()
+
+
+def threads(*idents: str) -> str:
+    """A faulthandler dump of threads, each with one frame of its own: `at_<ident>`."""
+    return "".join(
+        f'Thread {i} (most recent call first):\n  File "{TRAINER}", line {n} in at_{i}\n\n'
+        for n, i in enumerate(idents, 1)
+    )
+
+
+def header(main: str) -> str:
+    return f"--- tfmw-trainer stacks: chief-0 pid=7 main_thread={main} ---\n"
+
+
+def test_the_named_thread_among_several_gives_only_its_own_frames() -> None:
+    frames, named = thread_frames(header("0xb") + threads("0xa", "0xb", "0xc"))
+    assert named and frames == [Frame(TRAINER, 2, "at_0xb")]
+    first, _ = thread_frames(header("0xa") + threads("0xa", "0xb", "0xc"))
+    assert first == [Frame(TRAINER, 1, "at_0xa")]
+
+
+def test_without_a_header_the_last_of_several_threads() -> None:
+    frames, named = thread_frames(threads("0xa", "0xb", "0xc"))
+    assert not named and frames == [Frame(TRAINER, 3, "at_0xc")]
+
+
+def test_a_named_thread_not_listed_falls_back_to_the_last() -> None:
+    frames, _ = thread_frames(header("0xf") + threads("0xa", "0xb"))
+    assert frames == [Frame(TRAINER, 2, "at_0xb")]
+
+
+def test_a_dump_without_threads_has_no_frames() -> None:
+    assert thread_frames(header("0xa")) == ([], False)
+    assert thread_frames("") == ([], False)
+
+
+def served(
+    readings: tuple[StacksReading, ...], now: float, chief_exited: bool = False
+) -> AskStacks | AwaitStacks | StacksTaken:
+    """Both supervisors served request "req" (asked at 100 s) and delivered it; the chief
+    (worker-0) may have exited since."""
+    manifest = job().commanded().obj()
+    spec = parse_job(manifest, supervisor_image=SUPERVISOR_IMAGE)
+    raws = [pod(manifest, i).running().obj() for i in range(2)]
+    reports = tuple(report(r, "running", stacks="req", delivered=True) for r in raws)
+    if chief_exited:
+        raws[0] = pod(manifest, 0).exited(1).obj()
+    pods = [p for p in (observe_pod(r) for r in raws) if p is not None]
+    return judge_stacks(spec, asked(), list(with_reports(pods, reports, 0)), readings, at(now))
+
+
+CHIEF_STACKS = StacksReading("worker-0", len(DUMP), at(101), DUMP)
+FOLDER = "default/mnist/logs/attempt-0"
+
+
+def test_an_empty_stacks_file_is_not_written_yet() -> None:
+    assert served((CHIEF_STACKS, StacksReading("worker-1", 0, at(101))), 101) == AwaitStacks(at(101.5))
+    assert isinstance(served((CHIEF_STACKS, StacksReading("worker-1", 1, at(101))), 101), StacksTaken)
+
+
+def test_a_file_written_within_the_clock_slack_of_the_request_is_its_answer() -> None:
+    assert isinstance(served((CHIEF_STACKS, StacksReading("worker-1", 10, at(98))), 101), StacksTaken)
+    assert isinstance(served((CHIEF_STACKS, StacksReading("worker-1", 10, at(97.9))), 101), AwaitStacks)
+
+
+def test_the_wait_ends_at_the_deadline_not_after() -> None:
+    assert served((CHIEF_STACKS,), 109.8) == AwaitStacks(at(100 + STACKS_WAIT_SECONDS))
+
+
+def test_a_chief_file_without_a_frame_is_pointed_to() -> None:
+    written = StacksReading("worker-0", 1, at(101), "x")
+    assert served((written, StacksReading("worker-1", 10, at(101))), 101) == StacksTaken(
+        f"{FOLDER}/worker-0.stacks", f"; the chief's stacks are in {FOLDER}/worker-0.stacks"
+    )
+
+
+def test_an_empty_chief_file_at_the_deadline_is_no_stacks() -> None:
+    empty = StacksReading("worker-0", 0, at(101))
+    assert served((empty, StacksReading("worker-1", 10, at(101))), 110) == StacksTaken(
+        None, f"; the chief's stacks did not come within {STACKS_WAIT_SECONDS:g} s"
+    )
+
+
+def test_a_dump_begun_without_its_training_thread_is_waited_for() -> None:
+    begun = header("0xb")
+    chief = StacksReading("worker-0", len(begun), at(101), begun)
+    assert served((chief, StacksReading("worker-1", 10, at(101))), 101) == AwaitStacks(at(101.5))
+
+
+def test_a_chief_that_exited_is_not_waited_for() -> None:
+    begun = header("0xb")
+    chief = StacksReading("worker-0", len(begun), at(101), begun)
+    said = served((chief, StacksReading("worker-1", 10, at(101))), 101, chief_exited=True)
+    assert said == StacksTaken(None, f"; the chief's stacks did not come within {STACKS_WAIT_SECONDS:g} s")
