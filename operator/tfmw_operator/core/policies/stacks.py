@@ -67,6 +67,8 @@ def thread_frames(dump: str) -> tuple[list[Frame], bool]:
         end = starts[position + 1].start() if position + 1 < len(starts) else len(dump)
         blocks.append((start.group(1), dump[start.end() : end]))
     chosen = next((text for ident, text in blocks if ident == named), None) if named else None
+    # The header's thread not (yet) in the dump: the last one listed is a guess, not named.
+    found = chosen is not None
     if chosen is None and blocks:
         chosen = blocks[-1][1]
     frames = []
@@ -74,7 +76,7 @@ def thread_frames(dump: str) -> tuple[list[Frame], bool]:
         match = FRAME.match(line)
         if match:
             frames.append(Frame(match.group(1), int(match.group(2)), match.group(3).strip()))
-    return frames, chosen is not None and named is not None
+    return frames, found
 
 
 def own_frame(frames: Sequence[Frame]) -> Frame | None:
