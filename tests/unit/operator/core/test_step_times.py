@@ -7,8 +7,10 @@ from datetime import UTC, datetime
 from typing import Any
 
 import pytest
-from tfmw_operator.core.progress import ProgressError
+from tfmw_operator.core.progress import MAX_COUNT, ProgressError
 from tfmw_operator.core.step_times import (
+    MAX_COMPUTE_SECONDS,
+    MAX_LISTED,
     MAX_SAMPLES,
     MAX_STEP_TIMES_BYTES,
     StepTimesReport,
@@ -114,3 +116,41 @@ def test_a_snapshot_finds_a_pods_document_by_its_stem() -> None:
     report = StepTimesReport(updated_at=at(0), compute_seconds=(0.1,))
     snapshot = StepTimesSnapshot((("worker-1", report),))
     assert snapshot.of("worker-1") is report and snapshot.of("worker-0") is None
+
+
+def test_values_at_their_bounds_are_read() -> None:
+    figures = [0.0] * (MAX_LISTED - 1) + [MAX_COMPUTE_SECONDS]
+    report = parse_step_times(
+        document(jobUid="u" * 64, role="r" * 16, step=MAX_COUNT, computeSeconds=figures), MODIFIED
+    )
+    assert (report.job_uid, report.role, report.step) == ("u" * 64, "r" * 16, MAX_COUNT)
+    assert report.compute_seconds == tuple(figures[-MAX_SAMPLES:])
+    assert report.compute_seconds[-1] == MAX_COMPUTE_SECONDS and report.compute_seconds[0] == 0.0
+
+
+@pytest.mark.parametrize(
+    ("fields", "says"),
+    [
+        ({"jobUid": "u" * 65}, "jobUid"),
+        ({"step": MAX_COUNT + 1}, "step must be an integer"),
+        ({"computeSeconds": [MAX_COMPUTE_SECONDS + 1]}, "seconds in 0.."),
+    ],
+)
+def test_values_just_past_their_bounds_are_refused(fields: dict[str, Any], says: str) -> None:
+    with pytest.raises(ProgressError, match=says):
+        parse_step_times(document(**fields), MODIFIED)
+
+
+def test_the_time_is_cut_to_whole_milliseconds() -> None:
+    for written in ("2026-01-01T12:00:20.5009Z", "2026-01-01T12:00:20.5004Z", "2026-01-01T12:00:20.500Z"):
+        report = parse_step_times(document(updatedAt=written), MODIFIED)
+        assert report.updated_at == datetime(2026, 1, 1, 12, 0, 20, 500000, tzinfo=UTC), written
+
+
+def test_a_document_written_as_the_attempt_started_is_of_it() -> None:
+    report = StepTimesReport(updated_at=at(0), compute_seconds=(0.1,))
+    assert report.is_current("uid-mnist", 1, attempt_started=at(0))
+
+
+def test_a_document_dated_exactly_the_bound_ahead_is_still_taken() -> None:
+    assert not ahead_of_clock(StepTimesReport(updated_at=at(300), compute_seconds=()), at(0))
