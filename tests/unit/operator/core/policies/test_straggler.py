@@ -415,7 +415,7 @@ def test_a_document_exactly_the_stale_bound_older_than_the_newest_is_compared() 
 
 
 def test_documents_without_identity_written_in_this_attempt_are_compared() -> None:
-    plain = {"job_uid": None, "attempt": None}
+    plain: dict[str, Any] = {"job_uid": None, "attempt": None}
     documents = {
         "worker-0": doc(0.01, **plain),
         "worker-1": doc(0.5, **plain),
