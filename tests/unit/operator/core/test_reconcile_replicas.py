@@ -14,7 +14,7 @@ from tfmw_operator.core.observed import MarkerState
 from tfmw_operator.core.policies.placement import UNPLACEABLE
 from tfmw_operator.core.progress import ProgressReport
 from tfmw_operator.core.workloads import WorkloadState
-from wrappers import Json, at, decide, job, pod
+from wrappers import Json, at, decide, job, pod, report
 
 Counts = dict[str, dict[str, int]]
 
@@ -502,3 +502,110 @@ def test_a_marker_of_an_attempt_given_up_ends_the_job_without_the_restart() -> N
     assert succeeded[0] is True and succeeded[2].endswith(
         " in attempt 1, before that gang was stopped; the restart did not run"
     )
+
+
+# ---- what a launch says and joins ----
+
+
+def test_a_pod_made_again_at_an_in_place_restart_joins_the_survivors_kueue_group() -> None:
+    obj = job().commanded().queue("team-a").launched(phase="Running").obj()
+    survivor = pod(obj, 0).running().obj()
+    admitted = WorkloadState("w", True)
+    raised = decide(obj, [survivor], reports=(report(survivor, "running", 0),), workload=admitted)
+    assert raised.status.attempt == 1 and raised.status.history[0].restart == "InPlace"
+    obj["status"] = raised.status.to_json()
+    launch = decide(obj, [survivor], reports=(report(survivor, "waiting", 1),), workload=admitted)
+    (create,) = [a for a in launch.actions if isinstance(a, CreatePods)]
+    assert [m.stem for m in create.members] == ["worker-1"]
+    assert create.pod_group == survivor["metadata"]["labels"]["kueue.x-k8s.io/pod-group-name"]
+    created = said(launch, "Created")
+    assert created == (True, "PodsCreated", "attempt 1 restarted in place: 1 pods run on, 1 created again")
+    assert ("Normal", "PodsCreated", "created 1 worker pods for attempt 1") in events(launch)
+
+
+def test_a_launch_of_several_roles_counts_pods_not_worker_pods() -> None:
+    decision = decide(job("ps").workers(2).chief().parameter_servers().obj(), service=None)
+    assert ("Normal", "PodsCreated", "created 4 pods for attempt 0") in events(decision)
+
+
+def test_a_launch_without_a_shared_volume_says_what_it_lacks_after_what_it_made() -> None:
+    decision = decide(job().without_shared_volume().obj(), service=None)
+    created = said(decision, "Created")
+    assert created[2].startswith("created 2 worker pods for attempt 0; no shared volume: ")
+
+
+def test_an_in_place_restart_that_kept_every_pod_creates_none_and_says_no_creation() -> None:
+    obj = job().commanded().launched(phase="Running").obj()
+    pods = [pod(obj, i).running().obj() for i in range(2)]
+    raised = decide(obj, pods, reports=(report(pods[0], "running", 0), report(pods[1], "exited", 0, 137)))
+    assert raised.status.attempt == 1
+    obj["status"] = raised.status.to_json()
+    launch = decide(obj, pods, reports=(report(pods[0], "waiting", 1), report(pods[1], "waiting", 1)))
+    assert not [a for a in launch.actions if isinstance(a, CreatePods)]
+    assert said(launch, "Created") == (
+        True,
+        "PodsCreated",
+        "attempt 1 restarted in place: 2 pods run on, 0 created again",
+    )
+    assert not [e for e in launch.events if e.reason == "PodsCreated"]
+
+
+def test_a_launch_finished_after_an_operator_restart_is_no_restart_in_place() -> None:
+    obj = job().status(phase="Pending", attempt=0).obj()  # its launch never recorded
+    decision = decide(obj, [pod(obj, 0).obj()])
+    assert [m.stem for a in decision.actions if isinstance(a, CreatePods) for m in a.members] == ["worker-1"]
+    assert said(decision, "Created") == (True, "PodsCreated", "created 2 worker pods for attempt 0")
+
+
+def test_storage_readable_again_is_said_and_an_error_still_there_is_not_said_again() -> None:
+    obj = job().launched(phase="Running").condition("StorageError").obj()
+    running = [pod(obj, i).running().obj() for i in range(2)]
+    assert said(decide(obj, running), "StorageError") == (
+        False,
+        "StorageReadable",
+        "the shared storage is readable",
+    )
+    still = decide(obj, running, storage_error="default/mnist/m: ELOOP")
+    assert said(still, "StorageError")[0] is True
+    assert not [e for e in still.events if e.reason == "StorageError"]
+
+
+def stalled_progress(rule: Json) -> Decision:
+    """A running job whose progress last advanced at 0 s, its deadline 30 s, at 100 s."""
+    from tfmw_operator.api.times import format_precise_time
+
+    obj = (
+        job()
+        .run_policy(progressDeadlineSeconds=30, progressDeadlinePolicy="Restart")
+        .rules(rule)
+        .launched(phase="Running")
+        .condition("Running", True, "AllWorkersRunning")
+        .status(progress={"attempt": 0, "epoch": 1, "advancedAt": format_precise_time(at(0))})
+        .obj()
+    )
+    return decide(obj, [pod(obj, 0).running().obj(), pod(obj, 1).running().obj()], now=at(100))
+
+
+def test_a_rule_that_fails_a_stalled_job_is_named_in_its_message() -> None:
+    decision = stalled_progress({"name": "hung", "action": "Fail", "onCauses": ["ProgressStalled"]})
+    status = decision.status
+    assert (status.phase, status.reason) == ("Failed", "ProgressStalled")
+    assert status.message is not None and status.message.endswith(" (failureRules[0] (hung): Fail)")
+    record = status.history[0]
+    assert (record.cause, record.outcome) == ("ProgressStalled", "Failed")
+
+
+def test_a_rule_that_restarts_a_stalled_job_uncounted_is_counted_apart_and_named() -> None:
+    decision = stalled_progress(
+        {"name": "hung", "action": "RestartNotCounted", "onCauses": ["ProgressStalled"]}
+    )
+    status = decision.status
+    assert (status.phase, status.attempt, status.restarts, status.restarts_not_counted) == (
+        "Restarting",
+        1,
+        0,
+        1,
+    )
+    assert "failureRules[0] (hung): RestartNotCounted" in (status.message or "")
+    counted = stalled_progress({"name": "hung", "action": "Restart", "onCauses": ["ProgressStalled"]}).status
+    assert (counted.restarts, counted.restarts_not_counted) == (1, 0)
