@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
+import pytest
 import yaml
 from kube import REPO
 from tfmw_operator.api import objects
@@ -99,3 +100,41 @@ def test_min_workers_is_read_and_a_sized_job_keeps_what_was_asked() -> None:
     assert (smaller.workers, smaller.requested_workers, len(smaller.members)) == (2, 4, 2)
     assert smaller.sized(4).workers == 4 and parsed.sized(4) is parsed
     assert spec_schema()["minWorkers"]["maximum"] == api_spec.MAX_REPLICAS
+
+
+def test_a_rule_naming_an_unknown_role_is_refused_listing_the_roles() -> None:
+    with pytest.raises(api_spec.SpecError) as refused:
+        parse_job(job().rules({"action": "Fail", "onRoles": ["boss"]}).obj())
+    assert (
+        str(refused.value)
+        == "spec.runPolicy.failureRules[0].onRoles must list some of chief, evaluator, ps, worker"
+    )
+
+
+@pytest.mark.parametrize(
+    ("exclusion", "said"),
+    [
+        ({"maxNodes": 0}, "spec.runPolicy.nodeExclusion.maxNodes must be an integer in 1..32, got 0"),
+        ({"maxNodes": 33}, "spec.runPolicy.nodeExclusion.maxNodes must be an integer in 1..32, got 33"),
+        ({"maxNodes": True}, "spec.runPolicy.nodeExclusion.maxNodes must be an integer in 1..32, got True"),
+        ({"maxNodes": "2"}, "spec.runPolicy.nodeExclusion.maxNodes must be an integer in 1..32, got '2'"),
+        (
+            {"durationSeconds": 0},
+            "spec.runPolicy.nodeExclusion.durationSeconds must be an integer in 1..604800, got 0",
+        ),
+    ],
+)
+def test_node_exclusion_out_of_its_bounds_is_refused_naming_the_field(
+    exclusion: dict[str, Any], said: str
+) -> None:
+    with pytest.raises(api_spec.SpecError) as refused:
+        parse_job(job().run_policy(nodeExclusion=exclusion).obj())
+    assert str(refused.value) == said
+
+
+def test_node_exclusion_at_its_bounds_is_read() -> None:
+    widest = {"maxNodes": api_spec.MAX_EXCLUDED_NODES, "durationSeconds": api_spec.MAX_EXCLUSION_SECONDS}
+    parsed = parse_job(job().run_policy(nodeExclusion=widest).obj())
+    assert parsed.run_policy.node_exclusion == api_spec.NodeExclusion(32, 7 * 24 * 3600)
+    narrowest = parse_job(job().run_policy(nodeExclusion={"maxNodes": 1, "durationSeconds": 1}).obj())
+    assert narrowest.run_policy.node_exclusion == api_spec.NodeExclusion(1, 1)

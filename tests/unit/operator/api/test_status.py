@@ -13,6 +13,7 @@ from tfmw_operator.api.records import evolve
 from tfmw_operator.api.status import (
     Checkpoint,
     ConditionType,
+    ExcludedNode,
     JobStatus,
     Phase,
     ProgressStatus,
@@ -270,6 +271,14 @@ def test_a_checkpoint_and_progress_are_described_with_only_what_they_hold() -> N
         ProgressStatus(updated_at=at(5)).describe()
         == "a progress document, written at 2026-01-01T12:00:05Z in attempt 0"
     )
+
+
+def test_an_excluded_node_is_described_with_only_what_it_holds() -> None:
+    full = ExcludedNode("node-a", "OOMKilled", 2, "mnist-worker-1", "failureRules[0]", at(1), at(3600))
+    assert full.describe() == "node-a (OOMKilled in attempt 2, failureRules[0]) until 2026-01-01T13:00:00Z"
+    assert ExcludedNode("node-b", "NodeLost").describe() == "node-b (NodeLost)"
+    assert ExcludedNode("node-c", "NodeLost", 0).describe() == "node-c (NodeLost in attempt 0)"
+    assert ExcludedNode("node-d", "Evicted", rule="r").describe() == "node-d (Evicted, r)"
 
 
 # ---- the CRD keeps every field ----

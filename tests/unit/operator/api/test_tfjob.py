@@ -16,8 +16,10 @@ from tfmw_operator.api.tfjob import (
     SERVE_ALL,
     SERVE_MANAGED_BY,
     ConversionError,
+    Serving,
     convert,
     kubeflow_pod_labels,
+    managed_by,
     parse_tfjob,
     serves,
     tfjob_conditions,
@@ -337,3 +339,74 @@ def test_a_tfjob_s_pods_keep_kubeflow_s_shape_no_supervisor() -> None:
     assert not supervision_of(spec).in_place
     native = TFMW_JOBS.parse(convert(job).manifest | {"metadata": job["metadata"]}, "", "tfmw-operator:dev")
     assert not isinstance(native, SpecError) and supervision_of(native).in_place
+
+
+HAND_OVER = "set spec.runPolicy.managedBy: tfmw.dev/tfjob-controller to hand a new TFJob to tfmw"
+
+
+@pytest.mark.parametrize(
+    ("mode", "named", "kubeflows_pods", "running", "why"),
+    [
+        ("off", MANAGED_BY_TFMW, False, False, "tfmw serves no TFJob (--tfjobs=off)"),
+        (
+            SERVE_ALL,
+            "kueue.x-k8s.io/multikueue",
+            False,
+            False,
+            "spec.runPolicy.managedBy names kueue.x-k8s.io/multikueue, not tfmw",
+        ),
+        (
+            SERVE_ALL,
+            "x" * 100,
+            False,
+            False,
+            f"spec.runPolicy.managedBy names {'x' * 80}, not tfmw",  # a name cut to 80 characters
+        ),
+        (
+            SERVE_MANAGED_BY,
+            None,
+            False,
+            False,
+            f"tfmw serves only TFJobs handed to it (--tfjobs=managedBy): {HAND_OVER}",
+        ),
+        (
+            SERVE_ALL,
+            None,
+            True,
+            True,
+            "its pods were made by Kubeflow's training-operator: tfmw does not take over a job started "
+            "there; delete and create it again to run it under tfmw",
+        ),
+        (
+            SERVE_ALL,
+            MANAGED_BY_KUBEFLOW,
+            False,
+            True,
+            "Kubeflow's training-operator is running in this cluster and would serve it too: stop it, or "
+            + HAND_OVER,
+        ),
+    ],
+)
+def test_why_a_tfjob_is_not_served_word_for_word(
+    mode: str, named: str | None, kubeflows_pods: bool, running: bool, why: str
+) -> None:
+    job = tfjob(Worker=replica(1))
+    if named is not None:
+        job["spec"]["runPolicy"] = {"managedBy": named}
+    assert serves(mode, job, kubeflows_pods, running) == Serving(False, why)
+
+
+@pytest.mark.parametrize("named", ["", 7, None])
+def test_a_managed_by_that_names_nothing_is_as_if_unset(named: Any) -> None:
+    job = tfjob(Worker=replica(1))
+    job["spec"]["runPolicy"] = {"managedBy": named}
+    assert managed_by(job) is None
+    assert serves(SERVE_ALL, job, False, False) == Serving(True)
+
+
+def test_a_replica_type_the_job_does_not_spell_is_labelled_as_tfmw_names_it() -> None:
+    native = parse_job(convert(tfjob(Worker=replica(2))).manifest)  # a TFMultiWorkerJob: no spellings
+    labels = kubeflow_pod_labels(native, "worker", 1)
+    assert labels["training.kubeflow.org/replica-type"] == "worker"
+    assert labels["training.kubeflow.org/replica-index"] == "1"
+    assert "training.kubeflow.org/job-role" not in labels

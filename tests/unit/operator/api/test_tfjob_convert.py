@@ -8,7 +8,8 @@ from typing import Any
 
 import pytest
 from tfmw_operator.api.names import API_VERSION, KIND
-from tfmw_operator.api.tfjob import ConversionError, Note, convert, parse_tfjob
+from tfmw_operator.api.spec import JobSpec
+from tfmw_operator.api.tfjob import ConversionError, Note, convert, parse_tfjob, parse_tfjob_spec
 
 Json = dict[str, Any]
 
@@ -257,3 +258,117 @@ def test_a_parsed_tfjob_without_namespace_or_uid_is_in_default_and_has_no_folder
     parsed = parse_tfjob(job)
     assert (parsed.namespace, parsed.uid, parsed.folder_check_image) == ("default", "", "")
     assert parse_tfjob(job, "check:1").folder_check_image == "check:1"
+
+
+@pytest.mark.parametrize(
+    ("replica_specs", "said"),
+    [
+        ({}, "spec.tfReplicaSpecs: is required: at least a Worker or a Chief"),
+        (["Worker"], "spec.tfReplicaSpecs: is required: at least a Worker or a Chief"),
+        ("Worker", "spec.tfReplicaSpecs: is required: at least a Worker or a Chief"),
+    ],
+)
+def test_replica_specs_empty_or_not_a_map_are_refused_as_missing(replica_specs: Any, said: str) -> None:
+    with pytest.raises(ConversionError) as refused:
+        convert(tfjob({"tfReplicaSpecs": replica_specs}))
+    assert str(refused.value) == said
+
+
+def test_only_the_tensorflow_containers_tfjob_port_sets_the_jobs_port() -> None:
+    sidecar = {"name": "sidecar", "image": "proxy:1", **port(3333)}
+    worker = replica(2, ports=[{"name": "metrics", "containerPort": 9090}])
+    worker["template"]["spec"]["containers"].append(sidecar)
+    converted = convert(tfjob({"tfReplicaSpecs": {"Worker": worker}}))
+    assert converted.manifest["spec"]["port"] == 2222  # neither the sidecar's nor a port of another name
+    assert "spec.port" not in {n.field for n in converted.notes}
+    containers = converted.manifest["spec"]["template"]["spec"]["containers"]
+    assert containers[0]["ports"] == [{"name": "metrics", "containerPort": 9090}]
+
+
+def test_a_tfjob_port_without_a_number_is_tfjobs_default_and_only_it_leaves_the_container() -> None:
+    ported = replica(2, ports=[{"name": "metrics", "containerPort": 9090}, {"name": "tfjob-port"}])
+    converted = convert(tfjob({"tfReplicaSpecs": {"Worker": ported}}))
+    assert converted.manifest["spec"]["port"] == 2222
+    assert (
+        Note("spec.port", "2222, the replicas' tfjob-port (the pods get it as port tfmw)") in converted.notes
+    )
+    container = converted.manifest["spec"]["template"]["spec"]["containers"][0]
+    assert container["ports"] == [{"name": "metrics", "containerPort": 9090}]
+
+
+def test_a_replica_without_a_template_converts_to_an_empty_pod_spec() -> None:
+    converted = convert(tfjob({"tfReplicaSpecs": {"Worker": replica(2), "PS": {"replicas": 1}}}))
+    assert converted.manifest["spec"]["parameterServers"] == {"replicas": 1, "template": {"spec": {}}}
+
+
+def test_a_templates_own_priority_class_is_kept_and_none_is_added_without_one() -> None:
+    own = replica(2)
+    own["template"]["spec"]["priorityClassName"] = "low"
+    scheduled = {"schedulingPolicy": {"priorityClass": "high"}}
+    spec = convert(
+        tfjob({"tfReplicaSpecs": {"Chief": replica(1), "Worker": own}, "runPolicy": scheduled})
+    ).manifest["spec"]
+    assert spec["template"]["spec"]["priorityClassName"] == "low"
+    assert spec["chief"]["template"]["spec"]["priorityClassName"] == "high"
+    plain = convert(tfjob({"tfReplicaSpecs": {"Worker": replica(2)}})).manifest["spec"]
+    assert "priorityClassName" not in plain["template"]["spec"]
+    empty = convert(
+        tfjob(
+            {
+                "tfReplicaSpecs": {"Worker": replica(2)},
+                "runPolicy": {"schedulingPolicy": {"priorityClass": "", "queue": ""}},
+            }
+        )
+    )
+    assert "priorityClassName" not in empty.manifest["spec"]["template"]["spec"]
+    assert empty.notes == (
+        Note("spec.runPolicy.cleanPodPolicy", "None, TFJob's default (tfmw's own is Running)"),
+        Note("spec.runPolicy.backoffLimit", "unset: no limit, as TFJob has none"),
+    )
+    assert "labels" not in empty.manifest["metadata"]
+
+
+def test_a_queue_label_the_tfjob_sets_itself_wins_over_its_scheduling_policys_queue() -> None:
+    converted = convert(
+        tfjob(
+            {
+                "tfReplicaSpecs": {"Worker": replica(2)},
+                "runPolicy": {"schedulingPolicy": {"queue": "team-a", "priorityClass": "high"}},
+            },
+            labels={"kueue.x-k8s.io/queue-name": "own"},
+        )
+    )
+    assert converted.manifest["metadata"]["labels"] == {"kueue.x-k8s.io/queue-name": "own"}
+    assert "spec.runPolicy.schedulingPolicy.queue" not in {n.field for n in converted.notes}
+    # Without a queue, no label is made up.
+    unqueued = convert(
+        tfjob(
+            {
+                "tfReplicaSpecs": {"Worker": replica(2)},
+                "runPolicy": {"schedulingPolicy": {"priorityClass": "high"}},
+            }
+        )
+    )
+    assert "labels" not in unqueued.manifest["metadata"]
+
+
+def test_an_empty_shared_claim_or_mount_path_annotation_is_no_value() -> None:
+    workers = {"tfReplicaSpecs": {"Worker": replica(2)}}
+    unclaimed = convert(tfjob(workers, annotations={"tfmw.dev/shared-claim": ""})).manifest["spec"]
+    assert "sharedVolume" not in unclaimed
+    unmounted = convert(
+        tfjob(workers, annotations={"tfmw.dev/shared-claim": "c", "tfmw.dev/shared-mount-path": ""})
+    ).manifest["spec"]
+    assert unmounted["sharedVolume"] == {"claimName": "c"}
+
+
+def test_a_parsed_tfjob_keeps_its_namespace_and_parse_tfjob_spec_passes_the_folder_check_image() -> None:
+    job = tfjob({"tfReplicaSpecs": {"Worker": replica()}}, namespace="team-a", uid="u-1")
+    job["metadata"]["annotations"] = {"tfmw.dev/shared-claim": "claim"}
+    assert (parse_tfjob(job).namespace, parse_tfjob(job).uid) == ("team-a", "u-1")
+    given = parse_tfjob_spec(job, "check:1")
+    assert isinstance(given, JobSpec) and given.folder_check_image == "check:1"
+    unset = parse_tfjob_spec(job)
+    assert isinstance(unset, JobSpec) and unset.folder_check_image == ""
+    refused = parse_tfjob_spec(tfjob({"tfReplicaSpecs": {}}))
+    assert isinstance(refused, ConversionError) and refused.field == "spec.tfReplicaSpecs"

@@ -4,6 +4,7 @@ a whole lifecycle, these the exact values of each step."""
 
 from __future__ import annotations
 
+import dataclasses
 import json
 from typing import Any
 
@@ -240,3 +241,24 @@ def test_a_status_annotation_up_to_its_limit_is_read_and_one_not_a_string_is_not
     assert TFJOBS.recorded_status(tfjob).attempt == 3
     tfjob["metadata"]["annotations"] = {"tfmw.dev/status": 3}
     assert TFJOBS.recorded_status(tfjob) == JobStatus()
+
+
+def test_a_suspended_condition_still_true_turns_false_on_resuming_whatever_its_reason() -> None:
+    odd = cond("Suspended", "True", "TFJobResumed", "TFJob dist is resumed.", T1, T1)
+    resumed = step(Phase.RUNNING, [CREATED, odd], T2)
+    assert resumed == [
+        CREATED,
+        cond("Running", "True", "TFJobRunning", RUNNING["message"], T2, T2),
+        cond("Suspended", "False", "TFJobResumed", "TFJob dist is resumed.", T2, T2),
+    ]
+
+
+def test_replica_statuses_of_a_spec_without_kubeflows_spellings_are_keyed_by_tfmws_sets() -> None:
+    native = dataclasses.replace(parse_tfjob(job(PS=1, Worker=2)), kubeflow_replica_types=())
+    status = JobStatus(
+        phase=Phase.RUNNING,
+        launched_attempt=0,
+        replicas=(ReplicaCounts("ps", running=1), ReplicaCounts("worker", running=2)),
+    )
+    rendered = tfjob_status(status, native, job(PS=1, Worker=2), {}, T1)
+    assert rendered["replicaStatuses"] == {"worker": {"active": 2}, "ps": {"active": 1}}

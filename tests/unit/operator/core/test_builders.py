@@ -3,6 +3,7 @@ import json
 from typing import Any
 
 import pytest
+from tfmw_operator.api.names import SUPERVISOR_MOUNT_PATH, SUPERVISOR_VOLUME
 from tfmw_operator.api.spec import Member, parse_job
 from tfmw_operator.core.builders import (
     build_event,
@@ -11,7 +12,7 @@ from tfmw_operator.core.builders import (
     build_tf_config,
     pod_group_name_prefix,
 )
-from wrappers import at, container_env, job
+from wrappers import SUPERVISOR_IMAGE, TRAINER_COMMAND, at, container_env, job
 
 
 def test_tf_config_per_worker_matches_the_contract_exactly() -> None:
@@ -317,3 +318,33 @@ def test_an_event_about_a_tfjob_names_it_as_a_tfjob() -> None:
 
 def test_a_pod_group_name_keeps_40_characters_of_the_jobs_name() -> None:
     assert pod_group_name_prefix("a" * 50, "0123456789") == f"tfmw-{'a' * 40}-01234567-"
+
+
+def supervised_main(manifest: dict[str, Any]) -> dict[str, Any]:
+    """The main container of worker 0, built by an operator that knows its own image."""
+    built = build_pod(parse_job(manifest, supervisor_image=SUPERVISOR_IMAGE), Member.worker(0), 0)
+    main: dict[str, Any] = built["spec"]["containers"][0]
+    return main
+
+
+@pytest.mark.parametrize(("grace", "given"), [(0, "0"), (90, "90"), (None, "30"), (-1, "30"), ("60", "30")])
+def test_the_supervisor_stops_the_command_within_the_pod_s_grace_period(grace: object, given: str) -> None:
+    manifest = job().commanded("--epochs=1").obj()
+    if grace is not None:
+        manifest["spec"]["template"]["spec"]["terminationGracePeriodSeconds"] = grace
+    command = supervised_main(manifest)["command"]
+    assert command[-7:] == ["--grace-seconds", given, "--", *TRAINER_COMMAND, "--epochs=1"]
+
+
+def test_a_command_without_args_runs_under_the_supervisor() -> None:
+    main = supervised_main(job().container(command=["train"]).obj())
+    assert main["command"][-2:] == ["--", "train"] and "args" not in main
+
+
+def test_the_supervisor_s_mount_replaces_one_of_the_same_name_in_the_template() -> None:
+    clash = {"name": SUPERVISOR_VOLUME, "mountPath": "/elsewhere"}
+    data = {"name": "data", "mountPath": "/data"}
+    main = supervised_main(job().commanded().container(volumeMounts=[clash, data]).obj())
+    ours = [m for m in main["volumeMounts"] if m["name"] == SUPERVISOR_VOLUME]
+    assert ours == [{"name": SUPERVISOR_VOLUME, "mountPath": SUPERVISOR_MOUNT_PATH, "readOnly": True}]
+    assert data in main["volumeMounts"]

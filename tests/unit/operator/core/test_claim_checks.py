@@ -29,6 +29,12 @@ def test_a_claim_is_known_by_its_uid_and_volume_once_bound() -> None:
     assert Claim.of({"metadata": {"uid": 7}, "spec": "junk", "status": None}).identity is None
 
 
+def test_a_claims_phase_is_read_as_written_or_as_none() -> None:
+    assert Claim.of(claim(phase="Lost")).phase == "Lost"
+    assert Claim.of({"status": {"phase": 3}}).phase == ""
+    assert Claim.of({}).phase == ""
+
+
 def test_a_reached_claim_is_vouched_for_in_its_namespace_only() -> None:
     reached = ReachedClaims()
     reached.record("team-a", Claim.of(claim()), FolderReached("first", 0), CHECKED)

@@ -52,13 +52,24 @@ def test_a_bad_document_is_refused_naming_why(content: bytes) -> None:
         parse_evaluation(content, at(0))
 
 
+def test_a_checkpoint_too_long_or_not_a_string_is_refused_saying_so() -> None:
+    said = f"checkpoint must be a checkpoint's name or path of at most {MAX_CHECKPOINT_PATH} characters"
+    for checkpoint in (7, "x" * (MAX_CHECKPOINT_PATH + 1)):
+        with pytest.raises(ProgressError) as refused:
+            parse_evaluation(document(checkpoint=checkpoint), at(0))
+        assert str(refused.value) == said
+
+
 def test_another_jobs_document_is_ignored_and_a_refusal_is_said_once() -> None:
     other = EvaluationReport(parse_evaluation(document(), at(0)).figures.__class__(at(10), job_uid="someone"))
     assert next_evaluation(None, other, "uid-ev", at(0), at(11), 10.0).status is None
     problem = ProgressProblem("evaluation.json: not JSON")
     first = next_evaluation(None, problem, "uid-ev", at(0), at(11), 10.0)
     assert first.warning and first.status is not None and first.status.error
-    assert next_evaluation(first.status, problem, "uid-ev", at(0), at(12), 10.0).warning is None
+    again = next_evaluation(first.status, problem, "uid-ev", at(0), at(12), 10.0)
+    assert again.warning is None and again.status is first.status  # kept as it was
+    kept = EvaluationStatus(checkpoint="ckpt-1", step=1, updated_at=at(5))
+    assert next_evaluation(kept, other, "uid-ev", at(0), at(11), 10.0).status is kept
 
 
 def test_a_running_job_with_an_evaluator_records_its_figures() -> None:

@@ -5,7 +5,7 @@ from datetime import UTC, datetime
 from typing import Any
 
 import pytest
-from tfmw_operator.core.pods import observe_pod
+from tfmw_operator.core.pods import observe_pod, same_image
 from tfmw_operator.core.workloads import WorkloadState, observe_workload
 from wrappers import at, job, pod
 
@@ -259,3 +259,51 @@ def test_a_lost_nodes_time_that_is_not_a_time_is_unknown_and_junk_conditions_do_
     assert _lost(junk) == (True, at(50))
     odd_ready = _not_ready(lambda raw: raw["status"]["containerStatuses"][0].update(ready="True"))
     assert _lost(odd_ready) == (False, None)
+
+
+def stalled(conditions: list[Json], *waiting: Json) -> tuple[str, str]:
+    """The stall reason and message of a pending worker with these conditions and waiting containers."""
+    raw = pod(job().obj(), 0).obj()
+    raw["status"] = {
+        "phase": "Pending",
+        "conditions": conditions,
+        "containerStatuses": [{"name": "tensorflow", "state": {"waiting": w}} for w in waiting],
+    }
+    observed = observe_pod(raw)
+    assert observed is not None
+    return observed.stall_reason, observed.stall_message
+
+
+def test_a_scheduled_pod_is_stalled_by_its_container_not_by_its_conditions() -> None:
+    conditions = [
+        {"type": "PodScheduled", "status": "True"},
+        {"type": "Ready", "status": "False", "reason": "ContainersNotReady", "message": "not ready"},
+    ]
+    pulling = {"reason": "ImagePullBackOff", "message": "Back-off pulling image"}
+    assert stalled(conditions, pulling) == ("ImagePullBackOff", "Back-off pulling image")
+    assert stalled(conditions, {"reason": "ImagePullBackOff"}) == ("ImagePullBackOff", "")
+    assert stalled(conditions, {"reason": "ContainerCreating"}) == ("", "")
+
+
+def test_an_unscheduled_pod_says_the_scheduler_s_reason_else_unschedulable() -> None:
+    bare = [{"type": "PodScheduled", "status": "False"}]
+    assert stalled(bare) == ("Unschedulable", "")
+    erred = [
+        {"type": "PodScheduled", "status": "False", "reason": "SchedulerError", "message": "plugin failed"}
+    ]
+    assert stalled(erred) == ("SchedulerError", "plugin failed")
+
+
+@pytest.mark.parametrize(
+    ("written", "reported", "same"),
+    [
+        ("tfmw-operator", "tfmw-operator", True),
+        ("tfmw-operator", "tfmw-operator:latest", True),
+        ("localhost:5001/tfmw-operator", "localhost:5001/tfmw-operator:latest", True),
+        ("me/tfmw-operator:dev", "docker.io/library/me/tfmw-operator:dev", False),
+        ("tfmw-operator:dev", "tfmw-operator:dev:latest", False),
+    ],
+)
+def test_only_a_short_name_is_completed_by_the_runtime(written: str, reported: str, same: bool) -> None:
+    """Docker Hub's `library/` only before a name without a path; `:latest` only without a tag."""
+    assert same_image(written, reported) is same

@@ -9,6 +9,7 @@ from typing import Any
 import pytest
 from tfmw_operator.api.status import Checkpoint, JobStatus, ProgressRate, ProgressStatus
 from tfmw_operator.core.progress import (
+    MAX_CLOCK_AHEAD_SECONDS,
     MAX_PROGRESS_BYTES,
     ProgressError,
     ProgressProblem,
@@ -16,6 +17,8 @@ from tfmw_operator.core.progress import (
     eta_seconds,
     format_duration,
     is_current,
+    json_object,
+    newer_report,
     next_progress,
     parse_progress,
     progress_status,
@@ -393,3 +396,100 @@ def test_what_is_not_json_is_refused_saying_so() -> None:
         with pytest.raises(ProgressError) as refused:
             parse_progress(content, MTIME)
         assert str(refused.value).startswith(said), str(refused.value)
+
+
+def test_a_long_json_error_is_cut_to_80_characters() -> None:
+    content = b"{" + b"\n" * 9999
+    with pytest.raises(ValueError) as raw:
+        json.loads(content)
+    assert len(str(raw.value)) > 80
+    with pytest.raises(ProgressError) as refused:
+        parse_progress(content, MTIME)
+    assert str(refused.value) == f"not JSON: {str(raw.value)[:80]}"
+
+
+def test_a_document_without_a_hint_says_only_its_size() -> None:
+    with pytest.raises(ProgressError) as refused:
+        json_object(b"x" * 2049, 2048)
+    assert str(refused.value) == "larger than 2 KiB"
+    assert json_object('{"é": 1}'.encode(), 2048) == {"é": 1}
+
+
+def test_the_largest_count_and_the_most_metrics_are_accepted() -> None:
+    metrics = {f"m{i}": i for i in range(16)}
+    largest = parse_progress(document(step=10**12, totalSteps=10**12, metrics=metrics), MTIME)
+    assert largest.step == 10**12 and len(largest.metrics) == 16
+
+
+@pytest.mark.parametrize(
+    ("fields", "said"),
+    [
+        ({"metrics": [1, 2]}, "metrics must be an object of name: number, got [1, 2]"),
+        ({"metrics": {"loss": "low"}}, 'metrics.loss must be a finite number, got "low"'),
+        ({"metrics": {"bad name!": 1}}, 'metrics: "bad name!" is not a metric name'),
+        (
+            {"metrics": {"loss": "a" * 100}},
+            'metrics.loss must be a finite number, got "' + "a" * 39 + "\n",
+        ),
+    ],
+)
+def test_a_refused_metric_is_shown_as_written_and_cut_to_40_characters(
+    fields: dict[str, Any], said: str
+) -> None:
+    with pytest.raises(ProgressError) as refused:
+        parse_progress(document(**fields), MTIME)
+    assert (str(refused.value) + "\n").startswith(said)
+
+
+def test_a_document_dated_at_the_clock_bound_is_still_used() -> None:
+    now = at(100)
+    edge = report(100 + MAX_CLOCK_AHEAD_SECONDS, 80)
+    assert newer_report(edge, None, UID, 0, at(0), now) == edge
+    beyond = report(100 + MAX_CLOCK_AHEAD_SECONDS + 1, 80)
+    assert newer_report(beyond, None, UID, 0, at(0), now) is None
+    assert decide_progress(None, edge, 100).warning is None
+
+
+def test_only_a_document_newer_than_the_recorded_one_tells_an_attempt_s_end() -> None:
+    recorded = progress_status(report(20, 160), 0, None, at(21))
+    assert newer_report(report(20, 160), recorded, UID, 0, at(0), at(30)) is None
+    assert newer_report(report(10, 240), recorded, UID, 0, at(0), at(30)) is None
+    newer = report(25, 240)
+    assert newer_report(newer, recorded, UID, 0, at(0), at(30)) == newer
+    anonymous = ProgressReport(updated_at=at(25), epoch=3)
+    assert newer_report(anonymous, recorded, UID, 0, at(0), at(30)) == anonymous
+    assert newer_report(anonymous, recorded, UID, 0, None, at(30)) is None
+
+
+@pytest.mark.parametrize(
+    ("seconds", "shown"),
+    [(86400, "1d"), (86400 - 1, "23h59m"), (86400 * 2 + 3600 * 23, "2d23h"), (86400 * 3, "3d")],
+)
+def test_a_day_and_more_reads_in_days(seconds: float, shown: str) -> None:
+    assert format_duration(seconds) == shown
+
+
+def test_a_finished_training_has_no_time_left_even_before_a_rate() -> None:
+    assert eta_seconds(None, 100.0, at(20)) == 0.0
+
+
+def test_epochs_read_as_a_fraction_else_as_a_percentage() -> None:
+    no_epoch_yet = ProgressReport(updated_at=at(0), total_epochs=10, step=0, total_steps=800)
+    assert progress_status(no_epoch_yet, 0, None, at(1)).epochs == "0/10"
+    steps_only = ProgressReport(updated_at=at(0), step=240, total_steps=800)
+    assert progress_status(steps_only, 0, None, at(1)).epochs == "30%"
+    assert progress_status(ProgressReport(updated_at=at(0), step=5), 0, None, at(1)).epochs is None
+
+
+def test_a_rate_so_slow_it_would_never_end_gives_no_estimate() -> None:
+    first = progress_status(report(0, 80), 0, None, at(1))
+    crawl = ProgressReport(updated_at=at(10**9), step=81, total_steps=800)
+    slow = progress_status(crawl, 0, first, at(10**9))
+    assert slow.percent == 10.1 and slow.eta is None and slow.eta_time is None
+
+
+def test_a_new_attempt_at_the_same_place_has_just_advanced() -> None:
+    """The deadline's clock starts afresh for a new attempt, even where the last one stopped."""
+    before = progress_status(report(20, 240), 0, None, at(21))
+    resumed = progress_status(report(40, 240), 1, before, at(41))
+    assert before.advanced_at == at(21) and resumed.advanced_at == at(41)

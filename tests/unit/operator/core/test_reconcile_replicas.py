@@ -555,3 +555,57 @@ def test_a_launch_finished_after_an_operator_restart_is_no_restart_in_place() ->
     decision = decide(obj, [pod(obj, 0).obj()])
     assert [m.stem for a in decision.actions if isinstance(a, CreatePods) for m in a.members] == ["worker-1"]
     assert said(decision, "Created") == (True, "PodsCreated", "created 2 worker pods for attempt 0")
+
+
+def test_storage_readable_again_is_said_and_an_error_still_there_is_not_said_again() -> None:
+    obj = job().launched(phase="Running").condition("StorageError").obj()
+    running = [pod(obj, i).running().obj() for i in range(2)]
+    assert said(decide(obj, running), "StorageError") == (
+        False,
+        "StorageReadable",
+        "the shared storage is readable",
+    )
+    still = decide(obj, running, storage_error="default/mnist/m: ELOOP")
+    assert said(still, "StorageError")[0] is True
+    assert not [e for e in still.events if e.reason == "StorageError"]
+
+
+def stalled_progress(rule: Json) -> Decision:
+    """A running job whose progress last advanced at 0 s, its deadline 30 s, at 100 s."""
+    from tfmw_operator.api.times import format_precise_time
+
+    obj = (
+        job()
+        .run_policy(progressDeadlineSeconds=30, progressDeadlinePolicy="Restart")
+        .rules(rule)
+        .launched(phase="Running")
+        .condition("Running", True, "AllWorkersRunning")
+        .status(progress={"attempt": 0, "epoch": 1, "advancedAt": format_precise_time(at(0))})
+        .obj()
+    )
+    return decide(obj, [pod(obj, 0).running().obj(), pod(obj, 1).running().obj()], now=at(100))
+
+
+def test_a_rule_that_fails_a_stalled_job_is_named_in_its_message() -> None:
+    decision = stalled_progress({"name": "hung", "action": "Fail", "onCauses": ["ProgressStalled"]})
+    status = decision.status
+    assert (status.phase, status.reason) == ("Failed", "ProgressStalled")
+    assert status.message is not None and status.message.endswith(" (failureRules[0] (hung): Fail)")
+    record = status.history[0]
+    assert (record.cause, record.outcome) == ("ProgressStalled", "Failed")
+
+
+def test_a_rule_that_restarts_a_stalled_job_uncounted_is_counted_apart_and_named() -> None:
+    decision = stalled_progress(
+        {"name": "hung", "action": "RestartNotCounted", "onCauses": ["ProgressStalled"]}
+    )
+    status = decision.status
+    assert (status.phase, status.attempt, status.restarts, status.restarts_not_counted) == (
+        "Restarting",
+        1,
+        0,
+        1,
+    )
+    assert "failureRules[0] (hung): RestartNotCounted" in (status.message or "")
+    counted = stalled_progress({"name": "hung", "action": "Restart", "onCauses": ["ProgressStalled"]}).status
+    assert (counted.restarts, counted.restarts_not_counted) == (1, 0)

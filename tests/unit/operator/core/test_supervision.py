@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 from typing import Any
 
 import pytest
@@ -17,7 +18,7 @@ from tfmw_operator.core.supervision import (
     template_command,
     with_reports,
 )
-from wrappers import SUPERVISOR_IMAGE, TRAINER_COMMAND, job, pod, report
+from wrappers import SUPERVISOR_IMAGE, TRAINER_COMMAND, at, job, pod, report
 
 Json = dict[str, Any]
 
@@ -128,3 +129,69 @@ def test_an_unsupervised_pod_ignores_reports() -> None:
     assert not plain.supervised
     (same,) = with_reports([plain], (report(raw, "exited", exit_code=1),), attempt=0)
     assert same == plain
+
+
+def test_a_command_that_ended_well_reads_as_completed_without_a_log() -> None:
+    manifest, pods = supervised_pods()
+    raw = pod(manifest, 0).running().obj()
+    done = report(raw, "exited", exit_code=0, finished=12, log_tail="all done")
+    ended, _ = with_reports(pods, (done,), attempt=0)
+    assert (ended.phase, ended.exit_code, ended.reason, ended.message) == ("Succeeded", 0, "Completed", "")
+    assert ended.child_ended and ended.report == done and ended.finished_at == at(12)
+
+
+def test_a_command_that_exited_1_is_an_error_with_the_end_of_its_log() -> None:
+    manifest, pods = supervised_pods()
+    raw = pod(manifest, 1).running().obj()
+    failed = report(raw, "exited", exit_code=1, log_tail="Traceback: boom")
+    _, ended = with_reports(pods, (failed,), attempt=0)
+    assert (ended.phase, ended.exit_code, ended.reason, ended.message) == (
+        "Failed",
+        1,
+        "Error",
+        "Traceback: boom",
+    )
+    assert ended.report == failed
+
+
+def test_an_end_without_its_own_time_ends_when_the_report_was_written() -> None:
+    manifest, pods = supervised_pods()
+    raw = pod(manifest, 0).running().obj()
+    written = report(raw, "exited", exit_code=1, finished=15)
+    assert written.end is not None
+    undated = dataclasses.replace(written, end=dataclasses.replace(written.end, finished_at=None))
+    ended, _ = with_reports(pods, (undated,), attempt=0)
+    assert ended.finished_at == at(15)
+    dated = dataclasses.replace(written.end, finished_at=at(11))
+    ended, _ = with_reports(pods, (dataclasses.replace(written, end=dated),), attempt=0)
+    assert ended.finished_at == at(11)
+
+
+@pytest.mark.parametrize("state", ["pending", "terminated", "deleting"])
+def test_a_pod_not_living_keeps_its_own_state_and_its_report(state: str) -> None:
+    """A pod still pending, ended or going is read from the pod itself; its report is kept."""
+    manifest, _ = supervised_pods()
+    wrapper = pod(manifest, 0)
+    if state == "terminated":
+        wrapper.exited(1)
+    elif state == "deleting":
+        wrapper.running().deleting(5)
+    raw = wrapper.obj()
+    itself = observed(raw)
+    said = report(raw, "exited", exit_code=137, log_tail="killed")
+    (folded,) = with_reports([itself], (said,), attempt=0)
+    assert folded == dataclasses.replace(itself, report=said)
+    assert not folded.child_ended and not folded.awaiting_start and folded.exit_code != 137
+
+
+def test_every_pod_is_folded_whatever_comes_before_it() -> None:
+    """An unsupervised pod (the evaluator) and a going pod do not stop the pods after them."""
+    manifest = job().commanded().evaluator().obj()
+    evaluator = observed(pod(manifest, 0, replica_type="evaluator").running().obj())
+    assert not evaluator.supervised
+    going_raw = pod(manifest, 0).running().deleting(5).obj()
+    living_raw = pod(manifest, 1).running().obj()
+    pods = [evaluator, observed(going_raw), observed(living_raw)]
+    folded = with_reports(pods, (report(living_raw, "exited", exit_code=1),), attempt=0)
+    assert [p.name for p in folded] == [p.name for p in pods]
+    assert folded[0] == evaluator and folded[2].child_ended and folded[2].exit_code == 1

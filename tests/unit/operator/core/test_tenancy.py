@@ -8,7 +8,7 @@ import pytest
 from tfmw_operator.api.status import ConditionType
 from tfmw_operator.core.claim_checks import Claim
 from tfmw_operator.core.decision import Decision
-from tfmw_operator.core.tenancy import claim_finding, pod_security_finding, pod_security_of
+from tfmw_operator.core.tenancy import Finding, claim_finding, pod_security_finding, pod_security_of
 from wrappers import decide, job
 
 BOUND = Claim(uid="u", volume="pv-1", bound=True, phase="Bound")
@@ -27,6 +27,7 @@ def namespace(**labels: Any) -> dict[str, Any]:
         ({"metadata": {"name": "team-a", "labels": "junk"}}, ""),
         (namespace(**{"pod-security.kubernetes.io/enforce": 7}), ""),
         (namespace(**{"pod-security.kubernetes.io/enforce": "x" * 65}), ""),
+        (namespace(**{"pod-security.kubernetes.io/enforce": "x" * 64}), "x" * 64),  # the longest read
     ],
 )
 def test_the_level_a_namespace_enforces_is_read_from_its_label_only(raw: dict[str, Any], level: str) -> None:
@@ -57,6 +58,55 @@ def test_a_claim_not_bound_is_named_with_its_cause() -> None:
         assert found is not None and not found.ok and found.reason == reason and "claim c" in found.message
     bound = claim_finding("c", BOUND, known=True)
     assert bound is not None and bound.ok and "pv-1" in bound.message
+
+
+def test_what_is_said_of_pod_security_word_for_word() -> None:
+    assert pod_security_finding("team-a", "restricted") == Finding(
+        True, "PodSecurityEnforced", "namespace team-a enforces Pod Security restricted"
+    )
+    fix = (
+        "any pod there may mount the node's shared root by hostPath and read or write every namespace's "
+        "folders, this job's included. Fix: kubectl label namespace team-a "
+        "pod-security.kubernetes.io/enforce=baseline (hack/namespace-storage.sh does), unless a "
+        "cluster-wide Pod Security default already enforces it"
+    )
+    assert pod_security_finding("team-a", "privileged") == Finding(
+        False,
+        "PodSecurityNotEnforced",
+        "namespace team-a enforces 'privileged' (label pod-security.kubernetes.io/enforce), not baseline "
+        f"or restricted: {fix}",
+    )
+    unlabelled = pod_security_finding("team-a", "")
+    assert unlabelled is not None and unlabelled.message.startswith(
+        "namespace team-a enforces no level (label pod-security.kubernetes.io/enforce), not baseline"
+    )
+
+
+def test_what_is_said_of_a_claim_word_for_word() -> None:
+    def said(claim: Claim | None) -> Finding | None:
+        return claim_finding("c", claim, known=True)
+
+    assert said(None) == Finding(False, "ClaimMissing", "claim c does not exist in the job's namespace")
+    assert said(Claim(uid="u", volume="pv-1", bound=True, phase="Bound", deleting=True)) == Finding(
+        False, "ClaimDeleting", "claim c is being deleted"
+    )
+    assert said(BOUND) == Finding(True, "ClaimBound", "claim c is bound to volume pv-1")
+    assert said(Claim(uid="u", volume="pv-1", bound=False, phase="Lost")) == Finding(
+        False, "ClaimLost", "claim c lost its volume pv-1: it was deleted"
+    )
+    assert said(Claim(uid="u", volume="", bound=False, phase="Lost")) == Finding(
+        False, "ClaimLost", "claim c lost its volume (none): it was deleted"
+    )
+    why = "no volume matches it, or its storage class provisions none (kubectl describe pvc c says why)"
+    assert said(Claim(uid="u", volume="", bound=False, phase="Pending")) == Finding(
+        False, "ClaimPending", f"claim c is not bound to a volume (Pending): {why}"
+    )
+    assert said(Claim(uid="u", volume="", bound=False)) == Finding(
+        False, "ClaimPending", f"claim c is not bound to a volume (no phase): {why}"
+    )
+    # Bound in its phase but to no volume yet: not bound.
+    unbound = said(Claim(uid="u", volume="", bound=True, phase="Bound"))
+    assert unbound is not None and unbound.reason == "ClaimPending"
 
 
 def conditions(decision: Decision) -> dict[str, tuple[bool, str]]:

@@ -5,6 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
+from tfmw_operator.api.spec import Member, ReplicaType, parse_job
 from tfmw_operator.api.status import (
     MAX_HISTORY,
     MAX_HISTORY_MESSAGE,
@@ -14,8 +15,15 @@ from tfmw_operator.api.status import (
     JobStatus,
 )
 from tfmw_operator.core.decision import DeletePods, PatchStatus
-from tfmw_operator.core.pods import observe_pod
-from tfmw_operator.core.policies.failure import cause_of
+from tfmw_operator.core.pods import ObservedPod, observe_pod
+from tfmw_operator.core.policies.failure import (
+    awaits_exit_code,
+    cause_of,
+    judge_failures,
+    lost_node_behind,
+    restart_or_give_up,
+)
+from tfmw_operator.core.policies.verdicts import Cause, Fail, Restart
 from tfmw_operator.core.progress import ProgressReport
 from wrappers import PodWrapper, at, decide, job, pod
 
@@ -440,3 +448,302 @@ def test_survivors_of_a_death_by_signal_are_stopped_at_once() -> None:
     pods = [pod(j, 0).on_node("node-a").exited(139).obj(), pod(j, 1).on_node("node-b").running().obj()]
     deletions = [a for a in decide(j, pods, now=at(11)).actions if isinstance(a, DeletePods)]
     assert [a.grace_seconds for a in deletions] == [0]
+
+
+# ---- the verdict on a failed pod, judged from the pods as observed ----
+
+
+def observed(index: int, phase: str = "Running", **fields: Any) -> ObservedPod:
+    """Worker `index` of attempt 0 as the core sees it."""
+    fields.setdefault("containers", ("tensorflow",))
+    return ObservedPod(f"mnist-worker-{index}", index, 0, phase, **fields)
+
+
+def judged(j: Json, *pods: ObservedPod, now: float = 20, replacing: tuple[Member, ...] = ()) -> Any:
+    spec = parse_job(j)
+    return judge_failures(spec, pods, JobStatus.from_json(j.get("status") or {}), at(now), replacing)
+
+
+@pytest.mark.parametrize("reason", ["Evicted", "NodeLost", "Shutdown", "Terminated", "DeadlineExceeded"])
+def test_the_pods_own_reason_says_more_than_its_disruption_condition(reason: str) -> None:
+    # A node shut down gracefully: the pod Failed with reason Shutdown/Terminated, and the
+    # DisruptionTarget condition the kubelet set before names something else.
+    going = observed(1, "Failed", exit_code=143, reason=reason, disruption="PreemptionByScheduler")
+    assert cause_of(going) == reason
+
+
+@pytest.mark.parametrize("reason", ["", "Error"])
+def test_exit_170_is_a_lost_peer_when_kubernetes_gives_no_other_reason(reason: str) -> None:
+    assert cause_of(observed(0, "Failed", exit_code=170, reason=reason)) == "PeerLost"
+    assert cause_of(observed(0, "Failed", exit_code=170, reason="OOMKilled")) == "OOMKilled"
+
+
+@pytest.mark.parametrize("code", [None, 0])
+def test_a_failed_pod_with_no_reason_and_no_exit_code_is_unknown(code: int | None) -> None:
+    assert cause_of(observed(1, "Failed", exit_code=code)) == "Unknown"
+
+
+def test_a_failed_pod_kueue_preempted_restarts_uncounted() -> None:
+    j = job().launched(phase="Running").obj()
+    going = observed(1, "Failed", exit_code=143, reason="Error", preempted=True)
+    verdict = judged(j, observed(0), going)
+    assert isinstance(verdict, Restart) and verdict.kueue and verdict.counted is False
+    assert verdict.reason == "Preempted" and verdict.cause is not None and verdict.cause.reason == "Preempted"
+    assert verdict.message == (
+        "preempted by Kueue, not counted against backoffLimit: "
+        "worker 1 (pod mnist-worker-1) exited with code 143 (Error)"
+    )
+
+
+def test_the_cause_names_the_main_container_or_none() -> None:
+    j = job().launched(phase="Running").obj()
+    sidecar = observed(1, "Failed", exit_code=137, reason="OOMKilled", containers=("tensorflow", "proxy"))
+    verdict = judged(j, observed(0), sidecar)
+    assert isinstance(verdict, Restart) and verdict.cause is not None
+    assert verdict.cause.container == "tensorflow"
+    bare = judged(j, observed(0), observed(1, "Failed", exit_code=137, reason="OOMKilled", containers=()))
+    assert isinstance(bare, Restart) and bare.cause is not None and bare.cause.container is None
+
+
+def test_a_missing_worker_is_a_disruption_of_its_role_for_the_rules() -> None:
+    j = job().rules({"action": "Fail", "onRoles": ["worker"], "onDisruption": True}).launched(phase="Running")
+    verdict = judged(j.obj(), observed(0))
+    assert isinstance(verdict, Fail) and verdict.reason == "WorkerFailed"
+    assert verdict.message == (
+        "worker 1 (pod mnist-worker-1): pod disappeared while the job was active (failureRules[0]: Fail)"
+    )
+    assert verdict.cause is not None and verdict.cause.reason == "PodDeleted"
+
+
+def test_a_deleted_worker_is_the_cause_on_its_node() -> None:
+    j = job().launched(phase="Running").obj()
+    going = observed(1, deleting=True, deleting_since=at(35), grace_seconds=30, node="node-b")
+    verdict = judged(j, observed(0), going)
+    assert isinstance(verdict, Restart) and verdict.cause is not None
+    assert (verdict.cause.reason, verdict.cause.worker, verdict.cause.node) == ("PodDeleted", 1, "node-b")
+    assert verdict.survivors_can_save
+
+
+def test_a_pod_deleted_without_a_deletion_time_is_still_a_failure() -> None:
+    j = job().launched(phase="Running").obj()
+    verdict = judged(j, observed(0), observed(1, deleting=True, node="node-b"))
+    assert isinstance(verdict, Restart) and verdict.cause is not None
+    assert (verdict.cause.reason, verdict.cause.worker) == ("PodDeleted", 1)
+
+
+def test_pods_being_replaced_are_skipped_and_the_next_failure_found() -> None:
+    j = job().workers(3).launched(phase="Running").obj()
+    failed = observed(2, "Failed", exit_code=137, reason="OOMKilled")
+    verdict = judged(j, observed(1), failed, replacing=(Member(ReplicaType.WORKER, 0),))
+    assert isinstance(verdict, Restart) and verdict.cause is not None and verdict.cause.worker == 2
+    assert judged(j, observed(1), observed(2), replacing=(Member(ReplicaType.WORKER, 0),)) is None
+
+
+def test_a_succeeded_pod_being_deleted_is_no_failure() -> None:
+    j = job().launched(phase="Running").obj()
+    assert (
+        judged(j, observed(0, "Succeeded", exit_code=0, deleting=True, deleting_since=at(15)), observed(1))
+        is None
+    )
+
+
+def test_a_pod_awaiting_its_exit_code_does_not_hide_another_failure() -> None:
+    j = job().rules({"action": "RestartNotCounted", "onExitCodes": [42]}).launched(phase="Running").obj()
+    awaiting = observed(0, deleting=True, deleting_since=at(15))
+    assert awaits_exit_code(parse_job(j), awaiting)
+    verdict = judged(j, awaiting, observed(1, "Failed", exit_code=137, reason="OOMKilled"))
+    assert isinstance(verdict, Restart) and verdict.cause is not None and verdict.cause.worker == 1
+    assert judged(j, awaiting, observed(1)) is None
+
+
+def test_only_a_pod_being_deleted_and_not_yet_ended_awaits_its_exit_code() -> None:
+    spec = parse_job(job().rules({"action": "RestartNotCounted", "onExitCodes": [42]}).obj())
+    assert not awaits_exit_code(spec, observed(1))
+    assert not awaits_exit_code(spec, observed(1, "Failed", exit_code=42, deleting=True))
+    assert not awaits_exit_code(spec, observed(1, deleting=True, node_lost=True))
+    assert not awaits_exit_code(parse_job(job().obj()), observed(1, deleting=True))
+
+
+def test_a_pod_kueue_preempted_is_judged_at_once_under_exit_code_rules() -> None:
+    j = job().rules({"action": "RestartNotCounted", "onExitCodes": [42]}).launched(phase="Running").obj()
+    going = observed(1, deleting=True, deleting_since=at(15), preempted=True)
+    assert not awaits_exit_code(parse_job(j), going)
+    verdict = judged(j, observed(0), going)
+    assert isinstance(verdict, Restart) and verdict.kueue and verdict.reason == "Preempted"
+
+
+@pytest.mark.parametrize("silent", [60, 61])
+def test_a_worker_unknown_for_node_lost_seconds_is_a_disruption_of_its_role(silent: float) -> None:
+    j = job().rules({"action": "Fail", "onRoles": ["worker"], "onDisruption": True}).launched(phase="Running")
+    unknown = observed(1, "Unknown", changed_at=at(0), node="node-b")
+    verdict = judged(j.obj(), observed(0), unknown, now=silent)
+    assert isinstance(verdict, Fail) and verdict.cause is not None
+    assert (verdict.cause.reason, verdict.cause.node) == ("NodeLost", "node-b")
+    assert verdict.message == (
+        "worker 1 (pod mnist-worker-1): its node has not reported for 60s (phase Unknown) (failureRules[0]: Fail)"
+    )
+    assert judged(j.obj(), observed(0), unknown, now=59) is None
+
+
+def test_a_folder_mismatch_fails_naming_the_pod() -> None:
+    j = job().launched(phase="Running").obj()
+    refused = observed(1, "Failed", exit_code=1, reason="Error", folder_mismatch=True, node="node-b")
+    verdict = judged(j, observed(0), refused)
+    assert isinstance(verdict, Fail) and verdict.reason == "SharedVolumeMismatch"
+    assert verdict.cause is not None
+    assert (verdict.cause.reason, verdict.cause.worker, verdict.cause.pod, verdict.cause.node) == (
+        "Error",
+        1,
+        "mnist-worker-1",
+        "node-b",
+    )
+
+
+@pytest.mark.parametrize(
+    ("code", "can_save"), [(1, True), (127, True), (128, False), (137, False), (143, True)]
+)
+def test_survivors_save_after_a_programs_own_error_or_sigterm_not_a_signal(code: int, can_save: bool) -> None:
+    j = job().run_policy(restartPolicy="OnFailure").launched(phase="Running").obj()
+    verdict = judged(j, observed(0), observed(1, "Failed", exit_code=code, reason="Error"))
+    assert isinstance(verdict, Restart) and verdict.survivors_can_save is can_save
+
+
+def test_a_rule_that_restarts_is_named_in_the_restart_message() -> None:
+    j = job().run_policy(restartPolicy="Never").rules({"action": "Restart", "onExitCodes": [1]})
+    verdict = judged(j.launched(phase="Running").obj(), observed(0), observed(1, "Failed", exit_code=1))
+    assert isinstance(verdict, Restart) and verdict.counted and verdict.rule == "failureRules[0]"
+    assert verdict.message == (
+        "gang restart 1/3: worker 1 (pod mnist-worker-1) exited with code 1 (failureRules[0]: Restart)"
+    )
+
+
+def test_a_parameter_server_worker_is_replaced_alone_counted_or_not() -> None:
+    j = job().parameter_servers().rules({"action": "RestartNotCounted", "onExitCodes": [42]})
+    obj = j.launched(phase="Running", restarts=1).obj()
+    oom = judged(obj, observed(0), observed(1, "Failed", exit_code=137, reason="OOMKilled"))
+    assert isinstance(oom, Restart) and oom.replace == (Member(ReplicaType.WORKER, 1),)
+    assert oom.message == (
+        "worker 1 replaced alone (restart 2/3): worker 1 (pod mnist-worker-1) exited with code 137 (OOMKilled)"
+    )
+    saved = judged(obj, observed(0), observed(1, "Failed", exit_code=42))
+    assert isinstance(saved, Restart) and not saved.counted
+    assert saved.message == (
+        "worker 1 replaced alone (not counted against backoffLimit) (failureRules[0]: RestartNotCounted): "
+        "worker 1 (pod mnist-worker-1) exited with code 42"
+    )
+
+
+def test_a_restart_by_default_is_a_counted_gang_restart_that_blames_no_node() -> None:
+    spec = parse_job(job().obj())
+    cause = Cause("ProgressStalled")
+    assert restart_or_give_up(spec, JobStatus(restarts=1), "no progress", cause) == Restart(
+        "gang restart 2/3: no progress", counted=True, cause=cause, survivors_can_save=True
+    )
+    both = (Member(ReplicaType.WORKER, 1), Member(ReplicaType.WORKER, 2))
+    alone = restart_or_give_up(spec, JobStatus(), "why", cause, replace=both)
+    assert (
+        isinstance(alone, Restart) and alone.message == "worker 1, worker 2 replaced alone (restart 1/3): why"
+    )
+
+
+# ---- lost_node_behind, judged from the pods as observed ----
+
+
+def peer_record(end: float = 52, **fields: Any) -> AttemptRecord:
+    """Attempt 0 ended when worker 0 exited 170 on node-a."""
+    values: dict[str, Any] = {
+        "pod": "mnist-worker-0",
+        "node": "node-a",
+        "container": "tensorflow",
+        "exit_code": 170,
+        "message": "reset by peer",
+        **fields,
+    }
+    return AttemptRecord(0, "Restarted", "PeerLost", at(end), at(0), 0, **values)
+
+
+def lost_on(index: int, node: str, seen: float | None = 50, **fields: Any) -> ObservedPod:
+    return observed(
+        index, node=node, node_lost=True, node_lost_at=None if seen is None else at(seen), **fields
+    )
+
+
+def test_the_lost_node_behind_a_peers_exit_is_the_cause() -> None:
+    cause = lost_node_behind(peer_record(), [observed(0, node="node-a"), lost_on(1, "node-b")], at(52))
+    assert cause == Cause(
+        "NodeLost",
+        1,
+        "mnist-worker-1",
+        "node-b",
+        "tensorflow",
+        message=(
+            "node node-b stopped reporting (seen at 2026-01-01T12:00:50Z) with worker 1 (pod mnist-worker-1) "
+            "on it; worker 0 (pod mnist-worker-0) noticed first: exited with code 170: reset by peer"
+        ),
+        replica_type="worker",
+    )
+
+
+def test_a_node_goes_by_the_earliest_report_of_its_pods() -> None:
+    # node-b's worker 1 was reported at 50 s, its worker 2 at 56 s; node-c's at 53 s.
+    pods = [
+        observed(0, node="node-a"),
+        lost_on(1, "node-b", 50),
+        lost_on(2, "node-b", 56),
+        lost_on(3, "node-c", 53),
+    ]
+    cause = lost_node_behind(peer_record(60), pods, at(60))
+    assert cause is not None and (cause.worker, cause.node) == (1, "node-b")
+    assert "(seen at 2026-01-01T12:00:50Z)" in cause.message
+
+
+def test_a_healthy_worker_on_another_node_is_not_behind_the_end() -> None:
+    pods = [observed(0, node="node-a"), observed(1, node="node-x"), lost_on(2, "node-c")]
+    cause = lost_node_behind(peer_record(), pods, at(52))
+    assert cause is not None and (cause.worker, cause.node) == (2, "node-c")
+
+
+def test_a_lost_pod_with_no_node_and_a_record_with_no_pod_nor_exit_code() -> None:
+    record = peer_record(pod=None, exit_code=None, message=None)
+    cause = lost_node_behind(record, [observed(0), lost_on(1, "", containers=())], at(52))
+    assert cause == Cause(
+        "NodeLost",
+        1,
+        "mnist-worker-1",
+        None,
+        None,
+        message="its node stopped reporting (seen at 2026-01-01T12:00:50Z) with worker 1 (pod mnist-worker-1) "
+        "on it; worker 0 noticed first: failed",
+        replica_type="worker",
+    )
+
+
+@pytest.mark.parametrize("room", [0, 1, 2])
+def test_the_noticers_log_is_told_only_where_there_is_room_for_it(room: int) -> None:
+    record = peer_record(message="abcdef")
+    bare = lost_node_behind(peer_record(message=None), [observed(0), lost_on(1, "n")], at(52))
+    assert bare is not None
+    # The node's name makes the message exactly as long as leaves `room` for the log.
+    node = "n" * (MAX_HISTORY_MESSAGE - 2 - room - len(bare.message) + 1)
+    cause = lost_node_behind(record, [observed(0), lost_on(1, node)], at(52))
+    assert cause is not None
+    told = bare.message.replace("node n ", f"node {node} ")
+    assert cause.message == told + (f": {'abcdef'[-room:]}" if room else "")
+
+
+@pytest.mark.parametrize(("seen", "amended"), [(50, True), (49, False)])
+def test_a_node_reported_lost_15s_before_the_end_is_behind_it_and_earlier_is_not(
+    seen: float, amended: bool
+) -> None:
+    cause = lost_node_behind(peer_record(65), [observed(0), lost_on(1, "node-b", seen)], at(70))
+    assert (cause is not None) is amended
+
+
+def test_a_report_time_at_the_limits_of_belief_is_told() -> None:
+    # As far ahead of the operator's clock as it allows, and the very instant the pod was made.
+    ahead = lost_node_behind(peer_record(), [observed(0), lost_on(1, "node-b", 352)], at(52))
+    assert ahead is not None and "(seen at 2026-01-01T12:05:52Z)" in ahead.message
+    made = lost_node_behind(peer_record(), [observed(0), lost_on(1, "node-b", 50, created=at(50))], at(52))
+    assert made is not None and "(seen at 2026-01-01T12:00:50Z)" in made.message
+    before = lost_node_behind(peer_record(), [observed(0), lost_on(1, "node-b", 50, created=at(51))], at(52))
+    assert before is not None and "seen at" not in before.message

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 from tfmw_operator.api.spec import RestartPolicy, RuleAction, SpecError, parse_job
-from tfmw_operator.core.policies.failure_rules import PRESETS, Failure, matches, rule_on
+from tfmw_operator.core.policies.failure_rules import PRESETS, Failure, Ruling, matches, rule_on
 from wrappers import at, decide, job, pod
 
 FAIL, RESTART, NOT_COUNTED = RuleAction.FAIL, RuleAction.RESTART, RuleAction.RESTART_NOT_COUNTED
@@ -37,6 +37,31 @@ def test_the_presets_decide_as_restart_policy_always_did(
 ) -> None:
     spec = parse_job(job().run_policy(restartPolicy=policy.value).obj())
     assert rule_on(spec, seen).action is action
+
+
+@pytest.mark.parametrize(
+    ("policy", "seen", "ruling"),
+    [
+        (RestartPolicy.NEVER, failure(137), Ruling(FAIL, "restartPolicy Never", False, own=False)),
+        (RestartPolicy.ON_FAILURE, failure(1), Ruling(RESTART, "restartPolicy OnFailure", False, own=False)),
+        (
+            RestartPolicy.EXIT_CODE,
+            failure(1),
+            Ruling(FAIL, "restartPolicy ExitCode: the program's own error", False, own=False),
+        ),
+        (
+            RestartPolicy.EXIT_CODE,
+            failure(None, "Evicted", disrupted=True),
+            Ruling(RESTART, "restartPolicy ExitCode: a disruption", False, own=False),
+        ),
+    ],
+)
+def test_a_presets_ruling_names_its_rule_but_tells_none_and_blames_no_node(
+    policy: RestartPolicy, seen: Failure, ruling: Ruling
+) -> None:
+    spec = parse_job(job().run_policy(restartPolicy=policy.value).obj())
+    found = rule_on(spec, seen)
+    assert found == ruling and found.told == "" and found.node_fault is False
 
 
 def test_every_preset_ends_with_a_rule_that_matches_everything() -> None:

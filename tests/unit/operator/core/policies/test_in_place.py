@@ -7,6 +7,7 @@ from datetime import timedelta
 from typing import Any
 
 import pytest
+from tfmw_operator.api.names import LABEL_POD_GROUP
 from tfmw_operator.api.spec import JobSpec, parse_job
 from tfmw_operator.api.status import AttemptRecord, JobStatus, Phase
 from tfmw_operator.api.times import format_time
@@ -14,11 +15,13 @@ from tfmw_operator.core.pods import ObservedPod, observe_pod
 from tfmw_operator.core.policies.failure import NODE_LOST_SECONDS
 from tfmw_operator.core.policies.in_place import (
     BARRIER_SLACK_SECONDS,
+    Late,
     attempt_began,
     control,
     gone_at_raise,
     in_place,
     late_at_barrier,
+    pod_group,
     really_gone,
     released,
     split,
@@ -174,3 +177,141 @@ def test_an_attempt_raised_in_place_began_at_the_raise() -> None:
     pods = [observed(pod(manifest, 0).created(5).running().obj())]
     assert attempt_began(spec(manifest), raised(), pods) == at(50)
     assert attempt_began(spec(job().obj()), raised(), pods) is None  # no pod of attempt 1
+
+
+def unknown_since(raw: Json, seconds: float) -> ObservedPod:
+    """The pod as its silent kubelet left it: phase Unknown since `seconds`."""
+    raw["status"]["phase"] = "Unknown"
+    raw["status"]["conditions"] = [
+        {"type": "Ready", "status": "Unknown", "lastTransitionTime": format_time(at(seconds))}
+    ]
+    return observed(raw)
+
+
+def test_at_a_raise_a_pod_on_a_lost_node_is_made_again() -> None:
+    manifest = job().commanded().obj()
+    lost = unknown_since(pod(manifest, 1).running().obj(), 0)
+    survivor = observed(pod(manifest, 0).running().obj())
+    assert gone_at_raise([survivor, lost], at(NODE_LOST_SECONDS)) == [lost]
+    assert gone_at_raise([survivor, lost], at(1)) == []
+
+
+@pytest.mark.parametrize(
+    ("cause", "exit_code", "can"),
+    [
+        ("PeerLost", 1, True),  # a program's own exit on a lost peer
+        ("PeerLost", 170, True),
+        ("PeerLost", 137, False),
+        ("Error", 127, True),
+        ("Error", 128, False),  # the first signal code: not a program's own exit
+    ],
+)
+def test_a_program_s_own_exit_is_below_the_signal_codes(cause: str, exit_code: int, can: bool) -> None:
+    assert survivors_can_save(record(cause, exit_code)) is can
+
+
+def test_only_a_restart_of_the_attempt_just_before_sets_a_stop_bound() -> None:
+    failed = JobStatus(
+        phase=Phase.RUNNING,
+        attempt=1,
+        launched_attempt=1,
+        history=(AttemptRecord(attempt=0, outcome="Suspended", cause="Suspended", end_time=at(50)),),
+    )
+    assert stop_seconds(failed, GRACE) is None
+    older = JobStatus(phase=Phase.RUNNING, attempt=2, launched_attempt=2, history=(record("Error", 143),))
+    assert stop_seconds(older, GRACE) is None
+    assert stop_seconds(raised("Error", 143), GRACE) == GRACE
+
+
+def test_an_evaluator_left_from_an_earlier_attempt_does_not_hold_the_barrier() -> None:
+    manifest = job().commanded().evaluator().obj()
+    gang = [observed(pod(manifest, i, 1).running().obj()) for i in range(2)]
+    evaluator = observed(pod(manifest, 0, 0, replica_type="evaluator").running().obj())
+    assert released(spec(manifest), raised(), [*gang, evaluator])
+
+
+def test_no_barrier_deadline_before_the_attempt_is_launched() -> None:
+    manifest = job().commanded().obj()
+    pods = [observed(pod(manifest, 0).running().obj())]
+    waiting = JobStatus(phase=Phase.RUNNING, attempt=1, history=(record("Error", 143),), restarts=1)
+    assert late_at_barrier(spec(manifest), waiting, pods, at(60), GRACE) == Late()
+    first = JobStatus(phase=Phase.RUNNING, attempt=0, launched_attempt=0)
+    assert late_at_barrier(spec(manifest), first, pods, at(60), GRACE) == Late()
+
+
+def test_survivors_that_cannot_save_get_only_the_slack_at_the_barrier() -> None:
+    manifest = job().commanded().obj()
+    raws = [pod(manifest, 0).running().obj(), pod(manifest, 1, 1).running().obj()]
+    pods = list(with_reports([observed(r) for r in raws], (), 1))
+    said = late_at_barrier(spec(manifest), raised("Error", 137), pods, at(60), GRACE)
+    assert said.pods == () and said.wake_at == at(50) + timedelta(seconds=BARRIER_SLACK_SECONDS)
+
+
+def test_only_survivors_still_on_an_old_attempt_are_late() -> None:
+    """A survivor still reporting its old attempt is late; a pod made for the attempt that has
+    not reported yet, or that is going, is not."""
+    manifest = job(workers=3).commanded().obj()
+    raws = [
+        pod(manifest, 0).running().obj(),
+        pod(manifest, 1, 1).running().obj(),
+        pod(manifest, 2).running().deleting(55).obj(),
+    ]
+    reports = (report(raws[0], "running", 0), report(raws[2], "running", 0))
+    pods = list(with_reports([observed(r) for r in raws], reports, 1))
+    deadline = at(50) + timedelta(seconds=GRACE + BARRIER_SLACK_SECONDS)
+    late = late_at_barrier(spec(manifest), raised("Error", 143), pods, deadline, GRACE)
+    assert [p.name for p in late.pods] == [pods[0].name]
+
+
+def test_a_finished_job_whose_supervisors_never_reported_tells_them_to_exit() -> None:
+    manifest = job().commanded().obj()
+    done = JobStatus(phase=Phase.SUCCEEDED, attempt=0, launched_attempt=0)
+    silent = list(with_reports([observed(pod(manifest, i).running().obj()) for i in range(2)], (), 0))
+    said = control(spec(manifest), done, silent, silent, GRACE)
+    assert said is not None and said.exit
+    raws = [pod(manifest, i).running().obj() for i in range(2)]
+    waiting = tuple(report(r, "waiting", 0) for r in raws)
+    at_barrier = list(with_reports([observed(r) for r in raws], waiting, 0))
+    said = control(spec(manifest), done, at_barrier, at_barrier, GRACE)
+    assert said is not None and said.exit
+
+
+def test_a_finished_job_whose_pods_are_all_going_writes_no_control_file() -> None:
+    manifest = job().commanded().obj()
+    done = JobStatus(phase=Phase.SUCCEEDED, attempt=0, launched_attempt=0)
+    going = [observed(pod(manifest, i).running().deleting(30).obj()) for i in range(2)]
+    assert control(spec(manifest), done, going, going, GRACE) is None
+
+
+def grouped(raw: Json, group: str | None) -> Json:
+    """The pod in Kueue pod group `group`; None: in none (made before the job was queued)."""
+    labels = raw["metadata"]["labels"]
+    labels.pop(LABEL_POD_GROUP, None)
+    if group is not None:
+        labels[LABEL_POD_GROUP] = group
+    return raw
+
+
+def test_new_pods_join_the_survivors_pod_group() -> None:
+    manifest = job().commanded().queue("team").obj()
+    ungrouped = observed(grouped(pod(manifest, 0).running().obj(), None))
+    going = observed(grouped(pod(manifest, 1).running().deleting(5).obj(), "tfmw-mnist-old"))
+    survivor = observed(grouped(pod(manifest, 1).running().obj(), "tfmw-mnist-0"))
+    queued = spec(manifest)
+    assert pod_group(queued, [ungrouped, going, survivor]) == "tfmw-mnist-0"
+    assert pod_group(queued, [going]) is None
+    assert pod_group(queued, []) is None
+
+
+def test_only_a_queued_gang_restarted_in_place_keeps_its_pod_group() -> None:
+    survivor = grouped(pod(job().commanded().queue("team").obj(), 0).running().obj(), "tfmw-mnist-0")
+    not_queued = job().commanded().obj()
+    not_in_place = job().queue("team").obj()
+    for manifest in (not_queued, not_in_place):
+        assert pod_group(spec(manifest), [observed(survivor)]) is None
+
+
+def test_an_attempt_made_afresh_began_with_its_first_pod() -> None:
+    manifest = job().obj()
+    pods = [observed(pod(manifest, 0).created(5).obj()), observed(pod(manifest, 0, 1).created(55).obj())]
+    assert attempt_began(spec(manifest), raised(), pods) == at(55)

@@ -9,7 +9,7 @@ from tfmw_operator.api.spec import parse_job
 from tfmw_operator.api.status import ConditionType, ExcludedNode, JobStatus
 from tfmw_operator.api.times import format_time
 from tfmw_operator.core.decision import CreatePods, Decision
-from tfmw_operator.core.policies.node_exclusion import blamed_node, exclude, still_excluded
+from tfmw_operator.core.policies.node_exclusion import blamed_node, exclude, excluded_message, still_excluded
 from tfmw_operator.core.policies.verdicts import Cause
 from wrappers import at, decide, job, pod
 
@@ -173,3 +173,12 @@ def test_the_status_reads_back_what_it_wrote() -> None:
     entry = ExcludedNode("n", "NodeLost", 2, "p", "r", at(1), at(2))
     status = JobStatus(excluded_nodes=(entry,))
     assert JobStatus.from_json(status.to_json()).excluded_nodes == (entry,)
+
+
+def test_the_condition_lists_every_node_kept_out() -> None:
+    lost = ExcludedNode("node-a", "NodeLost", 0, "mnist-worker-1", None, at(0), at(600))
+    blamed = ExcludedNode("node-b", "Error", 1, "mnist-worker-0", "failureRules[0]", at(60), at(660))
+    assert excluded_message((lost, blamed)) == (
+        "the pods of this job's attempts keep off node-a (NodeLost in attempt 0) until 2026-01-01T12:10:00Z; "
+        "node-b (Error in attempt 1, failureRules[0]) until 2026-01-01T12:11:00Z"
+    )

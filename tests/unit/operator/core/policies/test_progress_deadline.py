@@ -7,7 +7,7 @@ from typing import Any
 
 import pytest
 from tfmw_operator.api.spec import parse_job
-from tfmw_operator.api.status import ConditionType, JobStatus
+from tfmw_operator.api.status import Condition, ConditionType, JobStatus
 from tfmw_operator.core.decision import Decision, DeletePods
 from tfmw_operator.core.policies.progress_deadline import (
     AWAITING_PROGRESS,
@@ -220,3 +220,15 @@ def test_a_stuck_pending_worker_keeps_its_own_reason() -> None:
     decision = decide(j, stuck, now=at(500))
     assert stalled(decision)[:2] == (True, "ImagePullBackOff")
     assert stalled_by_progress(decision.status) is None
+
+
+@pytest.mark.parametrize(
+    ("true", "reason", "gauge"),
+    [(True, PROGRESS_STALLED, True), (False, PROGRESS_STALLED, False), (True, PROGRESS_ADVANCING, False)],
+)
+def test_the_stalled_gauge_needs_the_condition_true_for_want_of_progress(
+    true: bool, reason: str, gauge: bool
+) -> None:
+    # The status is read back from the job, where anyone may have written a condition.
+    status = JobStatus(conditions=(Condition("Stalled", true, reason, "", "2026-01-01T12:00:00Z"),))
+    assert stalled_by_progress(status) is gauge
