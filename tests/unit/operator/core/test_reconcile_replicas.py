@@ -609,3 +609,19 @@ def test_a_rule_that_restarts_a_stalled_job_uncounted_is_counted_apart_and_named
     assert "failureRules[0] (hung): RestartNotCounted" in (status.message or "")
     counted = stalled_progress({"name": "hung", "action": "Restart", "onCauses": ["ProgressStalled"]}).status
     assert (counted.restarts, counted.restarts_not_counted) == (1, 0)
+
+
+def test_a_refused_evaluation_document_is_a_warning_event_with_its_reason() -> None:
+    from tfmw_operator.core.progress import ProgressProblem
+
+    obj = job("ev").evaluator().launched(phase="Running").obj()
+    pods = [
+        pod(obj, 0).running().obj(),
+        pod(obj, 1).running().obj(),
+        pod(obj, 0, 0, "evaluator").running().obj(),
+    ]
+    decision = decide(obj, pods, evaluation=ProgressProblem("evaluation.json: not JSON"), now=at(11))
+    evaluation = decision.status.evaluation
+    assert evaluation is not None and evaluation.error
+    refused = [e for e in events(decision) if e[1] == "EvaluationRefused"]
+    assert refused == [("Warning", "EvaluationRefused", f"evaluation document refused: {evaluation.error}")]

@@ -264,6 +264,7 @@ def test_a_refused_document_is_said_once_and_kept_in_the_status() -> None:
     documents = StepTimesSnapshot((("worker-1", problem),))
     first = decide(j, pods(j), step_times=documents, now=at(30))
     (event,) = [e for e in first.events if e.reason == "StepTimesRefused"]
+    assert event.type == "Warning"
     assert event.message.startswith("step-times document refused: steps/worker-1.json: ELOOP")
     assert first.status.stragglers is not None and first.status.stragglers.error is not None
     j["status"] = first.status.to_json()
