@@ -138,3 +138,17 @@ def test_node_exclusion_at_its_bounds_is_read() -> None:
     assert parsed.run_policy.node_exclusion == api_spec.NodeExclusion(32, 7 * 24 * 3600)
     narrowest = parse_job(job().run_policy(nodeExclusion={"maxNodes": 1, "durationSeconds": 1}).obj())
     assert narrowest.run_policy.node_exclusion == api_spec.NodeExclusion(1, 1)
+
+
+def test_a_jobs_replicas_of_each_kind_and_none_of_a_kind_it_lacks() -> None:
+    from tfmw_operator.api.spec import ReplicaType, parse_job
+    from wrappers import job
+
+    spec = parse_job(job("ps").workers(3).chief().parameter_servers(2).obj())
+    counts = {kind: spec.replicas(kind) for kind in ReplicaType}
+    assert counts == {
+        ReplicaType.CHIEF: 1,
+        ReplicaType.WORKER: 3,
+        ReplicaType.PS: 2,
+        ReplicaType.EVALUATOR: 0,
+    }

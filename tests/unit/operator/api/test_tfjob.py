@@ -410,3 +410,12 @@ def test_a_replica_type_the_job_does_not_spell_is_labelled_as_tfmw_names_it() ->
     assert labels["training.kubeflow.org/replica-type"] == "worker"
     assert labels["training.kubeflow.org/replica-index"] == "1"
     assert "training.kubeflow.org/job-role" not in labels
+
+
+def test_a_pod_is_kubeflows_by_its_operator_name_label_alone() -> None:
+    from tfmw_operator.api.tfjob import KF_OPERATOR_NAME, KUBEFLOW_OPERATOR_NAME, is_kubeflows_pod
+
+    assert is_kubeflows_pod({KF_OPERATOR_NAME: KUBEFLOW_OPERATOR_NAME})
+    assert not is_kubeflows_pod({KF_OPERATOR_NAME: "tfmw"})
+    assert not is_kubeflows_pod({"training.kubeflow.org/job-name": "dist"})
+    assert not is_kubeflows_pod(None) and not is_kubeflows_pod([KF_OPERATOR_NAME])

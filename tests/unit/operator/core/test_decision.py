@@ -21,3 +21,19 @@ def test_created_pods_join_the_pod_group_they_are_given_else_their_attempts() ->
         pod_group_name(spec, 3)
     }
     assert [p["metadata"]["name"] for p in fresh.pods] == ["mnist-worker-0", "mnist-worker-1"]
+
+
+def test_the_control_file_says_only_what_is_set() -> None:
+    from tfmw_operator.core.decision import WriteControl
+
+    plain = WriteControl("ns/j", "uid-j", 2, start=True)
+    assert plain.document() == {"jobUid": "uid-j", "attempt": 2, "start": True}
+    told = WriteControl("ns/j", "uid-j", 3, start=False, stop_seconds=0, stacks="req-1", exit=True)
+    assert told.document() == {
+        "jobUid": "uid-j",
+        "attempt": 3,
+        "start": False,
+        "stopSeconds": 0,
+        "stacks": "req-1",
+        "exit": True,
+    }
