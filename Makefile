@@ -307,7 +307,7 @@ bench-felt: install ## the seconds a user feels, on the real node: RUNS=5
 # place (its template gives its command) and re-created (only args), each once without faults
 # (the reference) and once with FAULTS faults, one per FAULT_EVERY seconds of training
 # (SIGKILL of a worker's trainer, a worker's pod deleted, in turn). Table printed, JSON in
-# bench/results/goodput.json. Not part of make test; about 6 minutes with the defaults.
+# bench/results/goodput.json. Not part of make test; about 7 minutes with the defaults.
 FAULTS ?= 2
 FAULT_EVERY ?= 20
 bench-goodput: install ## goodput and time lost per failure, in place vs re-created: FAULTS=2 FAULT_EVERY=20

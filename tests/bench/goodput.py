@@ -52,7 +52,7 @@ Json = dict[str, Any]
 NAMESPACE = "default"
 FAULTS = int(os.environ.get("TFMW_BENCH_FAULTS", "2"))
 FAULT_EVERY = float(os.environ.get("TFMW_BENCH_FAULT_EVERY", "20"))
-EPOCHS = int(os.environ.get("TFMW_BENCH_EPOCHS", "10"))
+EPOCHS = int(os.environ.get("TFMW_BENCH_EPOCHS", "30"))  # room for 2 faults 20 s apart
 ARGS = [f"--epochs={EPOCHS}", "--steps-per-epoch=100", "--batch-size=8", "--step-pause=0.02"]
 COMMAND = ["python3", "-m", "tfmw_trainer"]
 SAMPLE = REPO / "deploy" / "samples" / "mnist-2-workers.yaml"
