@@ -346,14 +346,12 @@ def test_a_node_taken_back_leaves_the_others_kept_out_and_said() -> None:
     obj, pods = restarted_unplaced(None, NOT_THERE, excludedNodes=[kept_out("old"), kept_out("newer")])
     obj["status"]["excludedNodes"][1]["since"] = "2026-01-01T11:30:00Z"
     obj["spec"]["runPolicy"]["nodeExclusion"] = {"maxNodes": 3}
-    status = decide(obj, pods, now=at(60)).status
-    assert [e.node for e in status.excluded_nodes] == ["newer"]
-    said = status.condition(ConditionType.NODES_EXCLUDED)
-    assert said is not None and said.true is True and said.reason == "NodeFault"
-    assert (
-        said.message
-        == "the pods of this job's attempts keep off newer (NodeLost in attempt 0) until 2026-01-01T14:00:00Z"
+    decision = decide(obj, pods, now=at(60))
+    assert [e.node for e in decision.status.excluded_nodes] == ["newer"]
+    kept_off = (
+        "the pods of this job's attempts keep off newer (NodeLost in attempt 0) until 2026-01-01T14:00:00Z"
     )
+    assert said(decision, "NodesExcluded") == (True, "NodeFault", kept_off)
 
 
 def test_the_last_node_taken_back_ends_the_exclusion_in_the_condition() -> None:
@@ -375,19 +373,14 @@ def test_nodes_whose_time_is_up_leave_the_condition_one_by_one() -> None:
         .condition("NodesExcluded", True, "NodeFault")
         .obj()
     )
-    status = decide(obj, now=at(20)).status
-    assert [e.node for e in status.excluded_nodes] == ["b"]
-    said = status.condition(ConditionType.NODES_EXCLUDED)
-    assert said is not None and said.true is True and said.reason == "NodeFault"
-    assert (
-        said.message
-        == "the pods of this job's attempts keep off b (NodeLost in attempt 0) until 2026-01-01T14:00:00Z"
-    )
+    decision = decide(obj, now=at(20))
+    assert [e.node for e in decision.status.excluded_nodes] == ["b"]
+    kept_off = "the pods of this job's attempts keep off b (NodeLost in attempt 0) until 2026-01-01T14:00:00Z"
+    assert said(decision, "NodesExcluded") == (True, "NodeFault", kept_off)
 
     obj["status"]["excludedNodes"] = [kept_out("a", over)]
-    said = decide(obj, now=at(20)).status.condition(ConditionType.NODES_EXCLUDED)
-    assert said is not None and said.true is False and said.reason == "ExclusionEnded"
-    assert said.message == "the time of every node kept out is up: attempts may run anywhere again"
+    ended = "the time of every node kept out is up: attempts may run anywhere again"
+    assert said(decide(obj, now=at(20)), "NodesExcluded") == (False, "ExclusionEnded", ended)
 
 
 # ---- what each condition says, word for word ----
