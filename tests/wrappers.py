@@ -21,6 +21,7 @@ from tfmw_operator.core.builders import build_pod, build_service
 from tfmw_operator.core.decision import Decision
 from tfmw_operator.core.observed import MarkerState, Observed
 from tfmw_operator.core.owned import Owned
+from tfmw_operator.core.progress import ProgressReport
 from tfmw_operator.core.reconcile import reconcile
 from tfmw_operator.core.reports import ChildEnd, PodReport
 
@@ -294,6 +295,13 @@ class PodWrapper:
 
 def pod(job_obj: Json, index: int, attempt: int = 0, replica_type: str = "worker") -> PodWrapper:
     return PodWrapper(job_obj, index, attempt, replica_type)
+
+
+def progress_report(seconds: float, epoch: int, **fields: Any) -> ProgressReport:
+    """The chief's progress document of job mnist's attempt 0, written at `seconds`, at `epoch` of 10."""
+    return ProgressReport(
+        updated_at=at(seconds), epoch=epoch, total_epochs=10, job_uid="uid-mnist", attempt=0, **fields
+    )
 
 
 def report(

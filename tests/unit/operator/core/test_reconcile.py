@@ -23,9 +23,9 @@ from tfmw_operator.core.decision import (
 )
 from tfmw_operator.core.observed import CreateError, CreateErrorKind, MarkerState
 from tfmw_operator.core.policies.cleanup import WORKER_EXIT_SECONDS
-from tfmw_operator.core.progress import ProgressProblem, ProgressReport
+from tfmw_operator.core.progress import ProgressProblem
 from tfmw_operator.core.reconcile import reconcile
-from wrappers import at, decide, env_of, job, observe, pod, report
+from wrappers import at, decide, env_of, job, observe, pod, progress_report, report
 
 Json = dict[str, Any]
 MARKER = MarkerState(True, "uid-mnist", at(50))
@@ -727,12 +727,6 @@ def test_an_invalid_spec_fails_once_and_stays_failed() -> None:
 
 
 # ---- progress ----
-
-
-def progress_report(seconds: float, epoch: int, **fields: Any) -> ProgressReport:
-    return ProgressReport(
-        updated_at=at(seconds), epoch=epoch, total_epochs=10, job_uid="uid-mnist", attempt=0, **fields
-    )
 
 
 def test_a_running_jobs_progress_goes_into_its_status_and_is_watched() -> None:

@@ -12,9 +12,8 @@ from tfmw_operator.core.builders import build_service
 from tfmw_operator.core.decision import CreatePods, Decision, DeletePods
 from tfmw_operator.core.observed import MarkerState
 from tfmw_operator.core.policies.placement import UNPLACEABLE
-from tfmw_operator.core.progress import ProgressReport
 from tfmw_operator.core.workloads import WorkloadState
-from wrappers import Json, at, decide, job, pod, report
+from wrappers import Json, at, decide, job, pod, progress_report, report
 
 Counts = dict[str, dict[str, int]]
 
@@ -420,14 +419,7 @@ def test_a_suspended_job_says_so_and_when_resumed_starts_afresh() -> None:
 
 def test_a_suspension_says_the_checkpoint_training_will_resume_from() -> None:
     obj = job().run_policy(suspend=True).launched(phase="Running").obj()
-    progress = ProgressReport(
-        updated_at=at(15),
-        epoch=3,
-        total_epochs=10,
-        job_uid="uid-mnist",
-        attempt=0,
-        checkpoint=Checkpoint(epoch=2),
-    )
+    progress = progress_report(15, 3, checkpoint=Checkpoint(epoch=2))
     suspended = decide(obj, [pod(obj, i).running().obj() for i in range(2)], progress=progress)
     (event,) = [e for e in suspended.events if e.reason == "Suspended"]
     assert event.message == (

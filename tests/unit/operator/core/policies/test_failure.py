@@ -25,7 +25,7 @@ from tfmw_operator.core.policies.failure import (
 )
 from tfmw_operator.core.policies.verdicts import Cause, Fail, Restart
 from tfmw_operator.core.progress import ProgressReport
-from wrappers import PodWrapper, at, decide, job, pod
+from wrappers import PodWrapper, at, decide, job, pod, progress_report
 
 Json = dict[str, Any]
 
@@ -111,14 +111,7 @@ def test_the_history_keeps_the_newest_attempts_first_and_at_most_max_history() -
 
 def test_the_restart_says_which_checkpoint_the_next_attempt_resumes_from_and_the_work_lost() -> None:
     j = job().launched(phase="Running").obj()
-    progress = ProgressReport(
-        updated_at=at(15),
-        epoch=5,
-        total_epochs=10,
-        job_uid="uid-mnist",
-        attempt=0,
-        checkpoint=Checkpoint(epoch=3, path="checkpoints/ckpt-3"),
-    )
+    progress = progress_report(15, 5, checkpoint=Checkpoint(epoch=3, path="checkpoints/ckpt-3"))
     first = decide(j, [running(j), pod(j, 1).running().obj()], progress=progress, now=at(16))
     j["status"] = first.status.to_json()
     assert first.status.progress is not None and first.status.progress.checkpoint == Checkpoint(
