@@ -180,11 +180,16 @@ class ClusterClient:
         return status
 
     def wait_phase(self, namespace: str, name: str, phase: str, timeout: float = 30) -> Json:
+        seen: list[Json] = [{}]
+
         def probe() -> Json | None:
-            status = self.status(namespace, name)
+            seen[0] = status = self.status(namespace, name)
             return status if status.get("phase") == phase else None
 
-        return wait_for(f"{namespace}/{name} phase {phase}", probe, timeout=timeout)
+        try:
+            return wait_for(f"{namespace}/{name} phase {phase}", probe, timeout=timeout)
+        except AssertionError as error:  # what the job said instead: its phase, reason, conditions
+            raise AssertionError(f"{error}; its status then: {json.dumps(seen[0])[:3000]}") from None
 
     # ---- pods ----
 
