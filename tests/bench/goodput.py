@@ -23,6 +23,14 @@ times, goodput (reference / faulted), time lost per failure ((faulted - referenc
 per fault the seconds from the fault to the restart decided and to training again, and the
 steps lost (the progress at the fault minus the checkpoint the next attempt resumed from).
 
+Where each failure's time goes, from the container runtime's timestamps on every worker's
+log (read once the gang trains again, while its pods are there): detect (the fault -> the
+attempt raised in the status), start (-> every worker's process of the new attempt up:
+survivors stopped, lost pods re-created), import (-> every worker's TensorFlow imported),
+cluster up (-> every worker's MultiWorkerMirroredStrategy made), restore (-> the chief
+resumed from its checkpoint), first step (-> the chief's first step), and redo (the steps
+lost at the speed the job trained at the fault).
+
 Kubeflow's TFJob tuned is not a contender yet: its harness (tests/bench/felt.py, peer.py)
 runs it out of cluster in its own namespace; adding it here is left for later.
 Not part of make test. It waits for nothing else on the cluster: run it under the lock.
@@ -34,6 +42,7 @@ import contextlib
 import copy
 import json
 import os
+import re
 import shutil
 import signal
 import statistics
@@ -45,6 +54,7 @@ from typing import Any
 
 import yaml
 from bench.control_plane import RESULTS
+from bench.felt import FIRST_STEP, STRATEGY_UP, LogLine, parse_log_line
 from bench.stats import say
 from kube import REPO, SHARED_DIR, ClusterClient, kubectl
 
@@ -60,6 +70,12 @@ CONTENDERS = ("tfmw-in-place", "tfmw-recreate")
 KINDS = ("SIGKILL", "pod deleted")
 JOB_TIMEOUT = 600.0
 POLL = 0.2
+# The trainer's lines that mark a restart's phases (trainer/tfmw_trainer/cli.py, train.py).
+PROCESS_UP = re.compile(r"^worker=(\d+) process_up attempt=(\d+)$")
+IMPORTED = re.compile(r"^worker=(\d+) tensorflow_imported ")
+RESUMED = re.compile(r"^worker=0 resumed_from_epoch=")
+GLOBAL_BATCH = re.compile(r"^worker=0 start .*global_batch=(\d+)")
+PHASES = ("detect", "start", "import", "cluster up", "restore", "first step", "redo")
 
 
 @dataclass
@@ -70,6 +86,7 @@ class Fault:
     training_s: float = 0.0  # the fault -> the new attempt's first progress report
     resumed_step: int | None = None
     kept_pods: int = 0  # pods of the gang with the UID they had before the fault
+    phases: dict[str, float | None] = field(default_factory=dict)  # PHASES, in seconds
 
     @property
     def steps_lost(self) -> int | None:
@@ -144,6 +161,90 @@ def kill_trainer(uid: str, index: int) -> None:
         raise RuntimeError(f"worker {index}'s trainer is not on this node")
 
 
+def worker_logs(kube: ClusterClient, name: str) -> dict[int, list[LogLine]]:
+    """Every worker pod's log as the container runtime stamped it, by worker index."""
+    logs: dict[int, list[LogLine]] = {}
+    for pod in kube.pods(NAMESPACE, name):
+        index = pod["metadata"]["name"].rsplit("-", 1)[-1]
+        read = kubectl(
+            "logs", "--timestamps", "-n", NAMESPACE, pod["metadata"]["name"], "-c", "tensorflow", check=False
+        )  # fmt: skip
+        parsed = (parse_log_line(line) for line in read.stdout.splitlines())
+        logs[int(index)] = [line for line in parsed if line is not None]
+    return logs
+
+
+def first_after(lines: list[LogLine], pattern: re.Pattern[str], since: float | None) -> float | None:
+    if since is None:
+        return None
+    return min((at for at, text in lines if at >= since and pattern.match(text)), default=None)
+
+
+def split(
+    fault_at: float,
+    decided_at: float,
+    logs: dict[int, list[LogLine]],
+    attempt: int,
+    steps_lost: int | None,
+    step_seconds: float | None,
+) -> dict[str, float | None]:
+    """Where a failure's time went (PHASES). Each milestone is the gang's: the last worker to
+    reach it (the chief alone for restore and first step); a phase is the gap between one
+    milestone and the one before (never negative: the bench's poll of the status may see
+    the restart after the new processes started). None where a line is missing."""
+
+    def every(found: list[float | None]) -> float | None:
+        return None if not found or None in found else max(f for f in found if f is not None)
+
+    up: dict[int, float | None] = {}
+    for index, lines in logs.items():
+        up[index] = min(
+            (
+                at
+                for at, text in lines
+                if at >= fault_at and (m := PROCESS_UP.match(text)) and int(m[2]) == attempt
+            ),
+            default=None,
+        )
+    imported = {i: first_after(lines, IMPORTED, up[i]) for i, lines in logs.items()}
+    cluster = {i: first_after(lines, STRATEGY_UP, imported[i]) for i, lines in logs.items()}
+    chief = logs.get(0, [])
+    restored = first_after(chief, RESUMED, cluster.get(0))
+    stepped = min(
+        (
+            at
+            for at, text in chief
+            if at >= fault_at and (m := FIRST_STEP.match(text)) and int(m[2]) == attempt
+        ),
+        default=None,
+    )
+    milestones = [
+        fault_at, decided_at, every(list(up.values())), every(list(imported.values())),
+        every(list(cluster.values())), restored, stepped,
+    ]  # fmt: skip
+    phases: dict[str, float | None] = {}
+    last: float | None = fault_at
+    for name, milestone in zip(PHASES, milestones[1:], strict=False):
+        if milestone is None or last is None:
+            phases[name], last = None, None
+            continue
+        phases[name] = max(0.0, milestone - last)
+        last = max(last, milestone)
+    redo = None if steps_lost is None or step_seconds is None else steps_lost * step_seconds
+    phases["redo"] = redo
+    return phases
+
+
+def step_seconds(progress_at_fault: Json, logs: dict[int, list[LogLine]]) -> float | None:
+    """A step's seconds as the job trained at the fault: its global batch over its examples
+    per second."""
+    speed = progress_at_fault.get("examplesPerSecond")
+    batches = [int(m[1]) for _, text in logs.get(0, []) if (m := GLOBAL_BATCH.match(text))]
+    if not batches or not isinstance(speed, (int, float)) or speed <= 0:
+        return None
+    return batches[-1] / float(speed)
+
+
 def phase(kube: ClusterClient, name: str) -> str:
     return str(kube.status(NAMESPACE, name).get("phase") or "")
 
@@ -166,9 +267,10 @@ def run_job(kube: ClusterClient, contender: str, faults: int) -> tuple[float, li
             if phase(kube, name) in ("Succeeded", "Failed"):
                 say(f"{name}: ended before fault {number + 1}; make the job longer (TFMW_BENCH_EPOCHS)")
                 break
-            fault = Fault(KINDS[number % len(KINDS)], at_step=int(progress(name).get("step") or 0))
+            at_fault = progress(name)
+            fault = Fault(KINDS[number % len(KINDS)], at_step=int(at_fault.get("step") or 0))
             before = uids(kube, name)
-            at = time.monotonic()
+            at, at_wall = time.monotonic(), time.time()
             if fault.kind == "SIGKILL":
                 kill_trainer(uid, 1)
             else:
@@ -181,10 +283,16 @@ def run_job(kube: ClusterClient, contender: str, faults: int) -> tuple[float, li
             history = kube.status(NAMESPACE, name).get("history") or []
             checkpoint = (history[0].get("checkpoint") or {}) if history else {}
             fault.resumed_step = checkpoint.get("step") if isinstance(checkpoint.get("step"), int) else 0
+            logs = worker_logs(kube, name)
+            fault.phases = split(
+                at_wall, at_wall + fault.decided_s, logs, attempt + 1, fault.steps_lost,
+                step_seconds(at_fault, logs),
+            )  # fmt: skip
             say(
                 f"{name}: fault {number + 1}/{faults} ({fault.kind} at step {fault.at_step}): restart decided "
                 f"{fault.decided_s:.1f} s, training again {fault.training_s:.1f} s after it; "
-                f"{fault.kept_pods} pod(s) kept, {fault.steps_lost} step(s) lost"
+                f"{fault.kept_pods} pod(s) kept, {fault.steps_lost} step(s) lost; "
+                + ", ".join(f"{k} {seconds(v)}" for k, v in fault.phases.items())
             )
             done.append(fault)
         until("Succeeded", lambda: phase(kube, name) in ("Succeeded", "Failed"))
@@ -219,6 +327,32 @@ def table(results: list[Result]) -> str:
     return "\n".join(rows)
 
 
+def seconds(value: float | None) -> str:
+    return "-" if value is None else f"{value:.2f}"
+
+
+def phase_table(results: list[Result]) -> str:
+    """Where each failure's time went, by contender and kind of fault (the median of its faults)."""
+    rows = [
+        "| contender | fault | " + " | ".join(PHASES) + " | sum (s) |",
+        "| --- | --- | " + " | ".join("---" for _ in PHASES) + " | --- |",
+    ]
+    for r in results:
+        for kind in KINDS:
+            faults = [f for f in r.faults if f.kind == kind]
+            if not faults:
+                continue
+            cells = []
+            for name in PHASES:
+                values = [v for f in faults if (v := f.phases.get(name)) is not None]
+                cells.append(statistics.median(values) if values else None)
+            total = sum(c for c in cells if c is not None)
+            rows.append(
+                f"| {r.contender} | {kind} | " + " | ".join(seconds(c) for c in cells) + f" | {total:.2f} |"
+            )
+    return "\n".join(rows)
+
+
 def main() -> None:
     kube = ClusterClient()
     say(f"goodput: {len(CONTENDERS)} contenders, {FAULTS} faults (K={FAULT_EVERY:g} s), trainer args {ARGS}")
@@ -231,6 +365,8 @@ def main() -> None:
         result.faulted_s, result.faults, _ = run_job(kube, contender, FAULTS)
         results.append(result)
     print(table(results), flush=True)
+    print("\nWhere a failure's time goes, seconds (median of the faults of each kind):", flush=True)
+    print(phase_table(results), flush=True)
     RESULTS.mkdir(parents=True, exist_ok=True)
     document = {
         "faults": FAULTS,

@@ -11,6 +11,7 @@ import os
 import signal
 import sys
 import threading
+import time
 import traceback
 from collections.abc import Callable
 from types import FrameType
@@ -204,9 +205,15 @@ def _main(argv: list[str] | None) -> None:
         place = placement()
     except ConfigError as error:
         sys.exit(f"tfmw-trainer: {error}")
+    # Where a restart's seconds go (tests/bench/goodput.py): the process up, then TensorFlow
+    # imported, each stamped by the container runtime.
+    print(f"worker={place.index} process_up attempt={place.attempt}", flush=True)
+    importing = time.monotonic()
 
     from tfmw_trainer.data import DataError
     from tfmw_trainer.train import BatchError, TrainConfig, train
+
+    print(f"worker={place.index} tensorflow_imported seconds={time.monotonic() - importing:.3f}", flush=True)
 
     config = TrainConfig(
         mode=args.mode,
