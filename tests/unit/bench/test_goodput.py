@@ -18,12 +18,16 @@ def worker(index: int, *, up: float, imported: float, cluster: float, attempt: i
         (55.0, f"worker={index} start cluster_workers=2 replicas=2 global_batch=16 mode=loop attempt=0"),
         (up, f"worker={index} process_up attempt={attempt}"),
         (imported, f"worker={index} tensorflow_imported seconds=3.000"),
-        (cluster, f"worker={index} start cluster_workers=2 replicas=2 global_batch=16 mode=loop attempt={attempt}"),
+        (
+            cluster,
+            f"worker={index} start cluster_workers=2 replicas=2 global_batch=16 mode=loop attempt={attempt}",
+        ),
     ]
 
 
 def gang() -> dict[int, list[LogLine]]:
-    chief = worker(0, up=101.0, imported=104.0, cluster=106.0) + [
+    chief = [
+        *worker(0, up=101.0, imported=104.0, cluster=106.0),
         (56.0, "worker=0 resumed_from_epoch=0 resumed_from_step=0 resumed_from_example=0"),
         (57.0, "worker=0 first_step attempt=0 step=1"),
         (106.5, "worker=0 resumed_from_epoch=3 resumed_from_step=300 resumed_from_example=4800"),
