@@ -196,22 +196,28 @@ INIT_SECURITY_CONTEXT: Json = {
 FOLDER_CHECK_RESOURCES: Json = {"requests": {"cpu": "10m", "memory": "32Mi"}, "limits": {"memory": "64Mi"}}
 
 
-def build_folder_check(job: JobSpec, mount: Json) -> Json:
+def build_folder_check(job: JobSpec, mount: Json, places_supervisor: bool = False) -> Json:
     """The first init container of every worker: it fails at once, with a termination message
     naming the claim, when the folder the claim gives is not the one the operator made for
     this job (no `.tfmw-job-uid` with the job's UID), so nothing trains into the wrong place.
     It runs the operator's image, whatever image the workers use; restricted as the
-    "restricted" Pod Security profile asks, and read-only."""
+    "restricted" Pod Security profile asks, and read-only but for the supervisor's emptyDir,
+    where it places the supervisor once the folder passes (`places_supervisor`)."""
+    command = ["python3", "-m", "tfmw_operator.folder_check", f"--claim={job.claim_name}"]
+    mounts = [{**mount, "readOnly": True}]
+    if places_supervisor:
+        command.append(f"--supervisor-to={contract.SUPERVISOR_PATH}")
+        mounts.append({"name": SUPERVISOR_VOLUME, "mountPath": SUPERVISOR_MOUNT_PATH})
     return {
         "name": FOLDER_CHECK_CONTAINER,
         "image": job.folder_check_image,
         "imagePullPolicy": "IfNotPresent",
-        "command": ["python3", "-m", "tfmw_operator.folder_check", f"--claim={job.claim_name}"],
+        "command": command,
         "env": [
             {"name": contract.JOB_UID_ENV, "value": job.uid},
             {"name": contract.SHARED_DIR_ENV, "value": job.mount_path},
         ],
-        "volumeMounts": [{**mount, "readOnly": True}],
+        "volumeMounts": mounts,
         "resources": copy_json(FOLDER_CHECK_RESOURCES),
         "terminationMessagePolicy": "File",
         "securityContext": copy_json(INIT_SECURITY_CONTEXT),
@@ -244,7 +250,8 @@ SUPERVISOR_RESOURCES: Json = {"requests": {"cpu": "10m", "memory": "16Mi"}, "lim
 # How the init container copies the supervisor: from the operator's own package, wherever the
 # image keeps it.
 SUPERVISOR_COPY = (
-    f"import shutil, tfmw_operator.supervisor as s; shutil.copyfile(s.__file__, {contract.SUPERVISOR_PATH!r})"
+    "from pathlib import Path; from tfmw_operator.folder_check import place_supervisor; "
+    f"place_supervisor(Path({contract.SUPERVISOR_PATH!r}))"
 )
 
 
@@ -298,11 +305,15 @@ def build_pod(job: JobSpec, member: Member, attempt: int, pod_group: str | None 
     main["ports"] = [*ports, {"name": PORT_NAME, "containerPort": job.port, "protocol": "TCP"}]
     spec["containers"] = containers
     init_containers = [_with_injections(c, env, mount) for c in spec.get("initContainers") or []]
+    checked = bool(job.folder_check_image) and mount is not None
     if supervised and command is not None:
         _supervise(main, spec, command)
-        init_containers.insert(0, build_supervisor_copy(job))
-    if job.folder_check_image and mount is not None:
-        init_containers.insert(0, build_folder_check(job, mount))
+        if not (checked and job.supervisor_image == job.folder_check_image):
+            init_containers.insert(0, build_supervisor_copy(job))
+    if checked and mount is not None:
+        # One init container does both where one image can (each costs its pod a container start).
+        places = supervised and job.supervisor_image == job.folder_check_image
+        init_containers.insert(0, build_folder_check(job, mount, places_supervisor=places))
     if init_containers:
         spec["initContainers"] = init_containers
 

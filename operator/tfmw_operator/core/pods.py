@@ -14,7 +14,7 @@ from tfmw_operator.api.names import (
     LABEL_REPLICA_INDEX,
     LABEL_REPLICA_TYPE,
     MAIN_CONTAINER,
-    SUPERVISOR_CONTAINER,
+    SUPERVISOR_VOLUME,
 )
 from tfmw_operator.api.objects import Json
 from tfmw_operator.api.spec import Member, ReplicaType
@@ -255,6 +255,13 @@ def _folder_check(spec: Json, status: Json) -> tuple[bool, datetime | None, str]
     return False, None, ""
 
 
+def _supervised(spec: Json) -> bool:
+    """Whether the pod's command runs under the supervisor: the operator gives only those pods
+    the supervisor's emptyDir (builders.build_pod), placed by an init container of their own
+    or by the folder check."""
+    return any(isinstance(v, dict) and v.get("name") == SUPERVISOR_VOLUME for v in spec.get("volumes") or [])
+
+
 def same_image(written: str, reported: str) -> bool:
     """Whether the image a container status reports is the one written: as written, or as
     the runtime completes a short Docker Hub name (`x:1` is `docker.io/library/x:1`)."""
@@ -320,8 +327,6 @@ def observe_pod(pod: Json) -> ObservedPod | None:
         reason = reason or terminated.get("reason") or ""
         message = message or terminated.get("message") or ""
     folder_checked, folder_checked_at, folder_check_image = _folder_check(pod.get("spec") or {}, status)
-    inits = (pod.get("spec") or {}).get("initContainers") or []
-    init_names = [c.get("name") for c in inits if isinstance(c, dict)]
     return ObservedPod(
         name=meta.get("name", ""),
         index=index,
@@ -357,7 +362,7 @@ def observe_pod(pod: Json) -> ObservedPod | None:
         folder_check_image=folder_check_image,
         node_lost=node_lost,
         node_lost_at=node_lost_at,
-        supervised=SUPERVISOR_CONTAINER in init_names,
+        supervised=_supervised(pod.get("spec") or {}),
         changed_at=max(
             (t for c in status.get("conditions") or [] if (t := parse_time(c.get("lastTransitionTime")))),
             default=None,

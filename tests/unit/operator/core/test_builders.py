@@ -244,6 +244,28 @@ def test_folder_check_runs_first_in_the_operator_image_when_configured() -> None
     assert "initContainers" not in build_pod(parse_job(job().obj()), Member.worker(0), 0)["spec"]
 
 
+def test_one_init_container_checks_the_folder_and_places_the_supervisor_where_one_image_can() -> None:
+    manifest = job().commanded().spec(sharedVolume={"claimName": "data", "mountPath": "/ckpt"}).obj()
+    both = parse_job(manifest, folder_check_image=SUPERVISOR_IMAGE, supervisor_image=SUPERVISOR_IMAGE)
+    (check,) = build_pod(both, Member.worker(0), 0)["spec"]["initContainers"]
+    assert check["name"] == "tfmw-folder-check"
+    assert check["command"][-1] == "--supervisor-to=/tfmw/supervisor.py"
+    assert {"name": SUPERVISOR_VOLUME, "mountPath": SUPERVISOR_MOUNT_PATH} in check["volumeMounts"]
+    shared = [m for m in check["volumeMounts"] if m["name"] == "tfmw-shared"]
+    assert shared and all(m["readOnly"] for m in shared)
+    # Two images: two containers, the check first; the supervisor's copy from its own image.
+    apart = parse_job(manifest, folder_check_image="tfmw-operator:9", supervisor_image=SUPERVISOR_IMAGE)
+    check, copy = build_pod(apart, Member.worker(0), 0)["spec"]["initContainers"]
+    assert (check["name"], copy["name"]) == ("tfmw-folder-check", "tfmw-supervisor")
+    assert not any(a.startswith("--supervisor-to") for a in check["command"])
+    assert copy["image"] == SUPERVISOR_IMAGE
+    # Not supervised (no command): the check alone, no supervisor to place.
+    plain = job().spec(sharedVolume={"claimName": "data", "mountPath": "/ckpt"}).obj()
+    unsupervised = parse_job(plain, folder_check_image=SUPERVISOR_IMAGE, supervisor_image=SUPERVISOR_IMAGE)
+    (check,) = build_pod(unsupervised, Member.worker(0), 0)["spec"]["initContainers"]
+    assert check["command"] == ["python3", "-m", "tfmw_operator.folder_check", "--claim=data"]
+
+
 def test_workers_get_no_api_token_unless_their_template_asks_for_one() -> None:
     assert (
         build_pod(parse_job(job().obj()), Member.worker(0), 0)["spec"]["automountServiceAccountToken"]

@@ -6,7 +6,8 @@ import dataclasses
 from typing import Any
 
 import pytest
-from tfmw_operator.api.spec import parse_job
+from tfmw_operator.api.spec import Member, parse_job
+from tfmw_operator.core.builders import build_pod
 from tfmw_operator.core.pods import ObservedPod, observe_pod
 from tfmw_operator.core.supervision import (
     NO_COMMAND,
@@ -120,6 +121,17 @@ def test_a_report_of_another_attempt_leaves_the_pod_awaiting_its_start() -> None
 def test_reports_that_cannot_be_read_change_nothing() -> None:
     _, pods = supervised_pods()
     assert with_reports(pods, None, attempt=0) == tuple(pods)
+
+
+def test_a_pod_whose_folder_check_places_the_supervisor_is_supervised() -> None:
+    manifest = job().commanded().spec(sharedVolume={"claimName": "data", "mountPath": "/ckpt"}).obj()
+    spec = parse_job(manifest, folder_check_image=SUPERVISOR_IMAGE, supervisor_image=SUPERVISOR_IMAGE)
+    raw = build_pod(spec, Member.worker(0), 0)
+    assert [c["name"] for c in raw["spec"]["initContainers"]] == ["tfmw-folder-check"]
+    assert observed(raw).supervised
+    # What says so is the supervisor's emptyDir, which only the operator gives a pod.
+    raw["spec"]["volumes"] = [v for v in raw["spec"]["volumes"] if v["name"] != "tfmw-supervisor"]
+    assert not observed(raw).supervised
 
 
 def test_an_unsupervised_pod_ignores_reports() -> None:
