@@ -262,6 +262,10 @@ class ExcludedNode(Record):
 
 
 MAX_HISTORY = 10  # attempts kept in status.history, the newest first
+# The outcomes of status.history: a gang restart, and a pod restarted alone (an attempt also
+# ends Failed or Suspended).
+RESTARTED = "Restarted"
+REPLACED = "Replaced"
 MAX_HISTORY_MESSAGE = 1024  # characters of the end of the failing worker's log
 
 

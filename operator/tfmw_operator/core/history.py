@@ -13,14 +13,12 @@ from datetime import datetime
 
 from tfmw_operator.api.records import evolve
 from tfmw_operator.api.spec import JobSpec
-from tfmw_operator.api.status import MAX_HISTORY, MAX_HISTORY_MESSAGE, AttemptRecord, JobStatus
+from tfmw_operator.api.status import MAX_HISTORY, MAX_HISTORY_MESSAGE, REPLACED, AttemptRecord, JobStatus
 from tfmw_operator.contract import WORKER, attempt_logs_folder, pod_stem
 from tfmw_operator.core.pods import ObservedPod, attempt_started
 from tfmw_operator.core.policies.failure import MESSAGE_TAIL_LINES
 from tfmw_operator.core.policies.verdicts import Cause
 from tfmw_operator.core.progress import ProgressReading, newer_report
-
-REPLACED = "Replaced"  # the outcome of a pod restarted alone; Restarted, Failed, Suspended end attempts
 
 
 def logs_path(job: JobSpec, attempt: int, cause: Cause | None = None) -> str | None:

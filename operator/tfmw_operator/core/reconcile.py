@@ -29,6 +29,7 @@ from tfmw_operator.api.spec import (
     SpecError,
 )
 from tfmw_operator.api.status import (
+    REPLACED,
     AttemptRecord,
     ConditionType,
     JobStatus,
@@ -57,7 +58,7 @@ from tfmw_operator.core.decision import (
     WriteControl,
 )
 from tfmw_operator.core.evaluation import next_evaluation
-from tfmw_operator.core.history import REPLACED, attempt_record, resumes_from, with_record, with_root_cause
+from tfmw_operator.core.history import attempt_record, resumes_from, with_record, with_root_cause
 from tfmw_operator.core.observed import CreateErrorKind, Observed
 from tfmw_operator.core.pods import ObservedPod
 from tfmw_operator.core.policies.cleanup import after_finish, doomed_by_policy, overdue_deletions

@@ -625,12 +625,24 @@ def test_survivors_of_a_worker_that_ended_on_its_own_are_stopped_at_once() -> No
     assert grace_of_the_survivors(j, lost, seconds=200) == 0  # its kubelet silent for a minute
 
 
+def ended_at_t0(attempt: int, step: int | None = None) -> dict[str, object]:
+    """A status.history entry: attempt `attempt` restarted at T0, its checkpoint at `step`."""
+    record: dict[str, object] = {"attempt": attempt, "outcome": "Restarted", "cause": "Error"}
+    record["endTime"] = "2026-01-01T12:00:00Z"
+    return {**record, "checkpoint": {"step": step}} if step is not None else record
+
+
 def test_later_gang_restarts_back_off() -> None:
-    base = job().launched(attempt=2, phase="Restarting", restarts=3).status(attempt=3)
+    crashes = [ended_at_t0(a) for a in (2, 1, 0)]  # none trained to a checkpoint
+    base = job().launched(attempt=2, phase="Restarting", restarts=3).status(attempt=3, history=crashes)
     j = base.condition("Restarting").obj()  # the restart happened at T0
     waiting = decide(j, now=at(5))
     assert waiting.pods_to_create == () and waiting.requeue_after == pytest.approx(15)  # 10 * 2**(3-2)
     assert created(decide(j, now=at(21))) == [(0, 3), (1, 3)]
+    # The attempt that ended had trained on from its checkpoint: no crash loop, no wait.
+    trained = [ended_at_t0(2, step=900), ended_at_t0(1, step=400), ended_at_t0(0)]
+    goes_on = job().launched(attempt=2, phase="Restarting", restarts=3).status(attempt=3, history=trained)
+    assert created(decide(goes_on.condition("Restarting").obj(), now=at(1))) == [(0, 3), (1, 3)]
     first = (
         job().launched(attempt=0, phase="Restarting", restarts=1).status(attempt=1).condition("Restarting")
     )

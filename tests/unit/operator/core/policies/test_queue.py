@@ -172,11 +172,16 @@ def test_evictions_are_counted_and_backed_off_like_restarts() -> None:
     evicted = decide(j, pods)
     assert evicted.status.restarts == 0 and evicted.status.evictions == 3
     assert "preempted by Kueue" in (evicted.status.message or "")
+    preempted = [
+        {"attempt": a, "outcome": "Restarted", "cause": "Preempted", "endTime": "2026-01-01T12:00:00Z"}
+        for a in (2, 1, 0)
+    ]
     restarting = job().queue("team-a").status(
-        phase="Restarting", attempt=1, launchedAttempt=0, restarts=0, evictions=3,
-        startTime="2026-01-01T12:00:00Z",
+        phase="Restarting", attempt=3, launchedAttempt=2, restarts=0, evictions=3,
+        startTime="2026-01-01T12:00:00Z", history=preempted,
     ).condition("Restarting").obj()  # fmt: skip
-    waiting = decide(restarting, [], now=at(10))  # 3 restarts in all: 10 * 2**(3-2) s after T0
+    # 3 evictions in a row, none after training: 10 * 2**(3-2) s after T0
+    waiting = decide(restarting, [], now=at(10))
     assert waiting.pods_to_create == () and waiting.requeue_after == pytest.approx(10)
 
 
