@@ -97,20 +97,39 @@ def attempt_logs_folder(attempt: int) -> str:
 # -- COMMAND...`. The bootstrap blocks the signals the supervisor forwards before Python reads
 # the file, then runs it as a script (docs/supervisor.md, "Signals while Python starts").
 # supervisor.py has the same (it stands alone in a worker's image); a unit test holds them equal.
-SUPERVISOR_PATH: Final = "/tfmw/supervisor.py"
-SUPERVISOR_BOOTSTRAP: Final = (
+# The file is the operator's copy in the job's control folder, which only the operator writes:
+# no init container places it (each costs its pod a container start: docs/benchmarks.md).
+SUPERVISOR_FILE: Final = "supervisor.py"  # .tfmw/supervisor.py
+SUPERVISOR_BOOTSTRAP_HEAD: Final = (
     "import signal;"
     "signal.pthread_sigmask(signal.SIG_BLOCK,(signal.SIGTERM,signal.SIGINT,signal.SIGHUP,"
     "signal.SIGQUIT,signal.SIGUSR1,signal.SIGUSR2));"
     "import runpy,sys;"
-    f"sys.argv[0]={SUPERVISOR_PATH!r};"
-    "runpy.run_path(sys.argv[0],run_name='__main__')"
 )
 
 
-def supervised_command(command: Sequence[str], options: Sequence[str] = ()) -> list[str]:
-    """A container's command and args, run under the supervisor at SUPERVISOR_PATH."""
-    return ["python3", "-I", "-S", "-c", SUPERVISOR_BOOTSTRAP, *options, "--", *command]
+def supervisor_path(mount_path: str) -> str:
+    """Where a pod finds the supervisor: the job's control folder, under its shared mount."""
+    return f"{mount_path.rstrip('/')}/{CONTROL_FOLDER}/{SUPERVISOR_FILE}"
+
+
+def supervised_command(command: Sequence[str], path: str, options: Sequence[str] = ()) -> list[str]:
+    """A container's command and args, run under the supervisor at `path`."""
+    bootstrap = (
+        f"{SUPERVISOR_BOOTSTRAP_HEAD}sys.argv[0]={path!r};runpy.run_path(sys.argv[0],run_name='__main__')"
+    )
+    return ["python3", "-I", "-S", "-c", bootstrap, *options, "--", *command]
+
+
+def is_supervised_command(command: object) -> bool:
+    """Whether a container's command is one supervised_command made (for some path)."""
+    return (
+        isinstance(command, list)
+        and len(command) >= 5
+        and command[:4] == ["python3", "-I", "-S", "-c"]
+        and isinstance(command[4], str)
+        and command[4].startswith(SUPERVISOR_BOOTSTRAP_HEAD)
+    )
 
 
 def reports_folder() -> str:

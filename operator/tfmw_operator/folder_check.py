@@ -13,9 +13,7 @@ from __future__ import annotations
 
 import argparse
 import contextlib
-import importlib.util
 import os
-import shutil
 import stat
 import sys
 from pathlib import Path
@@ -56,27 +54,16 @@ def check(folder: Path, job_uid: str) -> str | None:
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="tfmw-folder-check", description=__doc__)
     parser.add_argument("--claim", default="", help="the job's claim, named in the message")
-    parser.add_argument("--supervisor-to", default="", help="place the supervisor here if it passes")
     args = parser.parse_args(argv)
     folder = Path(os.environ.get(SHARED_DIR_ENV, "/shared"))
     problem = check(folder, os.environ.get(JOB_UID_ENV, ""))
     if problem is None:
-        if args.supervisor_to:
-            place_supervisor(Path(args.supervisor_to))
         return 0
     message = f"claim {args.claim or '?'} does not reach the job's folder: {problem}"
     print(message, file=sys.stderr)
     with contextlib.suppress(OSError):  # outside Kubernetes: stderr says it
         TERMINATION_LOG.write_text(message)
     return FOLDER_CHECK_MISMATCH_EXIT_CODE
-
-
-def place_supervisor(target: Path) -> None:
-    """Copy the supervisor (one file of this package) to `target`, without importing it."""
-    spec = importlib.util.find_spec("tfmw_operator.supervisor")
-    if spec is None or spec.origin is None:
-        raise SystemExit("tfmw-folder-check: the supervisor is not in this image")
-    shutil.copyfile(spec.origin, target)
 
 
 if __name__ == "__main__":

@@ -20,9 +20,6 @@ from tfmw_operator.api.names import (
     LABEL_ROLE,
     PORT_NAME,
     SHARED_VOLUME_NAME,
-    SUPERVISOR_CONTAINER,
-    SUPERVISOR_MOUNT_PATH,
-    SUPERVISOR_VOLUME,
 )
 from tfmw_operator.api.objects import Json, copy_json
 from tfmw_operator.api.spec import JobSpec, Member, ReplicaType
@@ -196,28 +193,22 @@ INIT_SECURITY_CONTEXT: Json = {
 FOLDER_CHECK_RESOURCES: Json = {"requests": {"cpu": "10m", "memory": "32Mi"}, "limits": {"memory": "64Mi"}}
 
 
-def build_folder_check(job: JobSpec, mount: Json, places_supervisor: bool = False) -> Json:
+def build_folder_check(job: JobSpec, mount: Json) -> Json:
     """The first init container of every worker: it fails at once, with a termination message
     naming the claim, when the folder the claim gives is not the one the operator made for
     this job (no `.tfmw-job-uid` with the job's UID), so nothing trains into the wrong place.
     It runs the operator's image, whatever image the workers use; restricted as the
-    "restricted" Pod Security profile asks, and read-only but for the supervisor's emptyDir,
-    where it places the supervisor once the folder passes (`places_supervisor`)."""
-    command = ["python3", "-m", "tfmw_operator.folder_check", f"--claim={job.claim_name}"]
-    mounts = [{**mount, "readOnly": True}]
-    if places_supervisor:
-        command.append(f"--supervisor-to={contract.SUPERVISOR_PATH}")
-        mounts.append({"name": SUPERVISOR_VOLUME, "mountPath": SUPERVISOR_MOUNT_PATH})
+    "restricted" Pod Security profile asks, and read-only."""
     return {
         "name": FOLDER_CHECK_CONTAINER,
         "image": job.folder_check_image,
         "imagePullPolicy": "IfNotPresent",
-        "command": command,
+        "command": ["python3", "-m", "tfmw_operator.folder_check", f"--claim={job.claim_name}"],
         "env": [
             {"name": contract.JOB_UID_ENV, "value": job.uid},
             {"name": contract.SHARED_DIR_ENV, "value": job.mount_path},
         ],
-        "volumeMounts": mounts,
+        "volumeMounts": [{**mount, "readOnly": True}],
         "resources": copy_json(FOLDER_CHECK_RESOURCES),
         "terminationMessagePolicy": "File",
         "securityContext": copy_json(INIT_SECURITY_CONTEXT),
@@ -246,40 +237,14 @@ def avoid_nodes(spec: Json, nodes: tuple[str, ...]) -> None:
     spec["affinity"] = affinity
 
 
-SUPERVISOR_RESOURCES: Json = {"requests": {"cpu": "10m", "memory": "16Mi"}, "limits": {"memory": "64Mi"}}
-# How the init container copies the supervisor: from the operator's own package, wherever the
-# image keeps it.
-SUPERVISOR_COPY = (
-    "from pathlib import Path; from tfmw_operator.folder_check import place_supervisor; "
-    f"place_supervisor(Path({contract.SUPERVISOR_PATH!r}))"
-)
-
-
-def build_supervisor_copy(job: JobSpec) -> Json:
-    """The init container that places the supervisor (one file of the standard library) into
-    the pod's emptyDir at /tfmw, from the operator's image; restricted as the folder check."""
-    return {
-        "name": SUPERVISOR_CONTAINER,
-        "image": job.supervisor_image,
-        "imagePullPolicy": "IfNotPresent",
-        "command": ["python3", "-c", SUPERVISOR_COPY],
-        "volumeMounts": [{"name": SUPERVISOR_VOLUME, "mountPath": SUPERVISOR_MOUNT_PATH}],
-        "resources": copy_json(SUPERVISOR_RESOURCES),
-        "terminationMessagePolicy": "FallbackToLogsOnError",
-        "securityContext": copy_json(INIT_SECURITY_CONTEXT),
-    }
-
-
-def _supervise(main: Json, spec: Json, command: list[str]) -> None:
-    """The main container runs its command under the supervisor; the supervisor's file comes
-    from an emptyDir the init container fills, mounted read-only."""
+def _supervise(main: Json, spec: Json, command: list[str], job: JobSpec) -> None:
+    """The main container runs its command under the supervisor, from the operator's copy in
+    the job's control folder (storage/control.py places it before the first pod)."""
     grace = spec.get("terminationGracePeriodSeconds")
     grace = grace if isinstance(grace, int) and grace >= 0 else 30
-    main["command"] = contract.supervised_command(command, ["--grace-seconds", str(grace)])
+    path = contract.supervisor_path(job.mount_path)
+    main["command"] = contract.supervised_command(command, path, ["--grace-seconds", str(grace)])
     main.pop("args", None)
-    mounts = [m for m in main.get("volumeMounts") or [] if m.get("name") != SUPERVISOR_VOLUME]
-    mount = {"name": SUPERVISOR_VOLUME, "mountPath": SUPERVISOR_MOUNT_PATH, "readOnly": True}
-    main["volumeMounts"] = [*mounts, mount]
 
 
 def build_pod(job: JobSpec, member: Member, attempt: int, pod_group: str | None = None) -> Json:
@@ -305,24 +270,16 @@ def build_pod(job: JobSpec, member: Member, attempt: int, pod_group: str | None 
     main["ports"] = [*ports, {"name": PORT_NAME, "containerPort": job.port, "protocol": "TCP"}]
     spec["containers"] = containers
     init_containers = [_with_injections(c, env, mount) for c in spec.get("initContainers") or []]
-    checked = bool(job.folder_check_image) and mount is not None
     if supervised and command is not None:
-        _supervise(main, spec, command)
-        if not (checked and job.supervisor_image == job.folder_check_image):
-            init_containers.insert(0, build_supervisor_copy(job))
-    if checked and mount is not None:
-        # One init container does both where one image can (each costs its pod a container start).
-        places = supervised and job.supervisor_image == job.folder_check_image
-        init_containers.insert(0, build_folder_check(job, mount, places_supervisor=places))
+        _supervise(main, spec, command, job)
+    if job.folder_check_image and mount is not None:
+        init_containers.insert(0, build_folder_check(job, mount))
     if init_containers:
         spec["initContainers"] = init_containers
 
-    reserved = (SHARED_VOLUME_NAME, SUPERVISOR_VOLUME)
-    volumes = [v for v in spec.get("volumes") or [] if v.get("name") not in reserved]
+    volumes = [v for v in spec.get("volumes") or [] if v.get("name") != SHARED_VOLUME_NAME]
     if job.claim_name is not None:
         volumes.append({"name": SHARED_VOLUME_NAME, "persistentVolumeClaim": {"claimName": job.claim_name}})
-    if supervised:
-        volumes.append({"name": SUPERVISOR_VOLUME, "emptyDir": {"sizeLimit": "1Mi"}})
     spec["volumes"] = volumes
     spec["hostname"] = name
     spec["subdomain"] = job.name

@@ -14,12 +14,11 @@ from tfmw_operator.api.names import (
     LABEL_REPLICA_INDEX,
     LABEL_REPLICA_TYPE,
     MAIN_CONTAINER,
-    SUPERVISOR_VOLUME,
 )
 from tfmw_operator.api.objects import Json
 from tfmw_operator.api.spec import Member, ReplicaType
 from tfmw_operator.api.times import parse_time
-from tfmw_operator.contract import FOLDER_CHECK_MISMATCH_EXIT_CODE
+from tfmw_operator.contract import FOLDER_CHECK_MISMATCH_EXIT_CODE, is_supervised_command
 from tfmw_operator.core.reports import PodReport
 
 # Waiting reasons that mean a worker cannot start until someone fixes something.
@@ -256,10 +255,12 @@ def _folder_check(spec: Json, status: Json) -> tuple[bool, datetime | None, str]
 
 
 def _supervised(spec: Json) -> bool:
-    """Whether the pod's command runs under the supervisor: the operator gives only those pods
-    the supervisor's emptyDir (builders.build_pod), placed by an init container of their own
-    or by the folder check."""
-    return any(isinstance(v, dict) and v.get("name") == SUPERVISOR_VOLUME for v in spec.get("volumes") or [])
+    """Whether the pod's command runs under the supervisor: its main container's command is
+    the one the operator writes for that (a pod's command cannot change once it is made)."""
+    containers = spec.get("containers") or []
+    index = main_container_index(containers)
+    main = containers[index] if index is not None else None
+    return isinstance(main, dict) and is_supervised_command(main.get("command"))
 
 
 def same_image(written: str, reported: str) -> bool:

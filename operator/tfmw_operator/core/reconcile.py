@@ -95,6 +95,7 @@ from tfmw_operator.core.supervision import supervision_of, with_reports
 from tfmw_operator.core.tenancy import claim_finding, pod_security_finding
 
 NAMESAKE_RECHECK_SECONDS = 2.0
+SUPERVISOR_RECHECK_SECONDS = 5.0  # a launch held while the shared storage cannot be read
 COUNTS_WRITE_SECONDS = 1.0
 
 
@@ -591,6 +592,11 @@ def _launch(step: _Step, job: JobSpec, current: Sequence[ObservedPod], leftover_
     missing = tuple(m for m in job.members if m not in present)
     if job.shared:
         step.actions.append(EnsureJobDirectory(job.directory, job.uid))
+    if missing and in_place(job) and step.obs.reports is None:
+        # Supervised pods run the supervisor the control write places (storage/control.py),
+        # which waits for the reports to be readable: no pod is created before it.
+        step.wake_at(step.now + timedelta(seconds=SUPERVISOR_RECHECK_SECONDS))
+        return
     if step.obs.service_missing:  # a restart's is there already: asking again costs two calls
         step.actions.append(EnsureService(build_service(job)))
     if missing:

@@ -12,6 +12,8 @@ that holds its stem now.
 from __future__ import annotations
 
 import contextlib
+import functools
+import importlib.util
 import json
 import os
 import stat
@@ -25,6 +27,7 @@ from tfmw_operator.contract import (
     CONTROL_FOLDER,
     REPORTS_FOLDER,
     STACKS_FILE_SUFFIX,
+    SUPERVISOR_FILE,
     attempt_logs_folder,
     reports_folder,
 )
@@ -70,7 +73,9 @@ def _subfolder(parent_fd: int, name: str, mode: int, relpath: str) -> int:
 def write_control(shared_root: Path, job_relpath: str, document: Json) -> None:
     """`<job>/.tfmw/control.json`, atomically (a new file renamed over it, so a planted link
     is replaced, never followed); `.tfmw/` and `.tfmw/pods/` made first when missing, so no
-    pod makes them as its own."""
+    pod makes them as its own. Beside it the supervisor the pods run (`.tfmw/supervisor.py`),
+    written again whenever it is not the operator's own: before the first pod, as the
+    control file is."""
     content = (json.dumps(document, sort_keys=True, separators=(",", ":")) + "\n").encode()
     control_relpath = f"{job_relpath}/{CONTROL_FOLDER}"
     with _directory(shared_root, job_relpath) as job_fd:
@@ -80,9 +85,22 @@ def write_control(shared_root: Path, job_relpath: str, document: Json) -> None:
                 control_fd, REPORTS_FOLDER, REPORTS_FOLDER_MODE, f"{job_relpath}/{reports_folder()}"
             )
             os.close(reports)
+            source = supervisor_source()
+            found = _read(control_fd, SUPERVISOR_FILE, len(source))
+            if found is None or found[0] != source:
+                _write_atomically(control_fd, SUPERVISOR_FILE, source, f"{control_relpath}/{SUPERVISOR_FILE}")
             _write_atomically(control_fd, CONTROL_FILE, content, f"{control_relpath}/{CONTROL_FILE}")
         finally:
             os.close(control_fd)
+
+
+@functools.cache
+def supervisor_source() -> bytes:
+    """The supervisor the pods run: this operator's own (one file of the standard library)."""
+    spec = importlib.util.find_spec("tfmw_operator.supervisor")
+    if spec is None or spec.origin is None:
+        raise RuntimeError("the operator's package has no supervisor.py")
+    return Path(spec.origin).read_bytes()
 
 
 def _read(dir_fd: int, name: str, limit: int, tail: bool = False) -> tuple[bytes, os.stat_result] | None:

@@ -2,7 +2,7 @@ import os
 from pathlib import Path
 
 import pytest
-from tfmw_operator import folder_check, supervisor
+from tfmw_operator import folder_check
 from tfmw_operator.contract import FOLDER_CHECK_MISMATCH_EXIT_CODE, OWNER_FILE
 from tfmw_operator.folder_check import check, main
 from tfmw_operator.storage.files import ensure_job_directory
@@ -40,18 +40,3 @@ def test_main_writes_the_termination_message_naming_the_claim(
     assert log.read_text().startswith("claim team-data does not reach the job's folder: ")
     (tmp_path / OWNER_FILE).write_text("uid-1\n")
     assert main(["--claim=team-data"]) == 0
-
-
-def test_the_supervisor_is_placed_only_into_a_folder_that_passed(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    monkeypatch.setattr(folder_check, "TERMINATION_LOG", tmp_path / "termination-log")
-    monkeypatch.setenv("TFMW_SHARED_DIR", str(tmp_path / "shared"))
-    monkeypatch.setenv("TFMW_JOB_UID", "uid-1")
-    (tmp_path / "shared").mkdir()
-    placed = tmp_path / "supervisor.py"
-    assert main(["--claim=c", f"--supervisor-to={placed}"]) == FOLDER_CHECK_MISMATCH_EXIT_CODE
-    assert not placed.exists()
-    (tmp_path / "shared" / OWNER_FILE).write_text("uid-1")
-    assert main(["--claim=c", f"--supervisor-to={placed}"]) == 0
-    assert placed.read_bytes() == Path(supervisor.__file__).read_bytes()

@@ -256,6 +256,19 @@ def test_the_wire_names_are_the_contracts() -> None:
             assert getattr(supervisor, name).startswith(contract.RESERVED_ENV_PREFIX), name
 
 
+def test_the_operator_wraps_a_command_as_the_supervisor_itself_would() -> None:
+    """contract.py repeats the bootstrap (the supervisor stands alone in a worker's image)."""
+    command, options = ["python", "-m", "x"], ["--grace-seconds", "30"]
+    for path in ("/tfmw/supervisor.py", "/ckpt/.tfmw/supervisor.py", "/it's/here.py"):
+        assert contract.supervised_command(command, path, options) == supervisor.wrapped_command(
+            command, options, path
+        )
+        assert contract.is_supervised_command(contract.supervised_command(command, path, options))
+    assert contract.supervisor_path("/ckpt/") == "/ckpt/.tfmw/supervisor.py"
+    assert not contract.is_supervised_command(["python3", "-I", "-S", "-c"])
+    assert not contract.is_supervised_command("python3 -I -S -c")
+
+
 def test_the_bootstrap_runs_the_file_as_a_script_with_the_command_after_the_options() -> None:
     wrapped = supervisor.wrapped_command(
         ["python", "-m", "x", "--flag"], ["--grace-seconds", "60"], "/opt/s.py"

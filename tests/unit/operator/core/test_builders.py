@@ -3,7 +3,6 @@ import json
 from typing import Any
 
 import pytest
-from tfmw_operator.api.names import SUPERVISOR_MOUNT_PATH, SUPERVISOR_VOLUME
 from tfmw_operator.api.spec import Member, parse_job
 from tfmw_operator.core.builders import (
     build_event,
@@ -244,25 +243,18 @@ def test_folder_check_runs_first_in_the_operator_image_when_configured() -> None
     assert "initContainers" not in build_pod(parse_job(job().obj()), Member.worker(0), 0)["spec"]
 
 
-def test_one_init_container_checks_the_folder_and_places_the_supervisor_where_one_image_can() -> None:
-    manifest = job().commanded().spec(sharedVolume={"claimName": "data", "mountPath": "/ckpt"}).obj()
-    both = parse_job(manifest, folder_check_image=SUPERVISOR_IMAGE, supervisor_image=SUPERVISOR_IMAGE)
-    (check,) = build_pod(both, Member.worker(0), 0)["spec"]["initContainers"]
-    assert check["name"] == "tfmw-folder-check"
-    assert check["command"][-1] == "--supervisor-to=/tfmw/supervisor.py"
-    assert {"name": SUPERVISOR_VOLUME, "mountPath": SUPERVISOR_MOUNT_PATH} in check["volumeMounts"]
-    shared = [m for m in check["volumeMounts"] if m["name"] == "tfmw-shared"]
-    assert shared and all(m["readOnly"] for m in shared)
-    # Two images: two containers, the check first; the supervisor's copy from its own image.
-    apart = parse_job(manifest, folder_check_image="tfmw-operator:9", supervisor_image=SUPERVISOR_IMAGE)
-    check, copy = build_pod(apart, Member.worker(0), 0)["spec"]["initContainers"]
-    assert (check["name"], copy["name"]) == ("tfmw-folder-check", "tfmw-supervisor")
-    assert not any(a.startswith("--supervisor-to") for a in check["command"])
-    assert copy["image"] == SUPERVISOR_IMAGE
-    # Not supervised (no command): the check alone, no supervisor to place.
-    plain = job().spec(sharedVolume={"claimName": "data", "mountPath": "/ckpt"}).obj()
-    unsupervised = parse_job(plain, folder_check_image=SUPERVISOR_IMAGE, supervisor_image=SUPERVISOR_IMAGE)
-    (check,) = build_pod(unsupervised, Member.worker(0), 0)["spec"]["initContainers"]
+def test_a_supervised_pod_runs_the_supervisor_from_the_jobs_control_folder_with_no_init_container() -> None:
+    manifest = job().commanded().spec(sharedVolume={"claimName": "data", "mountPath": "/ckpt/"}).obj()
+    spec = parse_job(manifest, supervisor_image=SUPERVISOR_IMAGE)
+    built = build_pod(spec, Member.worker(0), 0)
+    main = built["spec"]["containers"][0]
+    assert main["command"][:4] == ["python3", "-I", "-S", "-c"]
+    assert "sys.argv[0]='/ckpt/.tfmw/supervisor.py'" in main["command"][4]
+    assert "initContainers" not in built["spec"]  # nothing to place: the operator wrote the file
+    assert [v["name"] for v in built["spec"]["volumes"]] == ["tfmw-shared"]
+    # The first pods of a claim still get the folder check, and only it.
+    checked = parse_job(manifest, folder_check_image=SUPERVISOR_IMAGE, supervisor_image=SUPERVISOR_IMAGE)
+    (check,) = build_pod(checked, Member.worker(0), 0)["spec"]["initContainers"]
     assert check["command"] == ["python3", "-m", "tfmw_operator.folder_check", "--claim=data"]
 
 
@@ -361,12 +353,3 @@ def test_the_supervisor_stops_the_command_within_the_pod_s_grace_period(grace: o
 def test_a_command_without_args_runs_under_the_supervisor() -> None:
     main = supervised_main(job().container(command=["train"]).obj())
     assert main["command"][-2:] == ["--", "train"] and "args" not in main
-
-
-def test_the_supervisor_s_mount_replaces_one_of_the_same_name_in_the_template() -> None:
-    clash = {"name": SUPERVISOR_VOLUME, "mountPath": "/elsewhere"}
-    data = {"name": "data", "mountPath": "/data"}
-    main = supervised_main(job().commanded().container(volumeMounts=[clash, data]).obj())
-    ours = [m for m in main["volumeMounts"] if m["name"] == SUPERVISOR_VOLUME]
-    assert ours == [{"name": SUPERVISOR_VOLUME, "mountPath": SUPERVISOR_MOUNT_PATH, "readOnly": True}]
-    assert data in main["volumeMounts"]

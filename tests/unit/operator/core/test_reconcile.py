@@ -20,6 +20,7 @@ from tfmw_operator.core.decision import (
     PatchStatus,
     ProgressWatch,
     RemoveMarker,
+    WriteControl,
 )
 from tfmw_operator.core.observed import CreateError, CreateErrorKind, MarkerState
 from tfmw_operator.core.policies.cleanup import WORKER_EXIT_SECONDS
@@ -973,7 +974,7 @@ def test_a_gang_running_smaller_restarts_by_re_creating_every_pod() -> None:
     resized = decide(j, half, now=at(600))
     assert resized.status.attempt_workers == 2
     j["status"] = resized.status.to_json()
-    j["status"] = decide(j, now=at(605)).status.to_json()  # the smaller gang launched
+    j["status"] = decide(j, now=at(605), reports=()).status.to_json()  # the smaller gang launched
     j["status"]["phase"] = "Running"
     pods = [pod(j, 0, 2).running().obj(), pod(j, 1, 2).running().obj()]
     restart = decide(
@@ -982,3 +983,18 @@ def test_a_gang_running_smaller_restarts_by_re_creating_every_pod() -> None:
     assert restart.status.attempt == 3 and restart.status.attempt_workers is None
     assert restart.status.history[0].workers == 2 and restart.status.history[0].restart is None
     assert _deleted(restart) == {"mnist-worker-0", "mnist-worker-1"}
+
+
+def test_supervised_pods_wait_for_the_supervisor_to_be_placed() -> None:
+    # The supervisor's file is placed with the control file, written only while the reports
+    # can be read: storage that cannot be read holds the launch, and it is tried again.
+    j = job().commanded("--epochs=3").obj()
+    held = decide(j, reports=None, now=at(0))
+    assert held.pods_to_create == () and not any(isinstance(a, WriteControl) for a in held.actions)
+    assert held.requeue_after == pytest.approx(5)
+    launched = decide(j, reports=(), now=at(0))
+    assert len(launched.pods_to_create) == 2
+    writes = [type(a) for a in launched.actions if isinstance(a, WriteControl | CreatePods)]
+    assert writes == [WriteControl, CreatePods]  # the file first
+    # A gang that re-creates its pods has no supervisor to wait for.
+    assert len(decide(job().obj(), reports=None, now=at(0)).pods_to_create) == 2

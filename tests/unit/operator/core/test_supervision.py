@@ -7,6 +7,7 @@ from typing import Any
 
 import pytest
 from tfmw_operator.api.spec import Member, parse_job
+from tfmw_operator.contract import supervised_command
 from tfmw_operator.core.builders import build_pod
 from tfmw_operator.core.pods import ObservedPod, observe_pod
 from tfmw_operator.core.supervision import (
@@ -123,14 +124,19 @@ def test_reports_that_cannot_be_read_change_nothing() -> None:
     assert with_reports(pods, None, attempt=0) == tuple(pods)
 
 
-def test_a_pod_whose_folder_check_places_the_supervisor_is_supervised() -> None:
+def test_a_pod_is_supervised_when_its_command_is_the_supervisors() -> None:
     manifest = job().commanded().spec(sharedVolume={"claimName": "data", "mountPath": "/ckpt"}).obj()
     spec = parse_job(manifest, folder_check_image=SUPERVISOR_IMAGE, supervisor_image=SUPERVISOR_IMAGE)
     raw = build_pod(spec, Member.worker(0), 0)
-    assert [c["name"] for c in raw["spec"]["initContainers"]] == ["tfmw-folder-check"]
     assert observed(raw).supervised
-    # What says so is the supervisor's emptyDir, which only the operator gives a pod.
-    raw["spec"]["volumes"] = [v for v in raw["spec"]["volumes"] if v["name"] != "tfmw-supervisor"]
+    # A pod of an older operator (the supervisor in an emptyDir at /tfmw) is supervised too.
+    raw["spec"]["containers"][0]["command"] = supervised_command(TRAINER_COMMAND, "/tfmw/supervisor.py")
+    assert observed(raw).supervised
+    # The main container's command decides (it cannot change once the pod is made): not a
+    # side container's, and not a command that only looks alike.
+    raw["spec"]["containers"][0]["command"] = ["python3", "-I", "-S", "-c", "import os"]
+    assert not observed(raw).supervised
+    raw["spec"]["containers"].append({"name": "side", "command": supervised_command(["x"], "/p")})
     assert not observed(raw).supervised
 
 

@@ -8,11 +8,13 @@ import os
 from pathlib import Path
 
 import pytest
+from tfmw_operator import supervisor
 from tfmw_operator.storage.control import (
     ReportCache,
     read_reports,
     read_stacks,
     reports_signature,
+    supervisor_source,
     write_control,
 )
 from tfmw_operator.storage.files import StorageError
@@ -52,6 +54,31 @@ def test_a_planted_link_is_replaced_not_followed(root: Path, tmp_path: Path) -> 
     write_control(root, JOB, {"attempt": 0})
     assert target.read_text() == "keep"
     assert not (root / JOB / ".tfmw" / "control.json").is_symlink()
+
+
+def test_the_supervisor_is_placed_beside_the_control_file_and_put_back_when_changed(
+    root: Path, tmp_path: Path
+) -> None:
+    placed = root / JOB / ".tfmw" / "supervisor.py"
+    write_control(root, JOB, {"attempt": 0})
+    assert placed.read_bytes() == Path(supervisor.__file__).read_bytes() == supervisor_source()
+    assert placed.stat().st_mode & 0o777 == 0o644  # every pod reads it; only the operator writes
+    written = placed.stat().st_ino
+    write_control(root, JOB, {"attempt": 1})
+    assert placed.stat().st_ino == written  # the same: not written again
+    # Anything else at its name (changed, a link, a FIFO) is replaced, never followed or opened.
+    target = tmp_path / "elsewhere.py"
+    target.write_text("keep")
+    for plant in (
+        lambda: placed.write_text("print('mine')"),
+        lambda: placed.symlink_to(target),
+        lambda: os.mkfifo(placed),
+    ):
+        placed.unlink()
+        plant()
+        write_control(root, JOB, {"attempt": 2})
+        assert not placed.is_symlink() and placed.read_bytes() == supervisor_source()
+    assert target.read_text() == "keep"
 
 
 def test_a_linked_control_folder_is_refused(root: Path, tmp_path: Path) -> None:
