@@ -1,10 +1,11 @@
 """Gang restarts back off when they come in a row of attempts that did not train, so a job
 that keeps crashing, or that Kueue keeps evicting, does not churn the cluster: the first
 starts at once, the next waits 10 s, then 20 s, 40 s ... up to 5 minutes. A restart after
-an attempt that trained starts at once, and starts the count again: its checkpoint moved on
-from the one it resumed from, or it ran STABLE_SECONDS (as the kubelet forgets a
-container's crash loop after 10 minutes of running). Waiting then would only lose training
-time (docs/benchmarks.md, run goodput-2: 9.5 s of a second fault's 16). Pure."""
+an attempt that trained starts at once, and starts the count again: it ran at least
+RESTART_BACKOFF_SECONDS and its checkpoint moved on from the one it resumed from, or it ran
+STABLE_SECONDS (as the kubelet forgets a container's crash loop after 10 minutes of
+running). Waiting then would only lose training time (docs/benchmarks.md, run goodput-2:
+9.5 s of a second fault's 16). Pure."""
 
 from __future__ import annotations
 
@@ -41,21 +42,29 @@ def untrained_restarts(history: Sequence[AttemptRecord]) -> int:
     attempts = [r for r in history if r.outcome != REPLACED]
     count = 0
     for index, record in enumerate(attempts):
-        resumed = attempts[index + 1].checkpoint if index + 1 < len(attempts) else None
-        if record.outcome != RESTARTED or trained(record, resumed):
+        if record.outcome != RESTARTED:
             break
+        if index + 1 < len(attempts):
+            if trained(record, attempts[index + 1].checkpoint):
+                break
+        elif record.attempt == 0 and trained(record, None):
+            break  # the first attempt, which resumed from nothing
+        elif record.attempt != 0 and trained(record, record.checkpoint):
+            break  # what it resumed from is no longer in the history: only its run time says
         count += 1
     return count
 
 
 def trained(record: AttemptRecord, resumed: Checkpoint | None) -> bool:
-    """Whether the attempt trained: its checkpoint is ahead of the one it resumed from, or it
-    ran STABLE_SECONDS. (The checkpoint is the chief's word: at worst a program that lies
-    about it restarts without waiting, as one that succeeds at crashing slowly would.)"""
+    """Whether the attempt trained: it ran STABLE_SECONDS, or at least RESTART_BACKOFF_SECONDS
+    with its checkpoint ahead of the one it resumed from. (The checkpoint is the chief's word:
+    a program that lies about it restarts at most once per RESTART_BACKOFF_SECONDS of running,
+    as the first wait of a crash loop would have it.)"""
     started = record.start_time
-    if started is not None and (record.end_time - started).total_seconds() >= STABLE_SECONDS:
+    ran = (record.end_time - started).total_seconds() if started is not None else 0.0
+    if ran >= STABLE_SECONDS:
         return True
-    return _ahead(record.checkpoint, resumed)
+    return ran >= RESTART_BACKOFF_SECONDS and _ahead(record.checkpoint, resumed)
 
 
 def _ahead(checkpoint: Checkpoint | None, resumed: Checkpoint | None) -> bool:

@@ -629,7 +629,7 @@ def test_survivors_of_a_worker_that_ended_on_its_own_are_stopped_at_once() -> No
 def ended_at_t0(attempt: int, step: int | None = None) -> dict[str, object]:
     """A status.history entry: attempt `attempt` restarted at T0, its checkpoint at `step`."""
     record: dict[str, object] = {"attempt": attempt, "outcome": "Restarted", "cause": "Error"}
-    record["endTime"] = "2026-01-01T12:00:00Z"
+    record.update(startTime="2026-01-01T11:59:00Z", endTime="2026-01-01T12:00:00Z")  # a minute
     return {**record, "checkpoint": {"step": step}} if step is not None else record
 
 

@@ -91,3 +91,17 @@ def test_a_pod_restarted_alone_is_skipped_and_a_failed_or_suspended_attempt_ends
     assert untrained_restarts((ended(3, step=100), replaced, ended(1, step=100), ended(0, step=100))) == 2
     assert untrained_restarts((ended(2), ended(1, outcome="Suspended"), ended(0))) == 1
     assert untrained_restarts((ended(2), ended(1, outcome="Failed"), ended(0))) == 1
+
+
+def test_a_checkpoint_moved_on_within_ten_seconds_is_no_proof_of_training() -> None:
+    # The checkpoint is the chief's word: a program that claims one on every start of a crash
+    # loop restarts at most once per 10 s of running.
+    assert untrained_restarts((ended(2, step=300, ran=9), ended(1, step=200, ran=9), ended(0, ran=9))) == 3
+    assert untrained_restarts((ended(2, step=300, ran=10), ended(1, step=200, ran=9), ended(0, ran=9))) == 0
+
+
+def test_the_oldest_entry_left_counts_as_trained_only_by_its_run_time() -> None:
+    # Attempt 7's predecessor fell out of the bounded history: its checkpoint proves nothing.
+    assert untrained_restarts((ended(8), ended(7, step=900))) == 2
+    assert untrained_restarts((ended(8), ended(7, step=900, ran=600))) == 1
+    assert untrained_restarts((ended(1), ended(0, step=900))) == 1  # attempt 0 resumed from nothing
