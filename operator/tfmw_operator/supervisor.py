@@ -1,9 +1,9 @@
 """tfmw's in-pod supervisor: a worker's program restarted in place, on the operator's word.
 
-The operator copies this one file into a worker's main container (an init container and an
-emptyDir at /tfmw) and runs the template's command under it, as PID 1:
+The operator writes this one file into the job's control folder on the shared volume
+(`$TFMW_SHARED_DIR/.tfmw/supervisor.py`) and runs the template's command under it, as PID 1:
 
-    python3 /tfmw/supervisor.py [--grace-seconds S] [--stop-seconds S] ... -- COMMAND [ARG...]
+    python3 $TFMW_SHARED_DIR/.tfmw/supervisor.py [--grace-seconds S] ... -- COMMAND [ARG...]
 
 It runs COMMAND as a child in a process group of its own and forwards signals to it; streams
 the child's output to its own stdout/stderr (`kubectl logs`) and into
