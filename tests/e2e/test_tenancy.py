@@ -290,7 +290,7 @@ def test_a_claim_the_folder_check_passed_is_not_checked_again_but_another_claim_
     ns = hostile_namespace
     claim_predates_the_next_second(kube, ns, "tfmw-shared")
     kube.create_job(ns, sleeping_job("first", "tfmw-shared"))
-    assert "tfmw-folder-check" in init_containers(kube, ns, "first")  # beside the supervisor's
+    assert init_containers(kube, ns, "first") == ["tfmw-folder-check"]  # the supervisor needs none
     assert volume_checked(kube, ns, "first")["reason"] == "FolderReached"
     # The same claim: the second job's worker starts at once, and its status says why.
     kube.create_job(ns, sleeping_job("second", "tfmw-shared"))
