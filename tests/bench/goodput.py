@@ -21,7 +21,7 @@ and deleting worker 1's pod (as a lost node or an eviction would).
 Printed, and kept in bench/results/goodput.json: per contender the reference and faulted wall
 times, goodput (reference / faulted), time lost per failure ((faulted - reference) / N), and
 per fault the seconds from the fault to the restart decided and to training again, and the
-steps lost (the progress at the fault minus the checkpoint the next attempt resumed from).
+steps lost (the progress at the fault minus the step the chief's next attempt resumed from).
 
 Where each failure's time goes, from the container runtime's timestamps on every worker's
 log (read once the gang trains again, while its pods are there): detect (the fault -> the
@@ -73,7 +73,7 @@ POLL = 0.2
 # The trainer's lines that mark a restart's phases (trainer/tfmw_trainer/cli.py, train.py).
 PROCESS_UP = re.compile(r"^worker=(\d+) process_up attempt=(\d+)$")
 IMPORTED = re.compile(r"^worker=(\d+) tensorflow_imported ")
-RESUMED = re.compile(r"^worker=0 resumed_from_epoch=")
+RESUMED = re.compile(r"^worker=0 resumed_from_epoch=\d+ resumed_from_step=(\d+)")
 GLOBAL_BATCH = re.compile(r"^worker=0 start .*global_batch=(\d+)")
 PHASES = ("detect", "start", "import", "cluster up", "restore", "first step", "redo")
 
@@ -235,6 +235,16 @@ def split(
     return phases
 
 
+def resumed_step(logs: dict[int, list[LogLine]], fault_at: float) -> int | None:
+    """The step the chief's next attempt resumed from, as its log says: the checkpoint it
+    restored (a save on SIGTERM too, which the status's history, written at the restart's
+    decision, cannot know yet)."""
+    found = sorted(
+        (at, int(m[1])) for at, text in logs.get(0, []) if at >= fault_at and (m := RESUMED.match(text))
+    )
+    return found[0][1] if found else None
+
+
 def step_seconds(progress_at_fault: Json, logs: dict[int, list[LogLine]]) -> float | None:
     """A step's seconds as the job trained at the fault: its global batch over its examples
     per second."""
@@ -280,10 +290,8 @@ def run_job(kube: ClusterClient, contender: str, faults: int) -> tuple[float, li
             until("training again", lambda a=attempt + 1: progress(name).get("attempt") == a)
             fault.training_s = time.monotonic() - at
             fault.kept_pods = len(before & uids(kube, name))
-            history = kube.status(NAMESPACE, name).get("history") or []
-            checkpoint = (history[0].get("checkpoint") or {}) if history else {}
-            fault.resumed_step = checkpoint.get("step") if isinstance(checkpoint.get("step"), int) else 0
             logs = worker_logs(kube, name)
+            fault.resumed_step = resumed_step(logs, at_wall)
             fault.phases = split(
                 at_wall, at_wall + fault.decided_s, logs, attempt + 1, fault.steps_lost,
                 step_seconds(at_fault, logs),

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 from bench.felt import LogLine
-from bench.goodput import PHASES, Fault, Result, phase_table, split, step_seconds
+from bench.goodput import PHASES, Fault, Result, phase_table, resumed_step, split, step_seconds
 
 FAULT = 100.0
 
@@ -81,3 +81,9 @@ def test_the_table_has_a_row_per_contender_and_kind_with_the_median_of_its_fault
     assert row.startswith("| tfmw-in-place | SIGKILL | 2.00 |")
     assert row.endswith("| 1.00 | 13.00 |")  # redo: the one fault that knew it; the sum of the medians
     assert "pod deleted" not in text
+
+
+def test_the_step_resumed_from_is_the_chiefs_first_after_the_fault() -> None:
+    assert resumed_step(gang(), FAULT) == 300
+    assert resumed_step(gang(), 40.0) == 0  # attempt 0's, before it
+    assert resumed_step({1: gang()[1]}, FAULT) is None
