@@ -5,8 +5,8 @@ from __future__ import annotations
 
 import pytest
 from tfmw_operator.api.spec import JobSpec, parse_job
-from tfmw_operator.api.status import AttemptRecord, Checkpoint, JobStatus, Phase, ProgressStatus
-from tfmw_operator.core.history import REPLACED, attempt_record, logs_path, resumes_from, with_root_cause
+from tfmw_operator.api.status import REPLACED, AttemptRecord, Checkpoint, JobStatus, Phase, ProgressStatus
+from tfmw_operator.core.history import attempt_record, logs_path, resumes_from, with_root_cause
 from tfmw_operator.core.pods import ObservedPod, observe_pod
 from tfmw_operator.core.policies.verdicts import Cause
 from tfmw_operator.core.progress import ProgressReport
