@@ -35,6 +35,9 @@ MAX_NAME = 253  # and compares their claim names
 # On each variable, not on the whole PodSpec: a rule there cost a job's create 0.4 ms more
 # in CEL (the API server's own metrics), and its error named no container.
 NOT_INJECTED = "self.name != 'TF_CONFIG' && !self.name.startsWith('TFMW_')"
+# api/names.py's FOLDER_CHECK_CONTAINER: this script runs without the operator's package
+# (tests/unit/hack/test_gen_template_schema.py holds them equal).
+FOLDER_CHECK_CONTAINER = "tfmw-folder-check"
 
 
 def inline(node: Any, schemas: Json, seen: tuple[str, ...] = ()) -> Any:
@@ -86,6 +89,15 @@ def pod_spec_schema(openapi: Json) -> Json:
     )
     for field in ("initContainers", "ephemeralContainers"):
         spec["properties"][field]["maxItems"] = MAX_CONTAINERS
+    # The operator's own init container: its exit status is what the claim check trusts (a pod
+    # built without the check would run the template's container of that name instead).
+    spec["properties"]["initContainers"]["items"]["x-kubernetes-validations"] = [
+        {
+            "rule": f"self.name != '{FOLDER_CHECK_CONTAINER}'",
+            "message": f"{FOLDER_CHECK_CONTAINER} is the name of the operator's own init container: "
+            "rename this one",
+        }
+    ]
     volumes = spec["properties"]["volumes"]
     items = volumes.pop("items")
     volumes.update(maxItems=MAX_VOLUMES, items=items)

@@ -163,6 +163,13 @@ INVALID: list[tuple[str, Callable[[Json], None], str]] = [
         ),
         "initContainers",
     ),
+    (
+        "an init container named as the operator's folder check",
+        lambda m: m["spec"]["template"]["spec"].update(
+            initContainers=[{"name": "tfmw-folder-check", "image": "busybox", "command": ["true"]}]
+        ),
+        'spec.template.spec.initContainers[0]: Invalid value: "object": tfmw-folder-check is the name',
+    ),
     ("name too long for its pods", name("a" * 56), "metadata.name"),
     (
         "name too long for 100 workers",
