@@ -29,8 +29,3 @@ PORT_NAME: Final = "tfmw"
 SHARED_VOLUME_NAME: Final = "tfmw-shared"
 # The operator's init container in every worker: does the claim reach the job's folder?
 FOLDER_CHECK_CONTAINER: Final = "tfmw-folder-check"
-# The in-pod supervisor (docs/supervisor.md): an init container of the operator's image copies
-# it into an emptyDir, mounted read-only in the main container, which runs under it.
-SUPERVISOR_CONTAINER: Final = "tfmw-supervisor"
-SUPERVISOR_VOLUME: Final = "tfmw-supervisor"
-SUPERVISOR_MOUNT_PATH: Final = "/tfmw"
