@@ -55,6 +55,19 @@ def one_line(text: str, limit: int = 200) -> str:
     return flat if len(flat) <= limit else flat[: limit - 1] + "…"
 
 
+# The in-pod supervisor's own lines in a worker's log (docs/supervisor.md).
+SUPERVISOR_PREFIX = "tfmw-supervisor: "
+
+
+def program_tail(lines: list[str], count: int) -> list[str]:
+    """The program's last `count` lines, with the supervisor's own lines among and after them
+    (a supervised pod's log ends with the supervisor's word on the end, which must not push
+    the program's last lines out)."""
+    program = [i for i, line in enumerate(lines) if not line.startswith(SUPERVISOR_PREFIX)]
+    start = program[-count] if len(program) >= count else 0
+    return lines[start:]
+
+
 def printable(text: str) -> str:
     """Lines kept, but no terminal escapes: a log or message is hostile until shown harmless."""
     return "".join(c if c.isprintable() or c in "\n\t" else "?" for c in text)

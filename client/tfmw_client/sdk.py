@@ -395,13 +395,13 @@ class Client:
         pod, container = render.as_str(entry.get("pod")), render.as_str(entry.get("container"))
         if pod:
             with contextlib.suppress(ApiError, TfmwError):
-                text = self.kube.log(render.as_str(meta.get("namespace")), pod, container, count)
+                # Room for the supervisor's lines after the program's (render.program_tail).
+                text = self.kube.log(render.as_str(meta.get("namespace")), pod, container, count + 20)
                 if text.strip():
-                    return f"pod {pod}", render.printable(text).splitlines()[-count:]
+                    return f"pod {pod}", render.program_tail(render.printable(text).splitlines(), count)
         message = render.as_str(entry.get("message")) or render.as_str(status.get("message"))
-        return (
-            ("its status message", render.printable(message).splitlines()[-count:]) if message else ("", [])
-        )
+        lines = render.program_tail(render.printable(message).splitlines(), count)
+        return ("its status message", lines) if message else ("", [])
 
     # ---- waiting, deleting, versions ----
 

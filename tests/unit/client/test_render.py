@@ -221,3 +221,13 @@ def test_a_malformed_status_never_breaks_the_rendering(status: dict[str, Any], s
     hostile["status"], hostile["spec"] = status, spec
     render.describe(hostile, [], [], NOW)
     render.job_table([hostile], NOW, wide=True, all_namespaces=True)
+
+
+def test_the_programs_last_lines_are_kept_before_the_supervisors_word_on_its_end() -> None:
+    said = [f"tfmw-supervisor: line {i}" for i in range(12)]
+    lines = ["tfmw-supervisor: attempt 0: started python3", "loading", "cannot open the data", *said]
+    assert render.program_tail(lines, 2) == ["loading", "cannot open the data", *said]
+    assert render.program_tail(lines, 10) == lines  # fewer program lines than asked: all of it
+    plain = [f"line {i}" for i in range(30)]
+    assert render.program_tail(plain, 10) == plain[-10:]
+    assert render.program_tail([], 10) == []
