@@ -129,7 +129,14 @@ def _port(sets: dict[str, tuple[str, Json]], notes: list[Note]) -> int:
             if isinstance(container, dict) and container.get("name") == CONTAINER:
                 for port in container.get("ports") or []:
                     if isinstance(port, dict) and port.get("name") == PORT_NAME:
-                        found.setdefault(int(port.get("containerPort", DEFAULT_PORT)), key)
+                        number = port.get("containerPort", DEFAULT_PORT)
+                        if isinstance(number, bool) or not isinstance(number, int) or not 0 < number < 65536:
+                            raise ConversionError(
+                                f"spec.tfReplicaSpecs.{key}.template.spec.containers[{CONTAINER}]"
+                                f".ports[{PORT_NAME}].containerPort",
+                                f"must be a port number from 1 to 65535, got {number!r}",
+                            )
+                        found.setdefault(number, key)
     if len(found) > 1:
         raise ConversionError(
             "spec.tfReplicaSpecs.*.template.spec.containers[tensorflow].ports[tfjob-port]",
@@ -151,8 +158,10 @@ def _template(key: str, replica: Json, notes: list[Note], priority_class: str | 
             )
         )
         del spec["restartPolicy"]
+    # Only the `tensorflow` container's tfjob-port became spec.port (_port): a sidecar's port of
+    # that name is the sidecar's own and stays.
     for container in spec.get("containers") or []:
-        if isinstance(container, dict) and container.get("ports"):
+        if isinstance(container, dict) and container.get("name") == CONTAINER and container.get("ports"):
             kept = [p for p in container["ports"] if not (isinstance(p, dict) and p.get("name") == PORT_NAME)]
             if len(kept) != len(container["ports"]):
                 container["ports"] = kept

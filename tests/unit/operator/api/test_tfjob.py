@@ -170,6 +170,31 @@ def test_tfjob_port_becomes_the_jobs_port_and_leaves_the_container() -> None:
     assert "ports" not in converted["template"]["spec"]["containers"][0]
 
 
+def test_a_sidecars_port_named_tfjob_port_stays_on_the_sidecar() -> None:
+    ported = replica(2, ports=[{"name": "tfjob-port", "containerPort": 3333}])
+    sidecar_port = {"name": "tfjob-port", "containerPort": 9000}
+    ported["template"]["spec"]["containers"].append(
+        {"name": "proxy", "image": "proxy:1", "ports": [sidecar_port]}
+    )
+    converted = convert(tfjob(Worker=ported)).manifest["spec"]
+    containers = converted["template"]["spec"]["containers"]
+    assert converted["port"] == 3333
+    assert "ports" not in containers[0]
+    assert containers[1]["ports"] == [sidecar_port]
+
+
+@pytest.mark.parametrize("number", ["3333", 0, 70000, True, 2.5])
+def test_a_tfjob_port_that_is_no_port_number_is_refused_naming_it(number: object) -> None:
+    ported = replica(2, ports=[{"name": "tfjob-port", "containerPort": number}])
+    with pytest.raises(ConversionError) as refused:
+        convert(tfjob(Worker=ported))
+    assert (
+        refused.value.field
+        == "spec.tfReplicaSpecs.Worker.template.spec.containers[tensorflow].ports[tfjob-port].containerPort"
+    )
+    assert "1 to 65535" in str(refused.value)
+
+
 @pytest.mark.parametrize(
     ("job", "field"),
     [
