@@ -385,3 +385,41 @@ def decide(
     observed.setdefault("spec", spec)
     observed.setdefault("service", build_service(spec) if isinstance(spec, JobSpec) else None)
     return reconcile(observe(job_obj, pods, marker or MarkerState(), now, **observed))
+
+
+# What a hostile or careless manifest puts where a field belongs: each type in the wrong place,
+# out-of-range numbers, and a nest deeper than any field.
+MALFORMED_VALUES: tuple[Any, ...] = (
+    None,
+    True,
+    -1,
+    2**63,
+    1.5,
+    "",
+    "x",
+    [],
+    ["x"],
+    [{}],
+    {},
+    {"x": 1},
+    [[[[[[[[[[[]]]]]]]]]]],
+)
+
+
+def every_malformed(document: Any, path: tuple[str | int, ...] = ()) -> Any:
+    """(path, a copy of `document` with the value at path replaced), for every path in it and
+    every value of MALFORMED_VALUES: what a parser must refuse with its own error, never crash on."""
+    children: list[tuple[str | int, Any]] = []
+    if isinstance(document, dict):
+        children = list(document.items())
+    elif isinstance(document, list):
+        children = list(enumerate(document))
+    for key, child in children:
+        for value in MALFORMED_VALUES:
+            changed = copy.deepcopy(document)
+            changed[key] = value
+            yield (*path, key), changed
+        for sub_path, sub_changed in every_malformed(child, (*path, key)):
+            changed = copy.deepcopy(document)
+            changed[key] = sub_changed
+            yield sub_path, changed

@@ -287,6 +287,7 @@ class SpecError(ValueError):
 
 
 MAX_REPLICAS = 1024
+INT64_MAX = 2**63 - 1  # the CRD's integers are int64
 MAX_PARAMETER_SERVERS = 64
 EXIT_CODES = range(256)
 # The causes status.history records, which onCauses may name (docs/reference.md).
@@ -311,11 +312,62 @@ CAUSES = frozenset(
 
 
 def _template(raw: object, field: str) -> Json:
+    """A pod template, its shape checked where the builders read or add to it (labels,
+    annotations, containers' env, mounts and ports, volumes); the rest is the API server's to judge."""
     template = raw if isinstance(raw, dict) else {}
-    containers = (template.get("spec") or {}).get("containers") or []
-    if not containers:
+    metadata = object_at(template.get("metadata"), f"{field}.metadata")
+    for key in ("labels", "annotations"):
+        object_at(metadata.get(key), f"{field}.metadata.{key}")
+    spec = object_at(template.get("spec"), f"{field}.spec")
+    if not spec.get("containers"):
         raise SpecError(f"{field}.spec.containers must list at least one container")
+    for key in ("containers", "initContainers", "volumes"):
+        objects_at(spec.get(key), f"{field}.spec.{key}")
+    for kind in ("containers", "initContainers"):
+        for index, container in enumerate(spec.get(kind) or []):
+            for key in ("env", "volumeMounts", "ports"):
+                objects_at(container.get(key), f"{field}.spec.{kind}[{index}].{key}")
     return template
+
+
+def objects_at(raw: object, field: str) -> list[Json]:
+    """A list of objects the CRD's schema types; `[]` when absent (checked again, as object_at)."""
+    if raw is None:
+        return []
+    if not isinstance(raw, list) or not all(isinstance(item, dict) for item in raw):
+        raise SpecError(f"{field} must be a list of objects")
+    return raw
+
+
+def object_at(raw: object, field: str) -> Json:
+    """An object the CRD's schema types; `{}` when absent. Checked again: a CRD of another
+    release, or a manifest read from a file (tfmw convert), may hold anything there."""
+    if raw is None:
+        return {}
+    if not isinstance(raw, dict):
+        raise SpecError(f"{field} must be an object, got {type(raw).__name__}")
+    return raw
+
+
+def _text(raw: object, field: str, default: str) -> str:
+    if raw is None:
+        return default
+    if not isinstance(raw, str):
+        raise SpecError(f"{field} must be a string, got {raw!r}")
+    return raw
+
+
+def _flag(raw: object, field: str) -> bool:
+    if raw is None:
+        return False
+    if not isinstance(raw, bool):
+        raise SpecError(f"{field} must be true or false, got {raw!r}")
+    return raw
+
+
+def _seconds(raw: object, field: str, low: int) -> int | None:
+    """An optional count of seconds (the CRD's int64 from `low`)."""
+    return None if raw is None else _bounded(raw, field, 0, low, INT64_MAX)
 
 
 def _codes(raw: object, field: str) -> frozenset[int] | None:
@@ -410,13 +462,17 @@ def _min_workers(raw: object, workers: int, parameter_servers: int) -> int | Non
 
 
 def parse_job(job: Json, folder_check_image: str = "", supervisor_image: str = "") -> JobSpec:
-    meta = job.get("metadata") or {}
-    spec = job.get("spec") or {}
-    shared = spec.get("sharedVolume") or {}
-    completion = spec.get("completion") or {}
-    run = spec.get("runPolicy") or {}
+    meta = object_at(job.get("metadata"), "metadata")
+    name = meta.get("name")
+    if not isinstance(name, str) or not name:
+        raise SpecError(f"metadata.name must be the job's name, got {name!r}")
+    spec = object_at(job.get("spec"), "spec")
+    shared = object_at(spec.get("sharedVolume"), "spec.sharedVolume")
+    completion = object_at(spec.get("completion"), "spec.completion")
+    run = object_at(spec.get("runPolicy"), "spec.runPolicy")
+    labels = object_at(meta.get("labels"), "metadata.labels")
     workers = spec.get("workers")
-    if not isinstance(workers, int) or not 1 <= workers <= MAX_REPLICAS:
+    if type(workers) is not int or not 1 <= workers <= MAX_REPLICAS:
         raise SpecError(f"spec.workers must be an integer in 1..{MAX_REPLICAS}, got {workers!r}")
     try:
         completion_policy = CompletionPolicy(completion.get("policy", CompletionPolicy.MARKER.value))
@@ -424,7 +480,7 @@ def parse_job(job: Json, folder_check_image: str = "", supervisor_image: str = "
         raise SpecError(
             "spec.completion.policy must be Marker, ChiefExitCode or AllWorkersExitCode"
         ) from None
-    claim = shared.get("claimName") or None
+    claim = _text(shared.get("claimName"), "spec.sharedVolume.claimName", "") or None
     if claim is None and completion_policy is CompletionPolicy.MARKER:
         raise SpecError(
             "spec.sharedVolume.claimName is required: name a PVC in the job's namespace (or set "
@@ -434,10 +490,13 @@ def parse_job(job: Json, folder_check_image: str = "", supervisor_image: str = "
     chief = spec.get("chief")
     ps = spec.get("parameterServers")
     evaluator = spec.get("evaluator")
+    for role, raw in (("chief", chief), ("parameterServers", ps), ("evaluator", evaluator)):
+        if raw is not None:
+            object_at(raw, f"spec.{role}")
     parameter_servers = 0
     if isinstance(ps, dict):
         parameter_servers = ps.get("replicas", 1)
-        if not isinstance(parameter_servers, int) or not 1 <= parameter_servers <= MAX_PARAMETER_SERVERS:
+        if type(parameter_servers) is not int or not 1 <= parameter_servers <= MAX_PARAMETER_SERVERS:
             raise SpecError(
                 f"spec.parameterServers.replicas must be an integer in 1..{MAX_PARAMETER_SERVERS}, "
                 f"got {parameter_servers!r}"
@@ -451,33 +510,53 @@ def parse_job(job: Json, folder_check_image: str = "", supervisor_image: str = "
     except ValueError as error:
         raise SpecError(f"spec.runPolicy: {error}") from error
     return JobSpec(
-        name=meta["name"],
-        namespace=meta.get("namespace", "default"),
-        uid=meta.get("uid", ""),
+        name=name,
+        namespace=_text(meta.get("namespace"), "metadata.namespace", "default"),
+        uid=_text(meta.get("uid"), "metadata.uid", ""),
         workers=workers,
-        port=int(spec.get("port", DEFAULT_PORT)),
+        port=_bounded(spec.get("port"), "spec.port", DEFAULT_PORT, 1, 65535),
         claim_name=claim,
-        mount_path=shared.get("mountPath", DEFAULT_MOUNT_PATH),
-        marker_file=completion.get("markerFile", DEFAULT_MARKER_FILE),
-        chief_exit_grace_seconds=int(
-            completion.get("chiefExitGraceSeconds", DEFAULT_CHIEF_EXIT_GRACE_SECONDS)
+        mount_path=_text(shared.get("mountPath"), "spec.sharedVolume.mountPath", DEFAULT_MOUNT_PATH),
+        marker_file=_text(completion.get("markerFile"), "spec.completion.markerFile", DEFAULT_MARKER_FILE),
+        chief_exit_grace_seconds=_bounded(
+            completion.get("chiefExitGraceSeconds"),
+            "spec.completion.chiefExitGraceSeconds",
+            DEFAULT_CHIEF_EXIT_GRACE_SECONDS,
+            0,
+            INT64_MAX,
         ),
         run_policy=RunPolicy(
             restart_policy=restart_policy,
-            backoff_limit=int(run.get("backoffLimit", DEFAULT_BACKOFF_LIMIT)),
-            active_deadline_seconds=run.get("activeDeadlineSeconds"),
-            pending_timeout_seconds=run.get("pendingTimeoutSeconds"),
-            ttl_seconds_after_finished=run.get("ttlSecondsAfterFinished"),
+            backoff_limit=_bounded(
+                run.get("backoffLimit"), "spec.runPolicy.backoffLimit", DEFAULT_BACKOFF_LIMIT, 0, INT64_MAX
+            ),
+            active_deadline_seconds=_seconds(
+                run.get("activeDeadlineSeconds"), "spec.runPolicy.activeDeadlineSeconds", 1
+            ),
+            pending_timeout_seconds=_seconds(
+                run.get("pendingTimeoutSeconds"), "spec.runPolicy.pendingTimeoutSeconds", 1
+            ),
+            ttl_seconds_after_finished=_seconds(
+                run.get("ttlSecondsAfterFinished"), "spec.runPolicy.ttlSecondsAfterFinished", 0
+            ),
             clean_pod_policy=clean_pod_policy,
-            suspend=bool(run.get("suspend", False)),
-            restart_grace_seconds=int(run.get("restartGracePeriodSeconds", DEFAULT_RESTART_GRACE_SECONDS)),
-            progress_deadline_seconds=run.get("progressDeadlineSeconds"),
+            suspend=_flag(run.get("suspend"), "spec.runPolicy.suspend"),
+            restart_grace_seconds=_bounded(
+                run.get("restartGracePeriodSeconds"),
+                "spec.runPolicy.restartGracePeriodSeconds",
+                DEFAULT_RESTART_GRACE_SECONDS,
+                0,
+                INT64_MAX,
+            ),
+            progress_deadline_seconds=_seconds(
+                run.get("progressDeadlineSeconds"), "spec.runPolicy.progressDeadlineSeconds", 1
+            ),
             progress_deadline_policy=deadline_policy,
             failure_rules=parse_rules(run.get("failureRules")),
             node_exclusion=parse_node_exclusion(run.get("nodeExclusion")),
         ),
         template=template,
-        queue_name=(meta.get("labels") or {}).get(LABEL_QUEUE_NAME) or None,
+        queue_name=_text(labels.get(LABEL_QUEUE_NAME), f"metadata.labels[{LABEL_QUEUE_NAME}]", "") or None,
         folder_check_image=folder_check_image if claim is not None else "",
         supervisor_image=supervisor_image,
         completion_policy=completion_policy,

@@ -18,7 +18,7 @@ from typing import Any, Final
 
 from tfmw_operator.api.names import API_VERSION, KIND, LABEL_QUEUE_NAME
 from tfmw_operator.api.objects import Json, copy_json
-from tfmw_operator.api.spec import JobSpec, SpecError, parse_job
+from tfmw_operator.api.spec import JobSpec, SpecError, object_at, objects_at, parse_job
 from tfmw_operator.api.status import ConditionType, JobStatus, Phase
 from tfmw_operator.api.times import format_time
 
@@ -125,11 +125,13 @@ def _port(sets: dict[str, tuple[str, Json]], notes: list[Note]) -> int:
     """The one port every task listens on: TFJob's `tfjob-port` on the `tensorflow` container."""
     found: dict[int, str] = {}
     for key, replica in sets.values():
-        for container in ((replica.get("template") or {}).get("spec") or {}).get("containers") or []:
-            if isinstance(container, dict) and container.get("name") == CONTAINER:
-                for port in container.get("ports") or []:
-                    if isinstance(port, dict) and port.get("name") == PORT_NAME:
-                        number = port.get("containerPort", DEFAULT_PORT)
+        field = f"spec.tfReplicaSpecs.{key}.template"
+        pod = object_at(object_at(replica.get("template"), field).get("spec"), f"{field}.spec")
+        for index, container in enumerate(objects_at(pod.get("containers"), f"{field}.spec.containers")):
+            if container.get("name") == CONTAINER:
+                for entry in objects_at(container.get("ports"), f"{field}.spec.containers[{index}].ports"):
+                    if entry.get("name") == PORT_NAME:
+                        number = entry.get("containerPort", DEFAULT_PORT)
                         if isinstance(number, bool) or not isinstance(number, int) or not 0 < number < 65536:
                             raise ConversionError(
                                 f"spec.tfReplicaSpecs.{key}.template.spec.containers[{CONTAINER}]"
@@ -149,8 +151,9 @@ def _port(sets: dict[str, tuple[str, Json]], notes: list[Note]) -> int:
 
 
 def _template(key: str, replica: Json, notes: list[Note], priority_class: str | None) -> Json:
-    template: Json = copy_json(replica.get("template") or {})
-    spec = template.setdefault("spec", {})
+    field = f"spec.tfReplicaSpecs.{key}.template"
+    template: Json = copy_json(object_at(replica.get("template"), field))
+    spec = template["spec"] = object_at(template.get("spec"), f"{field}.spec")
     if spec.get("restartPolicy"):
         notes.append(
             Note(
@@ -160,8 +163,8 @@ def _template(key: str, replica: Json, notes: list[Note], priority_class: str | 
         del spec["restartPolicy"]
     # Only the `tensorflow` container's tfjob-port became spec.port (_port): a sidecar's port of
     # that name is the sidecar's own and stays.
-    for container in spec.get("containers") or []:
-        if isinstance(container, dict) and container.get("name") == CONTAINER and container.get("ports"):
+    for container in objects_at(spec.get("containers"), f"{field}.spec.containers"):
+        if container.get("name") == CONTAINER and container.get("ports"):
             kept = [p for p in container["ports"] if not (isinstance(p, dict) and p.get("name") == PORT_NAME)]
             if len(kept) != len(container["ports"]):
                 container["ports"] = kept
@@ -237,11 +240,9 @@ def _scheduling(run: Json, labels: Json, total: int, notes: list[Note]) -> str |
 def convert(tfjob: Json) -> Conversion:
     """The TFMultiWorkerJob that means what `tfjob` means, or ConversionError naming the
     field tfmw cannot honour."""
-    meta = tfjob.get("metadata") or {}
-    spec = tfjob.get("spec") or {}
-    if not isinstance(spec, dict):
-        raise ConversionError("spec", "must be an object")
-    run = spec.get("runPolicy") or {}
+    meta = object_at(tfjob.get("metadata"), "metadata")
+    spec = object_at(tfjob.get("spec"), "spec")
+    run = object_at(spec.get("runPolicy"), "spec.runPolicy")
     notes: list[Note] = []
     sets = _sets(tfjob)
     counts = {target: _replicas(replica, key) for target, (key, replica) in sets.items()}
@@ -263,7 +264,7 @@ def convert(tfjob: Json) -> Conversion:
     for field in ("minResources",):
         if field in run:
             raise ConversionError(f"spec.runPolicy.{field}", "has no meaning in tfmw")
-    labels = {k: v for k, v in (meta.get("labels") or {}).items() if isinstance(v, str)}
+    labels = {k: v for k, v in object_at(meta.get("labels"), "metadata.labels").items() if isinstance(v, str)}
     total = sum(counts[t] for t in sets)
     priority_class = _scheduling(run, labels, total, notes)
     port = _port(sets, notes)
@@ -320,7 +321,7 @@ def convert(tfjob: Json) -> Conversion:
                 "the evaluator is not in TF_CONFIG's cluster (TensorFlow's rule; TFJob put it there)",
             )
         )
-    annotations = meta.get("annotations") or {}
+    annotations = object_at(meta.get("annotations"), "metadata.annotations")
     claim = annotations.get(ANNOTATION_SHARED_CLAIM)
     if isinstance(claim, str) and claim:
         shared: Json = {"claimName": claim}

@@ -168,7 +168,10 @@ def build_env(job: JobSpec, member: Member, attempt: int, supervised: bool = Fal
 
 def _with_injections(container: Json, env: list[Json], mount: Json | None) -> Json:
     injected = {item["name"] for item in env}
-    container["env"] = [e for e in container.get("env") or [] if e.get("name") not in injected] + env
+    own = container.get("env") or []
+    container["env"] = [
+        e for e in own if not (isinstance(e.get("name"), str) and e["name"] in injected)
+    ] + env
     mounts = [m for m in container.get("volumeMounts") or [] if m.get("name") != SHARED_VOLUME_NAME]
     container["volumeMounts"] = [*mounts, mount] if mount is not None else mounts
     # Without a termination-log file of its own, a failed container's message is the tail of

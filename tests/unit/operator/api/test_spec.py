@@ -11,7 +11,7 @@ from tfmw_operator.api import objects
 from tfmw_operator.api import spec as api_spec
 from tfmw_operator.api.spec import CleanPodPolicy, ProgressDeadlinePolicy, RestartPolicy, RunPolicy, parse_job
 from tfmw_operator.contract import DEFAULT_MARKER_FILE
-from wrappers import job
+from wrappers import every_malformed, job
 
 CRD = yaml.safe_load((REPO / "crds" / "tfmwjobs.tfmw.dev.yaml").read_text())
 
@@ -152,3 +152,32 @@ def test_a_jobs_replicas_of_each_kind_and_none_of_a_kind_it_lacks() -> None:
         ReplicaType.PS: 2,
         ReplicaType.EVALUATOR: 0,
     }
+
+
+def test_a_malformed_value_anywhere_in_a_job_is_refused_as_a_spec_error_never_a_crash() -> None:
+    """The CRD's schema refuses most of these at admission; the operator parses whatever it is
+    handed all the same (a CRD older or newer than the operator, an object read some other way)."""
+    rich = (
+        job("rich")
+        .chief()
+        .parameter_servers(2)
+        .evaluator()
+        .commanded("--epochs", "3")
+        .rules(
+            {"onExitCodes": [42], "action": "RestartNotCounted"},
+            {"onCauses": ["OOMKilled"], "onRoles": ["worker"], "action": "Fail"},
+        )
+        .run_policy(backoffLimit=3, activeDeadlineSeconds=600, ttlSecondsAfterFinished=60)
+        .completion(policy="Marker", markerFile="done.json")
+        .obj()
+    )
+    parse_job(rich)  # the document itself is valid
+    crashed: list[str] = []
+    for path, changed in every_malformed(rich):
+        try:
+            parse_job(changed)
+        except api_spec.SpecError:
+            pass
+        except Exception as error:  # every crash is listed, not only the first
+            crashed.append(f"{'.'.join(map(str, path))}: {type(error).__name__}: {error}")
+    assert not crashed, "\n".join(sorted(set(crashed)))

@@ -8,8 +8,9 @@ from typing import Any
 
 import pytest
 from tfmw_operator.api.names import API_VERSION, KIND
-from tfmw_operator.api.spec import JobSpec
+from tfmw_operator.api.spec import JobSpec, SpecError, parse_job
 from tfmw_operator.api.tfjob import ConversionError, Note, convert, parse_tfjob, parse_tfjob_spec
+from wrappers import every_malformed
 
 Json = dict[str, Any]
 
@@ -40,10 +41,15 @@ def port(number: int) -> Json:
 GANG = "belongs to a gang scheduler (volcano, scheduler-plugins) that tfmw does not drive: leave it out, and give the job a Kueue queue instead (docs/kueue.md)"
 
 
+def test_a_spec_that_is_no_object_is_refused_naming_it() -> None:
+    with pytest.raises(SpecError) as refused:
+        convert(tfjob([1]))
+    assert str(refused.value) == "spec must be an object, got list"
+
+
 @pytest.mark.parametrize(
     ("spec", "said"),
     [
-        ([1], "spec: must be an object"),
         ({}, "spec.tfReplicaSpecs: is required: at least a Worker or a Chief"),
         ({"tfReplicaSpecs": []}, "spec.tfReplicaSpecs: is required: at least a Worker or a Chief"),
         (
@@ -372,3 +378,41 @@ def test_a_parsed_tfjob_keeps_its_namespace_and_parse_tfjob_spec_passes_the_fold
     assert isinstance(unset, JobSpec) and unset.folder_check_image == ""
     refused = parse_tfjob_spec(tfjob({"tfReplicaSpecs": {}}))
     assert isinstance(refused, ConversionError) and refused.field == "spec.tfReplicaSpecs"
+
+
+def test_a_malformed_value_anywhere_in_a_tfjob_is_refused_naming_a_field_never_a_crash() -> None:
+    """Kubeflow's CRD types a TFJob on the cluster, but `tfmw convert` reads files: whatever a
+    file holds, the answer is a ConversionError or SpecError (a field and a fix), or a job."""
+    rich = tfjob(
+        {
+            "tfReplicaSpecs": {
+                "Chief": replica(1, "ExitCode", **port(2222)),
+                "PS": replica(1, "Always"),
+                "Worker": replica(2, "OnFailure", command=["python", "train.py"], args=["--epochs", "2"]),
+                "Evaluator": replica(1, "Never"),
+            },
+            "runPolicy": {
+                "cleanPodPolicy": "All",
+                "backoffLimit": 3,
+                "activeDeadlineSeconds": 600,
+                "ttlSecondsAfterFinished": 60,
+                "schedulingPolicy": {"queue": "team-a", "priorityClass": "high"},
+            },
+            "successPolicy": "",
+        },
+        namespace="ns",
+        uid="uid-dist",
+        labels={"team": "a"},
+        annotations={"tfmw.dev/shared-claim": "tfmw-shared"},
+    )
+    parse_tfjob(rich)  # the document itself is valid
+    crashed: list[str] = []
+    for path, changed in every_malformed(rich):
+        try:
+            parse_job(convert(changed).manifest)
+            parse_tfjob(changed)
+        except SpecError:
+            pass
+        except Exception as error:
+            crashed.append(f"{'.'.join(map(str, path))}: {type(error).__name__}: {error}")
+    assert not crashed, "\n".join(sorted(set(crashed)))

@@ -3,7 +3,7 @@ import json
 from typing import Any
 
 import pytest
-from tfmw_operator.api.spec import Member, parse_job
+from tfmw_operator.api.spec import Member, SpecError, parse_job
 from tfmw_operator.core.builders import (
     build_event,
     build_pod,
@@ -11,7 +11,7 @@ from tfmw_operator.core.builders import (
     build_tf_config,
     pod_group_name_prefix,
 )
-from wrappers import SUPERVISOR_IMAGE, TRAINER_COMMAND, at, container_env, job
+from wrappers import SUPERVISOR_IMAGE, TRAINER_COMMAND, at, container_env, every_malformed, job
 
 
 def test_tf_config_per_worker_matches_the_contract_exactly() -> None:
@@ -353,3 +353,36 @@ def test_the_supervisor_stops_the_command_within_the_pod_s_grace_period(grace: o
 def test_a_command_without_args_runs_under_the_supervisor() -> None:
     main = supervised_main(job().container(command=["train"]).obj())
     assert main["command"][-2:] == ["--", "train"] and "args" not in main
+
+
+def test_every_job_that_parses_builds_its_pods_and_service_whatever_its_template_holds() -> None:
+    """A template's fields the operator does not read are passed on for the API server to judge;
+    those it reads (env, ports, command, volumes...) must not crash the builders."""
+    rich = (
+        job("rich")
+        .chief()
+        .parameter_servers(1)
+        .evaluator()
+        .commanded("--epochs", "3")
+        .container(
+            env=[{"name": "A", "value": "1"}, {"name": "B", "valueFrom": {"fieldRef": {"fieldPath": "x"}}}],
+            ports=[{"name": "tfmw", "containerPort": 2222}],
+            volumeMounts=[{"name": "data", "mountPath": "/data"}],
+            securityContext={"runAsUser": 1000},
+        )
+        .pod_spec(volumes=[{"name": "data", "emptyDir": {}}], securityContext={"runAsNonRoot": True})
+        .obj()
+    )
+    crashed: list[str] = []
+    for path, changed in every_malformed(rich):
+        try:
+            spec = parse_job(changed, folder_check_image="check:1", supervisor_image=SUPERVISOR_IMAGE)
+        except SpecError:
+            continue
+        try:
+            build_service(spec)
+            for member in spec.members:
+                build_pod(spec, member, 0)
+        except Exception as error:  # every crash is listed, not only the first
+            crashed.append(f"{'.'.join(map(str, path))}: {type(error).__name__}: {error}")
+    assert not crashed, "\n".join(sorted(set(crashed)))
