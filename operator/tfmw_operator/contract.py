@@ -12,6 +12,7 @@ job's UID `job_uid`: that spelling is still read, for one release (see CHANGELOG
 
 from __future__ import annotations
 
+import hashlib
 from collections.abc import Mapping, Sequence
 from typing import Final
 
@@ -97,7 +98,7 @@ def attempt_logs_folder(attempt: int) -> str:
 # -- COMMAND...`. The bootstrap blocks the signals the supervisor forwards before Python reads
 # the file, then runs it as a script (docs/supervisor.md, "Signals while Python starts").
 # supervisor.py has the same (it stands alone in a worker's image); a unit test holds them equal.
-# The file is the operator's copy in the job's control folder, which only the operator writes:
+# The file is the operator's copy in the job's control folder, written before any pod is made:
 # no init container places it (each costs its pod a container start: docs/benchmarks.md).
 SUPERVISOR_FILE: Final = "supervisor.py"  # .tfmw/supervisor.py
 SUPERVISOR_BOOTSTRAP_HEAD: Final = (
@@ -113,11 +114,49 @@ def supervisor_path(mount_path: str) -> str:
     return f"{mount_path.rstrip('/')}/{CONTROL_FOLDER}/{SUPERVISOR_FILE}"
 
 
+# The file the operator writes ends with a seal, the sha256 of what precedes it; the bootstrap
+# runs the bytes it checked, never the path again. A supervisor missing, cut short (a 0-byte file
+# after a crash would exit 0: "Succeeded" under an exit-code completion), a directory, a FIFO or
+# a link is refused with SUPERVISOR_UNUSABLE_EXIT_CODE and a line that says so: above 128, so
+# the ExitCode preset restarts it as the system's fault, and the operator writes the file again
+# before it creates a pod. The seal proves the copy whole, not whose it is: whoever may write
+# the job's folder may run code in its pods already (docs/supervisor.md).
+SUPERVISOR_SEAL: Final = b"\n# tfmw-sha256: "
+SUPERVISOR_UNUSABLE_EXIT_CODE: Final = 199  # no signal's (128 + n, n < 65)
+SUPERVISOR_MAX_BYTES: Final = 4 << 20
+SUPERVISOR_LOADER: Final = (
+    "import hashlib,os,stat,types\n"
+    "p=sys.argv[0]\n"
+    "try:\n"
+    " f=os.open(p,os.O_RDONLY|os.O_NOFOLLOW|os.O_NONBLOCK|os.O_CLOEXEC)\n"
+    " try:\n"
+    "  if not stat.S_ISREG(os.fstat(f).st_mode):raise OSError('not a regular file')\n"
+    "  d=b''\n"
+    f"  while len(d)<={SUPERVISOR_MAX_BYTES}:\n"
+    "   c=os.read(f,65536)\n"
+    "   if not c:break\n"
+    "   d+=c\n"
+    " finally:os.close(f)\n"
+    f" b,_,t=d.rpartition({SUPERVISOR_SEAL!r})\n"
+    " if t.strip()!=hashlib.sha256(b).hexdigest().encode():\n"
+    "  raise OSError('cut short or changed: its seal does not match')\n"
+    "except OSError as e:\n"
+    " sys.stderr.write('tfmw: the supervisor %s cannot be run: %s; '\n"
+    "  'the operator writes it again before the next pod\\n'%(p,e))\n"
+    f" sys.exit({SUPERVISOR_UNUSABLE_EXIT_CODE})\n"
+    "m=types.ModuleType('__main__');m.__file__=p;sys.modules['__main__']=m\n"
+    "exec(compile(b,p,'exec'),m.__dict__)"
+)
+
+
+def sealed_supervisor(source: bytes) -> bytes:
+    """The supervisor as the operator writes it: its source, then the seal the bootstrap checks."""
+    return source + SUPERVISOR_SEAL + hashlib.sha256(source).hexdigest().encode() + b"\n"
+
+
 def supervised_command(command: Sequence[str], path: str, options: Sequence[str] = ()) -> list[str]:
     """A container's command and args, run under the supervisor at `path`."""
-    bootstrap = (
-        f"{SUPERVISOR_BOOTSTRAP_HEAD}sys.argv[0]={path!r};runpy.run_path(sys.argv[0],run_name='__main__')"
-    )
+    bootstrap = f"{SUPERVISOR_BOOTSTRAP_HEAD}sys.argv[0]={path!r}\n{SUPERVISOR_LOADER}"
     return ["python3", "-I", "-S", "-c", bootstrap, *options, "--", *command]
 
 

@@ -71,14 +71,37 @@ from collections.abc import Callable, Mapping, Sequence  # noqa: E402
 # read and compiled (docs/supervisor.md has the times), then the file run as `python3 <path>`
 # would. -I -S: none of the image's or the user's Python settings (PYTHONPATH, a json.py in the
 # working directory, site's .pth files) reaches the supervisor; its child gets them all.
+# The file must end with its seal (the sha256 of what precedes it): the bootstrap runs the bytes
+# it checked, and refuses a file cut short, a directory, a FIFO or a link with exit code 199.
 INSTALLED_PATH = "/tfmw/supervisor.py"
+SEAL = b"\n# tfmw-sha256: "
 BOOTSTRAP = (
     "import signal;"
     "signal.pthread_sigmask(signal.SIG_BLOCK,(signal.SIGTERM,signal.SIGINT,signal.SIGHUP,"
     "signal.SIGQUIT,signal.SIGUSR1,signal.SIGUSR2));"
     "import runpy,sys;"
-    f"sys.argv[0]={INSTALLED_PATH!r};"
-    "runpy.run_path(sys.argv[0],run_name='__main__')"
+    f"sys.argv[0]={INSTALLED_PATH!r}\n"
+    "import hashlib,os,stat,types\n"
+    "p=sys.argv[0]\n"
+    "try:\n"
+    " f=os.open(p,os.O_RDONLY|os.O_NOFOLLOW|os.O_NONBLOCK|os.O_CLOEXEC)\n"
+    " try:\n"
+    "  if not stat.S_ISREG(os.fstat(f).st_mode):raise OSError('not a regular file')\n"
+    "  d=b''\n"
+    "  while len(d)<=4194304:\n"
+    "   c=os.read(f,65536)\n"
+    "   if not c:break\n"
+    "   d+=c\n"
+    " finally:os.close(f)\n"
+    f" b,_,t=d.rpartition({SEAL!r})\n"
+    " if t.strip()!=hashlib.sha256(b).hexdigest().encode():\n"
+    "  raise OSError('cut short or changed: its seal does not match')\n"
+    "except OSError as e:\n"
+    " sys.stderr.write('tfmw: the supervisor %s cannot be run: %s; '\n"
+    "  'the operator writes it again before the next pod\\n'%(p,e))\n"
+    " sys.exit(199)\n"
+    "m=types.ModuleType('__main__');m.__file__=p;sys.modules['__main__']=m\n"
+    "exec(compile(b,p,'exec'),m.__dict__)"
 )
 
 

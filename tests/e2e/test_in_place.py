@@ -20,6 +20,7 @@ import pytest
 from e2e.test_stall import DEADLINE, attempt_of, progress, slowed, timed, training_job
 from e2e.test_training import NAMESPACE, TRAINING_TIMEOUT, epoch_lines, logs, submit
 from kube import ClusterClient, kubectl, wait_for
+from tfmw_operator import contract
 
 Json = dict[str, Any]
 COMMAND = ["python3", "-m", "tfmw_trainer"]  # the trainer image's entrypoint, given as the command
@@ -124,11 +125,17 @@ def test_a_deleted_worker_pod_alone_is_made_again(
     kube: ClusterClient, shared_dir: Path, fresh_name: Callable[[str], str]
 ) -> None:
     """Worker 1's pod deleted: it cannot restart in place, so it alone is made again; worker 0
-    keeps its pod and restarts its command in it."""
+    keeps its pod and restarts its command in it. The supervisor in the job's folder was
+    emptied first (a 0-byte file would exit 0): the operator puts it back before the new pod."""
     name = fresh_name("inplace-del")
     submit(kube, supervised(slowed(training_job(name, 4))), name)
     running_epoch(shared_dir, name, 1)
     before = uids(kube, name)
+    placed = shared_dir / NAMESPACE / name / ".tfmw" / "supervisor.py"
+    sealed = placed.read_bytes()
+    assert sealed.rpartition(contract.SUPERVISOR_SEAL)[2].strip(), "the supervisor is not sealed"
+    placed.unlink()
+    placed.write_bytes(b"")
     kubectl("delete", "pod", f"{name}-worker-1", "-n", NAMESPACE, "--wait=false")
     deleted_at = time.monotonic()
     decided, trained = lost(kube, shared_dir, name, deleted_at)
@@ -144,6 +151,7 @@ def test_a_deleted_worker_pod_alone_is_made_again(
     record = status["history"][0]
     assert record["outcome"] == "Restarted" and record.get("restart") == "InPlace", record
     assert "attempt=1" in logs(name, 1)
+    assert placed.read_bytes() == sealed
 
 
 @on_this_node

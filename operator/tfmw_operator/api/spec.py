@@ -11,7 +11,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from enum import StrEnum
 
-from tfmw_operator.api.names import API_VERSION, KIND, LABEL_QUEUE_NAME
+from tfmw_operator.api.names import API_VERSION, FOLDER_CHECK_CONTAINER, KIND, LABEL_QUEUE_NAME
 from tfmw_operator.api.objects import Json
 from tfmw_operator.contract import (
     CHIEF,
@@ -327,6 +327,14 @@ def _template(raw: object, field: str) -> Json:
         for index, container in enumerate(spec.get(kind) or []):
             for key in ("env", "volumeMounts", "ports"):
                 objects_at(container.get(key), f"{field}.spec.{kind}[{index}].{key}")
+    for index, container in enumerate(spec.get("initContainers") or []):
+        # The CRD refuses it too (hack/gen_template_schema.py), but not Kubeflow's TFJob CRD: the
+        # folder check's exit is what the claim check trusts (core/claim_checks.py).
+        if container.get("name") == FOLDER_CHECK_CONTAINER:
+            raise SpecError(
+                f"{field}.spec.initContainers[{index}].name: {FOLDER_CHECK_CONTAINER} is the name of the "
+                "operator's own init container: give yours another name"
+            )
     return template
 
 

@@ -16,7 +16,7 @@ import dataclasses
 from dataclasses import dataclass
 from typing import Any, Final
 
-from tfmw_operator.api.names import API_VERSION, KIND, LABEL_QUEUE_NAME
+from tfmw_operator.api.names import API_VERSION, FOLDER_CHECK_CONTAINER, KIND, LABEL_QUEUE_NAME
 from tfmw_operator.api.objects import Json, copy_json
 from tfmw_operator.api.spec import JobSpec, SpecError, object_at, objects_at, parse_job
 from tfmw_operator.api.status import ConditionType, JobStatus, Phase
@@ -154,6 +154,13 @@ def _template(key: str, replica: Json, notes: list[Note], priority_class: str | 
     field = f"spec.tfReplicaSpecs.{key}.template"
     template: Json = copy_json(object_at(replica.get("template"), field))
     spec = template["spec"] = object_at(template.get("spec"), f"{field}.spec")
+    for index, init in enumerate(objects_at(spec.get("initContainers"), f"{field}.spec.initContainers")):
+        if init.get("name") == FOLDER_CHECK_CONTAINER:
+            raise ConversionError(
+                f"{field}.spec.initContainers[{index}].name",
+                f"{FOLDER_CHECK_CONTAINER} is the name of the operator's own init container: "
+                "give yours another name",
+            )
     if spec.get("restartPolicy"):
         notes.append(
             Note(

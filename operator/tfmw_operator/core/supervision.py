@@ -68,8 +68,9 @@ def template_command(template: Json) -> list[str] | None:
 def supervision_of(job: JobSpec) -> Supervision:
     """A gang restarts in place when the job has a shared volume (where the control file and
     the reports are), trains a MultiWorkerMirroredStrategy gang (a ParameterServerStrategy
-    worker is replaced alone), the operator knows its own image (which places the supervisor)
-    and every gang template gives its command (the image's entrypoint cannot be wrapped)."""
+    worker is replaced alone), the operator runs with --supervisor-image (the switch that turns
+    supervision on: it writes the supervisor into the job's folder) and every gang template
+    gives its command (the image's entrypoint cannot be wrapped)."""
     kept = "gang restarts re-create every pod"
     if not job.shared:
         return Supervision(
@@ -88,8 +89,7 @@ def supervision_of(job: JobSpec) -> Supervision:
         return Supervision(
             False,
             NO_SUPERVISOR_IMAGE,
-            "the operator runs without --supervisor-image (its own image, which places the supervisor): "
-            + kept,
+            "the operator runs without --supervisor-image (the switch that turns supervision on): " + kept,
         )
     for field, template in (("spec.chief.template", job.chief_template), ("spec.template", job.template)):
         if template is not None and template_command(template) is None:

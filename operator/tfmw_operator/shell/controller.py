@@ -461,7 +461,10 @@ class JobController:
                 await asyncio.gather(*alongside)
                 document = action.document()
                 state = self._state(key)
-                if state.control_written != document:
+                # Before pods are made, the supervisor they will run is checked (and put back)
+                # even when the document is the one last written: it may have gone since.
+                creates = any(isinstance(a, CreatePods) for a in actions)
+                if state.control_written != document or creates:
                     await self.storage.call(action.relpath, write_control, action.relpath, document)
                     state.control_written = document
             elif isinstance(action, EnsureService) and not action.launch:

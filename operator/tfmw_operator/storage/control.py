@@ -30,6 +30,7 @@ from tfmw_operator.contract import (
     SUPERVISOR_FILE,
     attempt_logs_folder,
     reports_folder,
+    sealed_supervisor,
 )
 from tfmw_operator.core.policies.failure import MESSAGE_TAIL_LINES
 from tfmw_operator.core.reports import (
@@ -73,9 +74,10 @@ def _subfolder(parent_fd: int, name: str, mode: int, relpath: str) -> int:
 def write_control(shared_root: Path, job_relpath: str, document: Json) -> None:
     """`<job>/.tfmw/control.json`, atomically (a new file renamed over it, so a planted link
     is replaced, never followed); `.tfmw/` and `.tfmw/pods/` made first when missing, so no
-    pod makes them as its own. Beside it the supervisor the pods run (`.tfmw/supervisor.py`),
-    written again whenever it is not the operator's own: before the first pod, as the
-    control file is."""
+    pod makes them as its own. Beside it the supervisor the pods run (`.tfmw/supervisor.py`,
+    sealed: contract.sealed_supervisor), written again whenever it is not the operator's own:
+    the controller calls this before every creation of a supervised job's pods. Each file is
+    rewritten only when it differs."""
     content = (json.dumps(document, sort_keys=True, separators=(",", ":")) + "\n").encode()
     control_relpath = f"{job_relpath}/{CONTROL_FOLDER}"
     with _directory(shared_root, job_relpath) as job_fd:
@@ -85,11 +87,15 @@ def write_control(shared_root: Path, job_relpath: str, document: Json) -> None:
                 control_fd, REPORTS_FOLDER, REPORTS_FOLDER_MODE, f"{job_relpath}/{reports_folder()}"
             )
             os.close(reports)
-            source = supervisor_source()
+            # The control file first: a supervisor that cannot be put back (a directory planted
+            # at its name) must not keep the running ones from hearing a raise or an exit.
+            said = _read(control_fd, CONTROL_FILE, len(content))
+            if said is None or said[0] != content:
+                _write_atomically(control_fd, CONTROL_FILE, content, f"{control_relpath}/{CONTROL_FILE}")
+            source = sealed_supervisor(supervisor_source())
             found = _read(control_fd, SUPERVISOR_FILE, len(source))
             if found is None or found[0] != source:
                 _write_atomically(control_fd, SUPERVISOR_FILE, source, f"{control_relpath}/{SUPERVISOR_FILE}")
-            _write_atomically(control_fd, CONTROL_FILE, content, f"{control_relpath}/{CONTROL_FILE}")
         finally:
             os.close(control_fd)
 

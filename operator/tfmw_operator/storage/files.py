@@ -302,6 +302,7 @@ def _write_atomically(dir_fd: int, name: str, content: bytes, relpath: str) -> N
     try:
         fd = os.open(temporary, _CREATE_FLAGS, 0o644, dir_fd=dir_fd)
         try:
+            os.fchmod(fd, 0o644)  # whatever the operator's umask: pods of any user read it
             view = memoryview(content)
             while view:
                 view = view[os.write(fd, view) :]

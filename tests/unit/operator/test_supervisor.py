@@ -8,6 +8,7 @@ tests' own: it runs under whatever python3 a worker's image has.
 from __future__ import annotations
 
 import ast
+import atexit
 import contextlib
 import json
 import os
@@ -16,6 +17,7 @@ import shutil
 import signal
 import subprocess
 import sys
+import tempfile
 import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
@@ -26,7 +28,18 @@ from typing import Any, TypeVar
 import pytest
 from tfmw_operator import contract, supervisor
 
-SUPERVISOR = Path(supervisor.__file__)
+
+def _sealed_copy() -> Path:
+    """The supervisor as the operator writes it into a job's folder (sealed), which is what the
+    bootstrap runs; a folder of the session's, removed at its end."""
+    folder = Path(tempfile.mkdtemp(prefix="tfmw-supervisor-"))
+    atexit.register(shutil.rmtree, folder, True)
+    path = folder / "supervisor.py"
+    path.write_bytes(contract.sealed_supervisor(Path(supervisor.__file__).read_bytes()))
+    return path
+
+
+SUPERVISOR = _sealed_copy()
 PYTHON = os.environ.get("SUPERVISOR_TEST_PYTHON", sys.executable)
 UID = "2b5c7d0e-1111-4222-8333-944445555666"
 STEM = "worker-1"
@@ -267,6 +280,58 @@ def test_the_operator_wraps_a_command_as_the_supervisor_itself_would() -> None:
     assert contract.supervisor_path("/ckpt/") == "/ckpt/.tfmw/supervisor.py"
     assert not contract.is_supervised_command(["python3", "-I", "-S", "-c"])
     assert not contract.is_supervised_command("python3 -I -S -c")
+
+
+@pytest.mark.parametrize(
+    "plant", ["absent", "empty", "cut short", "changed", "a directory", "a FIFO", "a link"]
+)
+def test_the_bootstrap_refuses_a_supervisor_that_is_not_whole_with_its_own_exit_code(
+    plant: str, tmp_path: Path
+) -> None:
+    """A supervisor the operator did not write whole never runs, and never passes for the
+    program's end: exit 199 (restarted by the ExitCode preset) and a line naming the file, at
+    once, even for a FIFO no one writes to."""
+    sealed = SUPERVISOR.read_bytes()
+    path = tmp_path / "supervisor.py"
+    if plant == "empty":
+        path.write_bytes(b"")
+    elif plant == "cut short":
+        path.write_bytes(sealed[: len(sealed) // 2])
+    elif plant == "changed":
+        path.write_bytes(sealed.replace(b"def main(", b"def main_(", 1))
+    elif plant == "a directory":
+        path.mkdir()
+    elif plant == "a FIFO":
+        os.mkfifo(path)
+    elif plant == "a link":
+        path.symlink_to(SUPERVISOR)
+    started = time.monotonic()
+    ended = subprocess.run(
+        supervisor.wrapped_command(["sh", "-c", "echo ran; exit 0"], (), str(path), PYTHON),
+        capture_output=True,
+        timeout=10,
+        check=False,
+    )
+    assert ended.returncode == contract.SUPERVISOR_UNUSABLE_EXIT_CODE == 199
+    assert time.monotonic() - started < 5
+    assert b"ran" not in ended.stdout
+    said = ended.stderr.decode()
+    assert f"tfmw: the supervisor {path} cannot be run:" in said, said
+    assert "the operator writes it again before the next pod" in said
+
+
+def test_the_bootstrap_runs_the_sealed_file_it_checked(tmp_path: Path) -> None:
+    path = tmp_path / "supervisor.py"
+    path.write_bytes(SUPERVISOR.read_bytes())
+    ended = subprocess.run(
+        supervisor.wrapped_command(["sh", "-c", "echo ran; exit 3"], (), str(path), PYTHON),
+        capture_output=True,
+        timeout=60,
+        check=False,
+        env={**os.environ, "TFMW_JOB_UID": ""},
+    )
+    assert b"ran" in ended.stdout, ended.stderr
+    assert ended.returncode == 3
 
 
 def test_the_bootstrap_runs_the_file_as_a_script_with_the_command_after_the_options() -> None:

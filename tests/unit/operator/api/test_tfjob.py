@@ -444,3 +444,16 @@ def test_a_pod_is_kubeflows_by_its_operator_name_label_alone() -> None:
     assert not is_kubeflows_pod({KF_OPERATOR_NAME: "tfmw"})
     assert not is_kubeflows_pod({"training.kubeflow.org/job-name": "dist"})
     assert not is_kubeflows_pod(None) and not is_kubeflows_pod([KF_OPERATOR_NAME])
+
+
+def test_a_tfjob_template_with_an_init_container_named_as_the_folder_check_is_refused() -> None:
+    """Kubeflow's TFJob CRD has no rule against it, as tfmw's CRD has: the conversion refuses it."""
+    claimed = replica(2)
+    claimed["template"]["spec"]["initContainers"] = [{"name": "tfmw-folder-check", "image": "mine:1"}]
+    job = tfjob(Worker=claimed)
+    job["metadata"]["annotations"] = {"tfmw.dev/shared-claim": "tfmw-shared"}
+    with pytest.raises(SpecError) as refused:
+        parse_tfjob(job, folder_check_image="check:1")
+    assert str(refused.value).startswith(
+        "spec.tfReplicaSpecs.Worker.template.spec.initContainers[0].name: tfmw-folder-check is the name"
+    )

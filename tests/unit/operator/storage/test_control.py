@@ -9,6 +9,7 @@ from pathlib import Path
 
 import pytest
 from tfmw_operator import supervisor
+from tfmw_operator.contract import sealed_supervisor
 from tfmw_operator.storage.control import (
     ReportCache,
     read_reports,
@@ -60,8 +61,13 @@ def test_the_supervisor_is_placed_beside_the_control_file_and_put_back_when_chan
     root: Path, tmp_path: Path
 ) -> None:
     placed = root / JOB / ".tfmw" / "supervisor.py"
-    write_control(root, JOB, {"attempt": 0})
-    assert placed.read_bytes() == Path(supervisor.__file__).read_bytes() == supervisor_source()
+    sealed = sealed_supervisor(Path(supervisor.__file__).read_bytes())
+    old_umask = os.umask(0o077)  # the operator's umask does not decide who may read it
+    try:
+        write_control(root, JOB, {"attempt": 0})
+    finally:
+        os.umask(old_umask)
+    assert placed.read_bytes() == sealed == sealed_supervisor(supervisor_source())
     assert placed.stat().st_mode & 0o777 == 0o644  # every pod reads it; only the operator writes
     written = placed.stat().st_ino
     write_control(root, JOB, {"attempt": 1})
@@ -77,8 +83,29 @@ def test_the_supervisor_is_placed_beside_the_control_file_and_put_back_when_chan
         placed.unlink()
         plant()
         write_control(root, JOB, {"attempt": 2})
-        assert not placed.is_symlink() and placed.read_bytes() == supervisor_source()
+        assert not placed.is_symlink() and placed.read_bytes() == sealed
     assert target.read_text() == "keep"
+
+
+def test_a_control_file_unchanged_is_not_written_again(root: Path) -> None:
+    write_control(root, JOB, {"attempt": 0})
+    control = root / JOB / ".tfmw" / "control.json"
+    written = control.stat().st_ino
+    write_control(root, JOB, {"attempt": 0})
+    assert control.stat().st_ino == written  # the supervisors' poll sees no change
+
+
+def test_a_directory_at_the_supervisors_name_still_lets_the_control_file_through(root: Path) -> None:
+    """A raise or an exit must reach the running supervisors even when the file the next pods
+    would run cannot be put back."""
+    write_control(root, JOB, {"attempt": 0})
+    placed = root / JOB / ".tfmw" / "supervisor.py"
+    placed.unlink()
+    (placed / "x").mkdir(parents=True)
+    with pytest.raises(StorageError):
+        write_control(root, JOB, {"attempt": 1, "exit": True})
+    control = json.loads((root / JOB / ".tfmw" / "control.json").read_text())
+    assert control == {"attempt": 1, "exit": True}
 
 
 def test_a_linked_control_folder_is_refused(root: Path, tmp_path: Path) -> None:
