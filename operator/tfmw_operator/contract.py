@@ -138,7 +138,7 @@ SUPERVISOR_LOADER: Final = (
     "   d+=c\n"
     " finally:os.close(f)\n"
     f" b,_,t=d.rpartition({SUPERVISOR_SEAL!r})\n"
-    " if t.strip()!=hashlib.sha256(b).hexdigest().encode():\n"
+    " if not _ or t.strip()!=hashlib.sha256(b).hexdigest().encode():\n"
     "  raise OSError('cut short or changed: its seal does not match')\n"
     "except OSError as e:\n"
     " sys.stderr.write('tfmw: the supervisor %s cannot be run: %s; '\n"

@@ -94,7 +94,7 @@ BOOTSTRAP = (
     "   d+=c\n"
     " finally:os.close(f)\n"
     f" b,_,t=d.rpartition({SEAL!r})\n"
-    " if t.strip()!=hashlib.sha256(b).hexdigest().encode():\n"
+    " if not _ or t.strip()!=hashlib.sha256(b).hexdigest().encode():\n"
     "  raise OSError('cut short or changed: its seal does not match')\n"
     "except OSError as e:\n"
     " sys.stderr.write('tfmw: the supervisor %s cannot be run: %s; '\n"

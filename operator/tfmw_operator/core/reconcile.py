@@ -676,6 +676,11 @@ def _replace_gone(step: _Step, job: JobSpec, current: Sequence[ObservedPod]) -> 
     replacing = {by_stem[stem] for stem in step.status.replacing if stem in by_stem}
     present = {p.member for p in current}
     gone = tuple(sorted((m for m in replacing if m not in present), key=lambda m: m.order))
+    if gone and in_place(job) and step.obs.reports is None:
+        # As _launch: a supervised pod is made only while the reports (and the supervisor
+        # beside them) can be read.
+        step.wake_at(step.now + timedelta(seconds=SUPERVISOR_RECHECK_SECONDS))
+        gone = ()
     if gone:
         step.actions.append(CreatePods(_checked(step, job), step.status.attempt, gone, proven=True))
         step.event(

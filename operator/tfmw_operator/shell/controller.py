@@ -58,7 +58,13 @@ from tfmw_operator.shell.creation import Created, Creator
 from tfmw_operator.shell.events import EventPoster
 from tfmw_operator.shell.worker_deletion import WorkerDeleter
 from tfmw_operator.shell.workqueue import WorkQueue
-from tfmw_operator.storage.control import ReportCache, read_reports, read_stacks, write_control
+from tfmw_operator.storage.control import (
+    ReportCache,
+    place_supervisor,
+    read_reports,
+    read_stacks,
+    write_control,
+)
 from tfmw_operator.storage.files import (
     SharedStorage,
     StorageError,
@@ -461,10 +467,7 @@ class JobController:
                 await asyncio.gather(*alongside)
                 document = action.document()
                 state = self._state(key)
-                # Before pods are made, the supervisor they will run is checked (and put back)
-                # even when the document is the one last written: it may have gone since.
-                creates = any(isinstance(a, CreatePods) for a in actions)
-                if state.control_written != document or creates:
+                if state.control_written != document:
                     await self.storage.call(action.relpath, write_control, action.relpath, document)
                     state.control_written = document
             elif isinstance(action, EnsureService) and not action.launch:
@@ -478,6 +481,11 @@ class JobController:
                     batch = following
                     actions.pop(0)
                 service = action.service if isinstance(action, EnsureService) else None
+                if batch is not None and in_place(batch.job):
+                    # The supervisor these pods will run, checked (and put back) right before
+                    # them, whatever this decision wrote: it may have gone since the last look.
+                    relpath = batch.job.directory
+                    await self.storage.call(relpath, place_supervisor, relpath)
                 # Only the creating waits its turn: a gang restart's deletions, or any other
                 # job's decision, never queue behind a burst of launches.
                 async with self._launching.held(namespace):

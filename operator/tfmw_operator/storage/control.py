@@ -74,10 +74,8 @@ def _subfolder(parent_fd: int, name: str, mode: int, relpath: str) -> int:
 def write_control(shared_root: Path, job_relpath: str, document: Json) -> None:
     """`<job>/.tfmw/control.json`, atomically (a new file renamed over it, so a planted link
     is replaced, never followed); `.tfmw/` and `.tfmw/pods/` made first when missing, so no
-    pod makes them as its own. Beside it the supervisor the pods run (`.tfmw/supervisor.py`,
-    sealed: contract.sealed_supervisor), written again whenever it is not the operator's own:
-    the controller calls this before every creation of a supervised job's pods. Each file is
-    rewritten only when it differs."""
+    pod makes them as its own; rewritten only when it differs (the supervisors' poll sees no
+    change). The supervisor beside it is place_supervisor's."""
     content = (json.dumps(document, sort_keys=True, separators=(",", ":")) + "\n").encode()
     control_relpath = f"{job_relpath}/{CONTROL_FOLDER}"
     with _directory(shared_root, job_relpath) as job_fd:
@@ -87,12 +85,24 @@ def write_control(shared_root: Path, job_relpath: str, document: Json) -> None:
                 control_fd, REPORTS_FOLDER, REPORTS_FOLDER_MODE, f"{job_relpath}/{reports_folder()}"
             )
             os.close(reports)
-            # The control file first: a supervisor that cannot be put back (a directory planted
-            # at its name) must not keep the running ones from hearing a raise or an exit.
             said = _read(control_fd, CONTROL_FILE, len(content))
             if said is None or said[0] != content:
                 _write_atomically(control_fd, CONTROL_FILE, content, f"{control_relpath}/{CONTROL_FILE}")
-            source = sealed_supervisor(supervisor_source())
+        finally:
+            os.close(control_fd)
+
+
+def place_supervisor(shared_root: Path, job_relpath: str) -> None:
+    """`<job>/.tfmw/supervisor.py`, the supervisor the pods run, sealed
+    (contract.sealed_supervisor): written when it is not the operator's own, whatever is at
+    its name (a link or FIFO is replaced, never followed or opened). The controller calls this
+    before every creation of a supervised job's pods, so none starts without it; apart from the
+    control file, whose writes a directory planted here cannot stop."""
+    control_relpath = f"{job_relpath}/{CONTROL_FOLDER}"
+    source = sealed_supervisor(supervisor_source())
+    with _directory(shared_root, job_relpath) as job_fd:
+        control_fd = _subfolder(job_fd, CONTROL_FOLDER, CONTROL_FOLDER_MODE, control_relpath)
+        try:
             found = _read(control_fd, SUPERVISOR_FILE, len(source))
             if found is None or found[0] != source:
                 _write_atomically(control_fd, SUPERVISOR_FILE, source, f"{control_relpath}/{SUPERVISOR_FILE}")

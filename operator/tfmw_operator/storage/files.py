@@ -302,7 +302,8 @@ def _write_atomically(dir_fd: int, name: str, content: bytes, relpath: str) -> N
     try:
         fd = os.open(temporary, _CREATE_FLAGS, 0o644, dir_fd=dir_fd)
         try:
-            os.fchmod(fd, 0o644)  # whatever the operator's umask: pods of any user read it
+            with contextlib.suppress(OSError):  # a volume that keeps its own modes
+                os.fchmod(fd, 0o644)  # whatever the operator's umask: pods of any user read it
             view = memoryview(content)
             while view:
                 view = view[os.write(fd, view) :]

@@ -10,6 +10,7 @@ from __future__ import annotations
 import ast
 import atexit
 import contextlib
+import hashlib
 import json
 import os
 import random
@@ -295,6 +296,8 @@ def test_the_bootstrap_refuses_a_supervisor_that_is_not_whole_with_its_own_exit_
     path = tmp_path / "supervisor.py"
     if plant == "empty":
         path.write_bytes(b"")
+    elif plant == "no seal":  # the sha256 of nothing, alone: no code, and it would exit 0
+        path.write_bytes(hashlib.sha256(b"").hexdigest().encode() + b"\n")
     elif plant == "cut short":
         path.write_bytes(sealed[: len(sealed) // 2])
     elif plant == "changed":

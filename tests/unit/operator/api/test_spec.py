@@ -181,3 +181,39 @@ def test_a_malformed_value_anywhere_in_a_job_is_refused_as_a_spec_error_never_a_
         except Exception as error:  # every crash is listed, not only the first
             crashed.append(f"{'.'.join(map(str, path))}: {type(error).__name__}: {error}")
     assert not crashed, "\n".join(sorted(set(crashed)))
+
+
+@pytest.mark.parametrize(
+    ("where", "value", "said"),
+    [
+        (("runPolicy", "suspend"), "false", "spec.runPolicy.suspend must be true or false, got 'false'"),
+        (("runPolicy", "backoffLimit"), -1, "spec.runPolicy.backoffLimit must be an integer in 0.."),
+        (
+            ("runPolicy", "activeDeadlineSeconds"),
+            0,
+            "spec.runPolicy.activeDeadlineSeconds must be an integer in 1..",
+        ),
+        (
+            ("runPolicy", "ttlSecondsAfterFinished"),
+            "60",
+            "spec.runPolicy.ttlSecondsAfterFinished must be an integer",
+        ),
+        (("completion", "markerFile"), ["x"], "spec.completion.markerFile must be a string, got ['x']"),
+        (("sharedVolume", "claimName"), 7, "spec.sharedVolume.claimName must be a string, got 7"),
+        (("port",), True, "spec.port must be an integer in 1..65535, got True"),
+        (("workers",), True, "spec.workers must be an integer in 1..1024, got True"),
+        (("runPolicy",), [], "spec.runPolicy must be an object, got list"),
+        (("chief",), "yes", "spec.chief must be an object, got str"),
+    ],
+)
+def test_each_malformed_field_is_refused_by_its_name(
+    where: tuple[str, ...], value: object, said: str
+) -> None:
+    changed = job("named").chief().obj()
+    parent = changed["spec"]
+    for key in where[:-1]:
+        parent = parent.setdefault(key, {})
+    parent[where[-1]] = value
+    with pytest.raises(api_spec.SpecError) as refused:
+        parse_job(changed)
+    assert str(refused.value).startswith(said)

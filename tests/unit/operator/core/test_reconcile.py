@@ -998,3 +998,16 @@ def test_supervised_pods_wait_for_the_supervisor_to_be_placed() -> None:
     assert writes == [WriteControl, CreatePods]  # the file first
     # A gang that re-creates its pods has no supervisor to wait for.
     assert len(decide(job().obj(), reports=None, now=at(0)).pods_to_create) == 2
+
+
+def test_a_supervised_pod_made_again_alone_waits_for_readable_reports_as_a_launch_does() -> None:
+    # Worker 1's pod was deleted in place (status.replacing) and is gone: it is made again only
+    # while the reports, and the supervisor it will run, can be read.
+    obj = job().commanded().launched(phase="Running").status(replacing=["worker-1"]).obj()
+    survivor = pod(obj, 0).running().obj()
+    held = decide(obj, [survivor], reports=None, now=at(30))
+    assert held.pods_to_create == ()
+    assert held.status.replacing == ("worker-1",)
+    assert held.requeue_after == pytest.approx(5)
+    made = decide(obj, [survivor], reports=(report(survivor, "running", 0),), now=at(30))
+    assert [p["metadata"]["name"] for p in made.pods_to_create] == ["mnist-worker-1"]

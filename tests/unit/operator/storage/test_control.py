@@ -12,6 +12,7 @@ from tfmw_operator import supervisor
 from tfmw_operator.contract import sealed_supervisor
 from tfmw_operator.storage.control import (
     ReportCache,
+    place_supervisor,
     read_reports,
     read_stacks,
     reports_signature,
@@ -57,19 +58,18 @@ def test_a_planted_link_is_replaced_not_followed(root: Path, tmp_path: Path) -> 
     assert not (root / JOB / ".tfmw" / "control.json").is_symlink()
 
 
-def test_the_supervisor_is_placed_beside_the_control_file_and_put_back_when_changed(
-    root: Path, tmp_path: Path
-) -> None:
+def test_the_supervisor_is_placed_sealed_and_put_back_when_changed(root: Path, tmp_path: Path) -> None:
     placed = root / JOB / ".tfmw" / "supervisor.py"
     sealed = sealed_supervisor(Path(supervisor.__file__).read_bytes())
     old_umask = os.umask(0o077)  # the operator's umask does not decide who may read it
     try:
-        write_control(root, JOB, {"attempt": 0})
+        place_supervisor(root, JOB)
     finally:
         os.umask(old_umask)
     assert placed.read_bytes() == sealed == sealed_supervisor(supervisor_source())
-    assert placed.stat().st_mode & 0o777 == 0o644  # every pod reads it; only the operator writes
+    assert placed.stat().st_mode & 0o777 == 0o644  # every pod reads it
     written = placed.stat().st_ino
+    place_supervisor(root, JOB)
     write_control(root, JOB, {"attempt": 1})
     assert placed.stat().st_ino == written  # the same: not written again
     # Anything else at its name (changed, a link, a FIFO) is replaced, never followed or opened.
@@ -82,7 +82,7 @@ def test_the_supervisor_is_placed_beside_the_control_file_and_put_back_when_chan
     ):
         placed.unlink()
         plant()
-        write_control(root, JOB, {"attempt": 2})
+        place_supervisor(root, JOB)
         assert not placed.is_symlink() and placed.read_bytes() == sealed
     assert target.read_text() == "keep"
 
@@ -95,17 +95,18 @@ def test_a_control_file_unchanged_is_not_written_again(root: Path) -> None:
     assert control.stat().st_ino == written  # the supervisors' poll sees no change
 
 
-def test_a_directory_at_the_supervisors_name_still_lets_the_control_file_through(root: Path) -> None:
+def test_a_directory_at_the_supervisors_name_stops_new_pods_not_the_control_file(root: Path) -> None:
     """A raise or an exit must reach the running supervisors even when the file the next pods
-    would run cannot be put back."""
-    write_control(root, JOB, {"attempt": 0})
+    would run cannot be put back; those pods are not made (the error stops the decision)."""
+    place_supervisor(root, JOB)
     placed = root / JOB / ".tfmw" / "supervisor.py"
     placed.unlink()
     (placed / "x").mkdir(parents=True)
-    with pytest.raises(StorageError):
-        write_control(root, JOB, {"attempt": 1, "exit": True})
+    write_control(root, JOB, {"attempt": 1, "exit": True})
     control = json.loads((root / JOB / ".tfmw" / "control.json").read_text())
     assert control == {"attempt": 1, "exit": True}
+    with pytest.raises(StorageError):
+        place_supervisor(root, JOB)
 
 
 def test_a_linked_control_folder_is_refused(root: Path, tmp_path: Path) -> None:
