@@ -593,8 +593,9 @@ def _launch(step: _Step, job: JobSpec, current: Sequence[ObservedPod], leftover_
     if job.shared:
         step.actions.append(EnsureJobDirectory(job.directory, job.uid))
     if missing and in_place(job) and step.obs.reports is None:
-        # Supervised pods run the supervisor the control write places (storage/control.py),
-        # which waits for the reports to be readable: no pod is created before it.
+        # Supervised pods run the supervisor placed beside the reports right before them
+        # (storage/control.py place_supervisor), and the barrier is judged from the reports:
+        # no pod is created while they cannot be read.
         step.wake_at(step.now + timedelta(seconds=SUPERVISOR_RECHECK_SECONDS))
         return
     if step.obs.service_missing:  # a restart's is there already: asking again costs two calls

@@ -986,8 +986,8 @@ def test_a_gang_running_smaller_restarts_by_re_creating_every_pod() -> None:
 
 
 def test_supervised_pods_wait_for_the_supervisor_to_be_placed() -> None:
-    # The supervisor's file is placed with the control file, written only while the reports
-    # can be read: storage that cannot be read holds the launch, and it is tried again.
+    # The control file is written, and supervised pods made, only while the reports can be
+    # read: storage that cannot be read holds the launch, and it is tried again.
     j = job().commanded("--epochs=3").obj()
     held = decide(j, reports=None, now=at(0))
     assert held.pods_to_create == () and not any(isinstance(a, WriteControl) for a in held.actions)
