@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import pytest
 from tfmw_operator.api.spec import RestartPolicy, RuleAction, SpecError, parse_job
+from tfmw_operator.contract import SUPERVISOR_UNUSABLE_EXIT_CODE
 from tfmw_operator.core.policies.failure_rules import PRESETS, Failure, Ruling, matches, rule_on
 from wrappers import at, decide, job, pod
 
@@ -30,6 +31,11 @@ def failure(
         (RestartPolicy.ON_FAILURE, failure(1), RESTART),
         (RestartPolicy.NEVER, failure(137), FAIL),
         (RestartPolicy.NEVER, failure(None, "Evicted", disrupted=True), FAIL),
+        # A supervisor that cannot be run (contract.SUPERVISOR_UNUSABLE_EXIT_CODE) is the system's
+        # fault, not the program's: restarted, and the operator puts the file back.
+        (RestartPolicy.EXIT_CODE, failure(SUPERVISOR_UNUSABLE_EXIT_CODE), RESTART),
+        (RestartPolicy.ON_FAILURE, failure(SUPERVISOR_UNUSABLE_EXIT_CODE), RESTART),
+        (RestartPolicy.NEVER, failure(SUPERVISOR_UNUSABLE_EXIT_CODE), FAIL),
     ],
 )
 def test_the_presets_decide_as_restart_policy_always_did(
