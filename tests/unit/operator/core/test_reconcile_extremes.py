@@ -24,7 +24,9 @@ from wrappers import at, decide, job, observe, pod
 
 EXAMPLES = int(os.environ.get("TFMW_HYPOTHESIS_EXAMPLES", "500"))
 INT64_MAX = 2**63 - 1
-LIMITS = st.sampled_from([None, 0, 1, 30, 2**31 - 1, INT64_MAX])
+# The CRD's bounds (a deadline from 1 s, a TTL from 0), at their edges and beyond any date.
+LIMITS = st.sampled_from([None, 1, 30, 2**31 - 1, INT64_MAX])
+TTLS = st.sampled_from([None, 0, 1, 30, 2**31 - 1, INT64_MAX])
 TIMES = st.sampled_from(["0001-01-01T00:00:00Z", "0999-06-01T00:00:00Z", "2026-01-01T12:00:10Z",
                          "9999-12-31T23:59:50Z", "9999-12-31T23:59:59Z"])  # fmt: skip
 DATES = st.sampled_from(
@@ -46,7 +48,7 @@ def extreme_states(draw: st.DrawFn) -> Observed:
     builder = job().run_policy(
         activeDeadlineSeconds=draw(LIMITS),
         pendingTimeoutSeconds=draw(LIMITS),
-        ttlSecondsAfterFinished=draw(LIMITS),
+        ttlSecondsAfterFinished=draw(TTLS),
         restartGracePeriodSeconds=draw(st.sampled_from([0, 5, INT64_MAX])),
     )
     builder.completion(chiefExitGraceSeconds=draw(st.sampled_from([0, 30, INT64_MAX])))
