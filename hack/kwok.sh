@@ -122,7 +122,8 @@ ready_nodes() {
 check_logs() {
   local pod=kwok-logs-check node=kwok-node-0 began text deadline=$((SECONDS + 15))
   kubectl -n default delete pod "$pod" --grace-period 0 --force --ignore-not-found >/dev/null 2>&1 || true
-  kubectl -n default create -f - >/dev/null <<EOF
+  # Its warnings (default warns of Pod Security's restricted level) only when it fails.
+  text=$(kubectl -n default create -f - 2>&1 >/dev/null <<EOF
 apiVersion: v1
 kind: Pod
 metadata: {name: $pod}
@@ -131,6 +132,7 @@ spec:
   tolerations: [{key: $label, operator: Exists, effect: NoSchedule}]
   containers: [{name: main, image: tfmw-trainer:dev}]
 EOF
+  ) || { log "could not create a pod on $node: $text"; exit 1; }
   until began=$EPOCHREALTIME; text=$(kubectl -n default logs "$pod" --request-timeout 5s 2>&1); do
     if ((SECONDS >= deadline)); then
       kubectl -n default delete pod "$pod" --grace-period 0 --force --wait=false >/dev/null 2>&1 || true
@@ -149,6 +151,9 @@ up() {
   local nodes=${1:-100}
   build
   kubectl get --raw /readyz >/dev/null || { log "the control plane is not up: hack/cluster.sh up [--no-node]"; exit 1; }
+  # Stopped first: one started before with other stages or flags would keep them, and
+  # would make the nodes created below Ready its own way, before this one starts.
+  stop kwok
   # An earlier run's nodes whose kubelet endpoint is not kwok's server are made again: kwok
   # writes a node's address and port only while it is not Ready, and keeps an address once
   # set. Nodes beyond NODES from an earlier, larger run go too.
@@ -161,7 +166,6 @@ up() {
   mkdir -p "$run" "$log_dir"
   container_log >"$log_dir/container.log"
   { stages; echo ---; cluster_logs; } >"$run/kwok-config.yaml"
-  stop kwok # one started before with other stages would keep them
   # Its server is the kubelet of every node it manages (--node-ip, --node-port: their
   # status), over TLS with the real kubelet's certificate, which names the node address.
   # The API server checks no kubelet's certificate (no --kubelet-certificate-authority) and
