@@ -79,6 +79,21 @@ def thread_frames(dump: str) -> tuple[list[Frame], bool]:
     return frames, found
 
 
+# faulthandler writes at most this many frames of a thread, then "  ...".
+MAX_DUMPED_FRAMES = 100
+
+
+def whole(frames: Sequence[Frame]) -> bool:
+    """Whether a main thread's frames are all written: faulthandler writes them innermost
+    first, one line at a time, so a dump read while it is written ends early (in
+    threading.py's wait, say). A main thread's outermost frame is module level: `<module>`,
+    or runpy's when run with `python -m`; or the list was cut at MAX_DUMPED_FRAMES."""
+    if not frames:
+        return False
+    outermost = frames[-1]
+    return outermost.function == "<module>" or "runpy" in outermost.path or len(frames) >= MAX_DUMPED_FRAMES
+
+
 def own_frame(frames: Sequence[Frame]) -> Frame | None:
     """The innermost frame in the program's own code; else the innermost of all."""
     own = next((f for f in frames if not LIBRARY.search(f.path)), None)
@@ -145,6 +160,8 @@ def judge_stacks(
         frames, named = thread_frames(reading.tail)
         if HEADER.search(reading.tail) and not named:
             waiting = True  # the trainer's dump has begun; its training thread is not written yet
+        elif frames and not whole(frames):
+            waiting = True  # its training thread is being written: the frames so far end early
     if waiting and now < deadline:
         return AwaitStacks(min(later(now, STACKS_RECHECK_SECONDS), deadline))
     return taken(job, status.attempt, chief if written else None, frames)

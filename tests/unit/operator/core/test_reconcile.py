@@ -1011,3 +1011,17 @@ def test_a_supervised_pod_made_again_alone_waits_for_readable_reports_as_a_launc
     assert held.requeue_after == pytest.approx(5)
     made = decide(obj, [survivor], reports=(report(survivor, "running", 0),), now=at(30))
     assert [p["metadata"]["name"] for p in made.pods_to_create] == ["mnist-worker-1"]
+
+
+def test_a_job_turning_running_is_decided_again_at_once_to_read_its_documents() -> None:
+    # Progress written while the job was still Pending is read by the next reconcile, which the
+    # shell runs at once, not at the document's next change (integration test_progress).
+    pending = job().launched(phase="Pending").obj()
+    running_pods = [pod(pending, i).running().obj() for i in range(2)]
+    turned = decide(pending, running_pods, now=at(10))
+    assert turned.status.phase == "Running" and turned.requeue_after == 0
+    already = job().launched(phase="Running").obj()
+    assert decide(already, [pod(already, i).running().obj() for i in range(2)], now=at(10)).requeue_after != 0
+    unshared = job().without_shared_volume().launched(phase="Pending").obj()
+    unshared_pods = [pod(unshared, i).running().obj() for i in range(2)]
+    assert decide(unshared, unshared_pods, now=at(10)).requeue_after != 0

@@ -354,6 +354,8 @@ Thread 0x00007f3a1bfff640 (most recent call first):
 Current thread 0x00007f3a5c2e1740 (most recent call first):
   File "/opt/tfmw/lib/python3.11/site-packages/tensorflow/python/ops/collective_ops.py", line 300 in all_reduce_v2
   File "/opt/tfmw-src/tfmw_trainer/train.py", line 402 in _train_loop
+  File "/opt/tfmw-src/tfmw_trainer/__main__.py", line 21 in <module>
+  File "<frozen runpy>", line 198 in _run_module_as_main
 """
 
 

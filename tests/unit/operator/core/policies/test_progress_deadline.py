@@ -210,7 +210,10 @@ def test_a_suspended_job_is_not_judged_and_a_resumed_one_is_timed_afresh() -> No
     j["status"] = resumed.status.to_json()
     running = decide(j, [pod(j, i, 1).running().obj() for i in range(2)], now=at(1010))
     assert running.status.phase == "Running" and stalled(running)[:2] == (False, AWAITING_PROGRESS)
-    assert running.requeue_after == pytest.approx(60)
+    assert running.requeue_after == 0  # decided again at once, to read what was written while Pending
+    j["status"] = running.status.to_json()
+    again = decide(j, [pod(j, i, 1).running().obj() for i in range(2)], now=at(1010))
+    assert again.requeue_after == pytest.approx(60)
 
 
 def test_a_stuck_pending_worker_keeps_its_own_reason() -> None:
