@@ -72,6 +72,8 @@ class StepTimesSnapshot:
 
     documents: tuple[tuple[str, StepTimesReading], ...] = ()
     error: str | None = None  # the folder itself could not be read (a link, a file, the storage)
+    # There is no steps folder at all: no training pod of the job has written a document yet.
+    no_folder: bool = False
 
     def of(self, stem: str) -> StepTimesReading | None:
         return next((reading for name, reading in self.documents if name == stem), None)

@@ -1,5 +1,6 @@
 """Noticing what a running job's pods write: the chief's marker, a changed progress
-document, and the in-pod supervisors' reports.
+document, the in-pod supervisors' reports, and (with inotify) the training pods' steps
+folder when it is first made.
 
 The controller tracks each launched job here with the marker that may appear, the progress
 document to follow and the folder of its supervisors' reports; when any changes, the job is
@@ -26,7 +27,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 
 from tfmw_operator.api.objects import Key
-from tfmw_operator.contract import PROGRESS_FILE
+from tfmw_operator.contract import PROGRESS_FILE, STEP_TIMES_FOLDER
 from tfmw_operator.core.decision import ProgressWatch
 from tfmw_operator.storage.control import reports_signature
 from tfmw_operator.storage.files import (
@@ -47,6 +48,8 @@ PROGRESS_POLL_SECONDS = 1.0
 # With inotify, what the kernel's events leave out is a bug's or an overflow's (which is
 # told): the sweep is a safety net, and costs a stat of every job's files (docs/benchmarks.md).
 SWEEP_SECONDS = 300.0
+# A steps folder just made: its job is triggered this much later, once a document is in it.
+STEPS_FOLDER_SETTLE_SECONDS = 1.0
 RELOOK_SECONDS = 10.0  # markers a look failed to see (storage trouble) are looked at again after this
 
 Signature = tuple[int, int]  # (mtime in ns, size) of a file
@@ -121,6 +124,11 @@ class JobFileWatcher:
     def forget(self, key: Key) -> None:
         if self._jobs.pop(key, None) is not None and self._sync is not None:
             self._sync.changed(key)
+
+    def tells_of(self, key: Key, folder: str) -> bool:
+        """Whether inotify watches `folder` (relative to the root) for the job now: a file or
+        folder made in it from now on triggers the job (the training pods' steps folder too)."""
+        return self._sync is not None and folder in self._sync.events.watched(key)
 
     def awaiting_marker(self, key: Key) -> str | None:
         watched = self._jobs.get(key)
@@ -264,9 +272,8 @@ class JobFileWatcher:
     def _on_folder_events(self, events: FolderEvents) -> None:
         changed = events.changed()
         if changed is None:  # the kernel dropped events: look at everything
-            for key, watched in self._jobs.items():
-                if watched.marker is not None:
-                    self._trigger(key)
+            for key in self._jobs:
+                self._trigger(key)
             return
         now = datetime.now(UTC)
         for key, names in changed.items():
@@ -280,6 +287,10 @@ class JobFileWatcher:
                 if self._sync is not None:  # a folder may have come or gone: watch again
                     self._sync.changed(key)
                 self._trigger(key)
+            elif STEP_TIMES_FOLDER in names:
+                # The training pods' first step times, read from then on (shell/controller.py
+                # sets no timer for them before); the folder is made right before the document.
+                self._trigger_later(key, STEPS_FOLDER_SETTLE_SECONDS)
             elif watched.reports is not None and any(REPORT_NAME.match(n) for n in names):
                 self._trigger(key)  # a supervisor's report: a command ended, or waits
             elif progress is not None and PROGRESS_FILE in names:

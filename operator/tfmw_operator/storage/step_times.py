@@ -34,12 +34,14 @@ def steps_relpath(job_relpath: str) -> str:
 
 def read_step_times(shared_root: Path, job_relpath: str, stems: Sequence[str]) -> StepTimesSnapshot:
     """The documents of the pods `stems` (`worker-0`, `chief-0` ...) that exist; one that cannot
-    be used is a ProgressProblem naming why. No folder yet: no documents."""
+    be used is a ProgressProblem naming why. No folder yet: no documents (and `no_folder`)."""
     folder = steps_relpath(job_relpath)
     try:
         with open_directory(shared_root, folder) as dir_fd:
             found = [(stem, reading) for stem in stems if (reading := _read(dir_fd, stem)) is not None]
-    except (FileNotFoundError, NotADirectoryError):
+    except FileNotFoundError:
+        return StepTimesSnapshot(no_folder=True)
+    except NotADirectoryError:
         return StepTimesSnapshot()
     return StepTimesSnapshot(tuple(found))
 

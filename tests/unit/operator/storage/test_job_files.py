@@ -16,6 +16,7 @@ from tfmw_operator.storage import files as storage
 from tfmw_operator.storage import job_files
 from tfmw_operator.storage.files import SharedStorage
 from tfmw_operator.storage.job_files import JobFileWatcher
+from tfmw_operator.storage.watch import FolderEvents
 
 KEY: Key = ("ns", "job")
 MARKER = "ns/job/multiworker-complete.txt"
@@ -89,6 +90,67 @@ def test_a_marker_written_while_watched_triggers_its_job_only(tmp_path: Path) ->
     # After half a second the watches are set up, and nothing is there yet.
     _, triggered = watch(tmp_path, setup, 0.5, lambda: (tmp_path / MARKER).write_text("done\n"))
     assert triggered == [KEY]
+
+
+def test_the_steps_folder_made_in_a_watched_job_folder_triggers_its_job(tmp_path: Path) -> None:
+    # The training pods' first step-times document makes the folder: the controller, which
+    # sets no timer for a running job's step times while the folder is missing, reads them then.
+    for job in ("job", "other"):
+        (tmp_path / "ns" / job).mkdir(parents=True)
+    told: list[tuple[bool, bool, bool]] = []
+
+    def setup(watcher: JobFileWatcher) -> None:
+        watcher.track(KEY, None, ProgressWatch(PROGRESS))  # an exit-code job: no marker
+        watcher.track(("ns", "other"), None, ProgressWatch("ns/other/progress.json"))
+        told.append((watcher.tells_of(KEY, "ns/job"), False, False))
+
+    async def scenario() -> list[tuple[Key, float]]:
+        triggered: list[tuple[Key, float]] = []
+        watcher = JobFileWatcher(
+            SharedStorage(tmp_path),
+            lambda k: triggered.append((k, 0.0)),
+            lambda k, s: triggered.append((k, s)),
+        )
+        setup(watcher)
+        detection = asyncio.create_task(watcher.run())
+        await asyncio.sleep(0.5)  # the watches are set up
+        told.append(
+            (watcher.tells_of(KEY, "ns/job"), watcher.tells_of(KEY, "ns/other"), watcher.tells_of(KEY, "ns"))
+        )
+        (tmp_path / "ns" / "job" / "steps").mkdir()
+        for _ in range(100):
+            if triggered:
+                break
+            await asyncio.sleep(0.05)
+        await asyncio.sleep(0.2)
+        detection.cancel()
+        await asyncio.gather(detection, return_exceptions=True)
+        return triggered
+
+    # A second later: the folder is made right before the first document is written in it.
+    assert asyncio.run(scenario()) == [(KEY, job_files.STEPS_FOLDER_SETTLE_SECONDS)]
+    # Not before the watcher runs; then the job's own folder only.
+    assert told == [(False, False, False), (True, False, False)]
+
+
+def test_events_the_kernel_dropped_trigger_every_job_watched(tmp_path: Path) -> None:
+    # A job with no marker (an exit-code job) may be waiting for its steps folder with no
+    # timer (shell/controller.py): an overflow may have dropped that folder's creation.
+    class Overflowed(FolderEvents):
+        def changed(self) -> dict[Key, set[str]] | None:
+            return None  # as after IN_Q_OVERFLOW
+
+    triggered: list[Key] = []
+    watcher = JobFileWatcher(SharedStorage(tmp_path), triggered.append, lambda k, _: triggered.append(k))
+    watcher.track(KEY, MARKER, None)
+    watcher.track(("ns", "exit-code"), None, ProgressWatch("ns/exit-code/progress.json"))
+    events = FolderEvents.open(tmp_path)
+    assert events is not None
+    try:
+        watcher._on_folder_events(Overflowed(tmp_path, events.fd, events._libc))
+    finally:
+        events.close()
+    assert sorted(triggered) == [("ns", "exit-code"), KEY]
 
 
 def test_a_forgotten_job_is_not_triggered(tmp_path: Path) -> None:

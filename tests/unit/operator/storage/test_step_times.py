@@ -43,7 +43,15 @@ def test_the_documents_of_the_pods_named_are_read_and_nothing_else(steps: Path) 
 
 def test_no_folder_yet_is_no_documents(tmp_path: Path) -> None:
     (tmp_path / JOB).mkdir(parents=True)
-    assert read_step_times(tmp_path, JOB, STEMS).documents == ()
+    snapshot = read_step_times(tmp_path, JOB, STEMS)
+    assert snapshot.documents == () and snapshot.no_folder and snapshot.error is None
+
+
+def test_an_empty_folder_is_no_documents_but_a_folder(steps: Path) -> None:
+    # The controller waits on no timer only while the folder is missing (inotify tells when
+    # it is made); once it is there, documents may come without a word.
+    snapshot = read_step_times(steps.parents[2], JOB, STEMS)
+    assert snapshot.documents == () and not snapshot.no_folder
 
 
 @pytest.mark.parametrize("kind", ["symlink", "fifo", "directory", "socket", "huge", "garbage"])
