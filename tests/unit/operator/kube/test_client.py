@@ -9,9 +9,9 @@ from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import asynccontextmanager
 
 import aiohttp
-import kopf
 import pytest
 from aiohttp import web
+from loopback import kube_serving
 from tfmw_operator.kube import client as kube_module
 from tfmw_operator.kube.client import Kube, LineSplitter, LineTooLong
 
@@ -73,17 +73,8 @@ def test_a_large_line_in_small_chunks_costs_linear_time() -> None:
 async def serving(path: str, handler: Handler) -> AsyncIterator[Kube]:
     app = web.Application()
     app.router.add_get(path, handler)
-    runner = web.AppRunner(app)
-    await runner.setup()
-    site = web.TCPSite(runner, "127.0.0.1", 0)
-    await site.start()
-    port = runner.addresses[0][1]
-    kube = Kube(kopf.ConnectionInfo(server=f"http://127.0.0.1:{port}"))
-    try:
+    async with kube_serving(app) as kube:
         yield kube
-    finally:
-        await kube.close()
-        await runner.cleanup()
 
 
 def chunked_stream(body: bytes, chunk: int, pause: float = 0.0) -> Handler:

@@ -9,8 +9,8 @@ from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from pathlib import Path
 
-import kopf
 from aiohttp import web
+from loopback import kube_serving
 from tfmw_operator.api.objects import Json, Key
 from tfmw_operator.api.spec import JobSpec, parse_spec
 from tfmw_operator.core.builders import build_service
@@ -47,16 +47,8 @@ async def api(held: Json, statuses: list[Json]) -> AsyncIterator[Kube]:
 
     app = web.Application()
     app.router.add_patch("/apis/tfmw.dev/v1alpha1/namespaces/{ns}/tfmwjobs/{name}/status", patched)
-    runner = web.AppRunner(app)
-    await runner.setup()
-    site = web.TCPSite(runner, "127.0.0.1", 0)
-    await site.start()
-    kube = Kube(kopf.ConnectionInfo(server=f"http://127.0.0.1:{runner.addresses[0][1]}"))
-    try:
+    async with kube_serving(app) as kube:
         yield kube
-    finally:
-        await kube.close()
-        await runner.cleanup()
 
 
 def versioned(obj: Json) -> Json:

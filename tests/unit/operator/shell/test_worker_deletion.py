@@ -10,9 +10,9 @@ from contextlib import asynccontextmanager
 from datetime import UTC, datetime
 from pathlib import Path
 
-import kopf
 import pytest
 from aiohttp import web
+from loopback import kube_serving
 from tfmw_operator.core.decision import DeletePods
 from tfmw_operator.core.owned import Owned
 from tfmw_operator.core.pods import ObservedPod, observe_pod
@@ -69,16 +69,8 @@ async def api(log: Callable[[web.Request], Awaitable[web.Response]]) -> AsyncIte
     app = web.Application()
     app.router.add_get("/api/v1/namespaces/{ns}/pods/{pod}/log", log)
     app.router.add_delete("/api/v1/namespaces/{ns}/pods/{pod}", deleted)
-    runner = web.AppRunner(app)
-    await runner.setup()
-    site = web.TCPSite(runner, "127.0.0.1", 0)
-    await site.start()
-    kube = Kube(kopf.ConnectionInfo(server=f"http://127.0.0.1:{runner.addresses[0][1]}"))
-    try:
+    async with kube_serving(app) as kube:
         yield kube
-    finally:
-        await kube.close()
-        await runner.cleanup()
 
 
 def delete_and_save(
