@@ -1,32 +1,32 @@
-"""The connection to the API server: the official `kubernetes` client's REST transport, with
-plain JSON in and out.
+"""The connection to the API server, with plain JSON in and out.
 
-Everything here imports the official client when first called, never at module import:
-`tfmw --help` and `tfmw version --client` never pay for it. And then only its REST client
-and exceptions (tfmw_client.official), with the kubeconfig read by tfmw_client.kubeconfig
-onto tfmw_client.connection: not `ApiClient`, its models, the `Configuration`'s module or the
-rest of the package, which took most of `tfmw get`'s time (docs/benchmarks.md, "The CLI's
-start time"); the official `Configuration` and loaders serve the kubeconfigs tfmw does not
-read itself (`exec`, auth providers, basic auth) and a pod's service account. Objects are
-read and written as JSON dicts, as the API serves them (the job is a custom resource, and
-reading a pod into a model costs more than the call)."""
+Requests go over the standard library's HTTPS (tfmw_client.transport), or over the official
+`kubernetes` client's REST client where a proxy is in the way (its no_proxy, SOCKS and proxy
+TLS rules are the official client's). Why not the official REST client for every call: its
+import alone (urllib3) took longer than all of `kubectl get` (docs/benchmarks.md, "The CLI's
+start time"). The kubeconfig is read by tfmw_client.kubeconfig onto tfmw_client.connection;
+the official `Configuration` and loaders, imported only then, serve the kubeconfigs tfmw does
+not read itself (`exec`, auth providers, basic auth) and a pod's service account, and the
+transport is given what they set. Objects are read and written as JSON dicts, as the API
+serves them (the job is a custom resource, and reading a pod into a model costs more than
+the call)."""
 
 from __future__ import annotations
 
 import atexit
 import json
 import os
-import shutil
-import tempfile
 from collections.abc import Iterator, Mapping, Sequence
 from pathlib import Path
+from types import ModuleType
 from typing import Any
 from urllib.parse import quote, urlencode
 
 from tfmw_client import kubeconfig as kubeconfigs
-from tfmw_client import names, official
+from tfmw_client import names
 from tfmw_client.connection import Connection
 from tfmw_client.errors import ApiError, TfmwError
+from tfmw_client.transport import Response, Timeout, Transport, TransportError
 
 Json = dict[str, Any]
 Query = Sequence[tuple[str, str | int | bool]]
@@ -40,6 +40,9 @@ _private_folder: list[str] = []  # made once, removed when the process ends
 def _private_file(content: bytes) -> str:
     """A file only this user may read, removed at exit: a client certificate or key from the
     kubeconfig's data (urllib3 reads them from files only; the official loader does the same)."""
+    import shutil
+    import tempfile
+
     if not _private_folder:
         _private_folder.append(tempfile.mkdtemp(prefix="tfmw-"))  # mode 0700
         atexit.register(shutil.rmtree, _private_folder[0], True)
@@ -47,6 +50,13 @@ def _private_file(content: bytes) -> str:
     with os.fdopen(descriptor, "wb") as file:
         file.write(content)
     return path
+
+
+def _official(name: str) -> ModuleType:
+    """A module of the official client, imported only where it is used (tfmw_client.official)."""
+    from tfmw_client import official
+
+    return official.module(name)
 
 
 def job_path(namespace: str | None, name: str = "") -> str:
@@ -86,9 +96,44 @@ def _status_error(status: int, body: bytes) -> ApiError:
     return ApiError(status, reason, message, fix)
 
 
+def _unreachable(server: str, error: TransportError) -> TfmwError:
+    return TfmwError(
+        f"cannot reach the API server at {server}: {error}",
+        "check that the cluster is up and that --kubeconfig and --context point at it "
+        "(`kubectl cluster-info`)",
+    )
+
+
+class OfficialTransport:
+    """The official REST client (urllib3) as a Transport: for a connection through a proxy,
+    whose rules (no_proxy, SOCKS, a proxy's own TLS) are the official client's to keep."""
+
+    def __init__(self, configuration: Any) -> None:
+        self._rest = _official("kubernetes.client.rest").RESTClientObject(configuration)
+        self._server = configuration.host
+
+    def request(
+        self, method: str, target: str, headers: Mapping[str, str], body: Any, timeout: Timeout
+    ) -> Response:
+        import urllib3
+
+        try:
+            response = self._rest.request(
+                method, self._server + target, headers=dict(headers), body=body, _request_timeout=timeout
+            ).response
+        except urllib3.exceptions.HTTPError as error:
+            raise TransportError(str(error)) from None
+        except _official("kubernetes.client.exceptions").ApiException as error:
+            raise TransportError(str(error.reason)) from None  # the REST client's own: TLS failed
+        return Response(response.status, response, response.release_conn, (urllib3.exceptions.HTTPError,))
+
+    def close(self) -> None:
+        self._rest.close()
+
+
 class Kube:
-    """One API server, as a kubeconfig context (or the pod's own service account) reaches it,
-    through the official client's Configuration and REST client (tfmw_client.official)."""
+    """One API server, as a kubeconfig context (or the pod's own service account) reaches it:
+    through tfmw_client.transport, or the official REST client where a proxy is in the way."""
 
     def __init__(
         self, kubeconfig: str | None = None, context: str | None = None, namespace: str | None = None
@@ -97,7 +142,15 @@ class Kube:
         self.server: str = configuration.host
         self.namespace: str = namespace or context_namespace or "default"
         self._configuration = configuration
-        self._rest = official.module("kubernetes.client.rest").RESTClientObject(configuration)
+        try:
+            self._transport: Transport | OfficialTransport = (
+                OfficialTransport(configuration) if configuration.proxy else Transport(configuration)
+            )
+        except (TransportError, OSError, ValueError) as error:  # ssl.SSLError is an OSError
+            raise TfmwError(
+                f"cannot set up the connection to {self.server}: {error}",
+                "check the kubeconfig's server, certificate-authority and client certificate",
+            ) from None
 
     @staticmethod
     def _load(kubeconfig: str | None, context: str | None) -> tuple[Any, str]:
@@ -108,11 +161,11 @@ class Kube:
         paths = [kubeconfig] if kubeconfig else kubeconfigs.default_paths()
         have_file = bool(kubeconfig) or any(Path(p).expanduser().is_file() for p in paths)
         if not have_file and os.environ.get("KUBERNETES_SERVICE_HOST") and not context:
-            configuration = official.module("kubernetes.client.configuration").Configuration()
-            incluster = official.module("kubernetes.config.incluster_config")
+            configuration = _official("kubernetes.client.configuration").Configuration()
+            incluster = _official("kubernetes.config.incluster_config")
             try:
                 incluster.load_incluster_config(client_configuration=configuration)
-            except official.module("kubernetes.config.config_exception").ConfigException as error:
+            except _official("kubernetes.config.config_exception").ConfigException as error:
                 raise TfmwError(f"cannot use the pod's service account: {error}") from None
             try:
                 return configuration, IN_CLUSTER_NAMESPACE.read_text().strip()
@@ -129,8 +182,8 @@ class Kube:
             selected.apply(connection, _private_file)
             return connection, selected.namespace
         # exec plugins, auth providers, basic auth: the official loader, on the same context.
-        configuration = official.module("kubernetes.client.configuration").Configuration()
-        loader_module = official.module("kubernetes.config.kube_config")
+        configuration = _official("kubernetes.client.configuration").Configuration()
+        loader_module = _official("kubernetes.config.kube_config")
         try:
             loader = loader_module.KubeConfigLoader(
                 config_dict=selected.document(),
@@ -138,11 +191,20 @@ class Kube:
                 config_base_path=selected.user_folder,
             )
             loader.load_and_set(configuration)
-        except official.module("kubernetes.config.config_exception").ConfigException as error:
+        except _official("kubernetes.config.config_exception").ConfigException as error:
             raise kubeconfigs.KubeconfigError(str(error)) from None
         return configuration, selected.namespace
 
     # ---- requests ----
+
+    def _read(self, response: Response) -> bytes:
+        try:
+            return response.data
+        except TransportError as error:
+            raise _unreachable(self.server, error) from None
+
+    def close(self) -> None:
+        self._transport.close()
 
     def _send(
         self,
@@ -151,11 +213,9 @@ class Kube:
         query: Query = (),
         body: Any = None,
         content_type: str = "application/json",
-        timeout: float | tuple[float, float | None] | None = REQUEST_TIMEOUT,
-    ) -> Any:
-        """The urllib3 response, not read yet; an error status raised as ApiError."""
-        import urllib3
-
+        timeout: Timeout = REQUEST_TIMEOUT,
+    ) -> Response:
+        """The response, its body not read yet; an error status raised as ApiError."""
         headers = {"Accept": "application/json, */*", "User-Agent": USER_AGENT}
         if body is not None:
             headers["Content-Type"] = content_type
@@ -165,25 +225,13 @@ class Kube:
         if bearer and bearer.get("value"):
             headers[bearer["key"]] = bearer["value"]
         encoded = [(k, str(v).lower() if isinstance(v, bool) else str(v)) for k, v in query]
-        url = self.server + path + (f"?{urlencode(encoded, quote_via=quote)}" if encoded else "")
-        unreachable = TfmwError(
-            f"cannot reach the API server at {self.server}",
-            "check that the cluster is up and that --kubeconfig and --context point at it "
-            "(`kubectl cluster-info`)",
-        )
+        target = path + (f"?{urlencode(encoded, quote_via=quote)}" if encoded else "")
         try:
-            response = self._rest.request(
-                method, url, headers=headers, body=body, _request_timeout=timeout
-            ).response
-        except urllib3.exceptions.HTTPError as error:
-            unreachable.message += f": {error}"
-            raise unreachable from None
-        except official.module("kubernetes.client.exceptions").ApiException as error:
-            # The REST client's own: TLS failed (status 0).
-            unreachable.message += f": {error.reason}"
-            raise unreachable from None
-        if not 200 <= response.status <= 299:
-            raise _status_error(response.status, response.data)
+            response = self._transport.request(method, target, headers, body, timeout)
+            if not 200 <= response.status <= 299:
+                raise _status_error(response.status, response.data)
+        except TransportError as error:
+            raise _unreachable(self.server, error) from None
         return response
 
     def request(
@@ -196,7 +244,7 @@ class Kube:
     ) -> Json:
         response = self._send(method, path, query, body, content_type)
         try:
-            document = json.loads(response.data or b"{}")
+            document = json.loads(self._read(response) or b"{}")
         except ValueError as error:
             raise TfmwError(f"the API server's answer to {method} {path} is not JSON: {error}") from None
         if not isinstance(document, dict):
@@ -248,7 +296,7 @@ class Kube:
         if tail is not None:
             query.append(("tailLines", tail))
         response = self._send("GET", core_path(namespace, "pods", pod, "log"), query)
-        return bytes(response.data).decode("utf-8", "replace")
+        return self._read(response).decode("utf-8", "replace")
 
     def follow_log(
         self, namespace: str, pod: str, container: str = "", tail: int | None = None
@@ -260,17 +308,20 @@ class Kube:
         if tail is not None:
             query.append(("tailLines", tail))
         response = self._send("GET", core_path(namespace, "pods", pod, "log"), query, timeout=(10.0, None))
+        pending = b""
+        chunks = response.chunks(4096)
         try:
-            pending = b""
-            for chunk in response.stream(4096, decode_content=True):
+            for chunk in chunks:
                 pending += chunk
                 *lines, pending = pending.split(b"\n")
                 for line in lines:
                     yield line.decode("utf-8", "replace")
-            if pending:
-                yield pending.decode("utf-8", "replace")
+        except TransportError as error:
+            raise _unreachable(self.server, error) from None
         finally:
-            response.release_conn()
+            chunks.close()
+        if pending:
+            yield pending.decode("utf-8", "replace")
 
     def can_i(self, namespace: str, verb: str, resource: str, subresource: str = "") -> bool | None:
         """A SelfSubjectAccessReview (what `kubectl auth can-i` asks); None when it cannot be asked."""

@@ -7,7 +7,10 @@ the commands in turn (one of each, then again: a round), N rounds (30 unless tol
 not counted, and prints for each the median and 90th percentile of its wall time and the
 median of its CPU time (user + system, the kernel's own accounting of the finished process),
 then the ratios to `kubectl get tfmwjobs` round by round, medians: paired so that a machine
-whose speed drifts (a shared VM) moves both sides of a ratio alike. `--bin DIR`: where `tfmw`
+whose speed drifts (a shared VM) moves both sides of a ratio alike. The floor is a bare
+client doing the same work: the interpreter that runs `tfmw`, the standard library's HTTPS,
+one GET of the same list with the kubeconfig's server and certificates (read once, before
+the rounds, and given as files), the answer parsed and its item count printed. `--bin DIR`: where `tfmw`
 and `kubectl-tfmw` are (default: the PATH's), so that an installed copy can be measured
 beside another; `--also LABEL=DIR` adds that folder's `tfmw get` to the same rounds (another
 build, measured on the same machine at the same moments). Nothing is written to the
@@ -22,6 +25,7 @@ import shutil
 import statistics
 import subprocess
 import sys
+import tempfile
 import time
 
 from bench.stats import percentile, say
@@ -39,6 +43,47 @@ def commands(namespace: str, bin_dir: str | None) -> dict[str, list[str]]:
         "kubectl tfmw get": [kubectl, "tfmw", "get", "-n", namespace],
         BASELINE: [kubectl, "get", "tfmwjobs", "-n", namespace],
     }
+
+
+FLOOR = """
+import http.client, json, ssl, sys
+host, port, ca, cert, key, token, path = sys.argv[1:]
+context = ssl.create_default_context(cafile=ca or None)
+if cert:
+    context.load_cert_chain(cert, key or None)
+connection = http.client.HTTPSConnection(host, int(port), context=context, timeout=30)
+headers = {"Accept": "application/json", **({"Authorization": "Bearer " + token} if token else {})}
+connection.request("GET", path, headers=headers)
+answer = connection.getresponse()
+assert answer.status == 200, answer.status
+print(len(json.loads(answer.read())["items"]))
+"""
+
+
+def floor(namespace: str, folder: str) -> list[str]:
+    """The bare client's command: the kubeconfig's connection as tfmw reads it, its CA,
+    certificate and key as files in `folder` (the process only reads them)."""
+    from tfmw_client import kube, kubeconfig
+    from tfmw_client.connection import Connection
+
+    connection = Connection()
+    counter = iter(range(10))
+
+    def keep(data: bytes) -> str:
+        path = os.path.join(folder, f"file-{next(counter)}")
+        with open(path, "wb") as file:
+            file.write(data)
+        return path
+
+    kubeconfig.read(kubeconfig.default_paths()).select(None).apply(connection, keep)
+    ca = keep(connection.ca_cert_data.encode()) if connection.ca_cert_data else connection.ssl_ca_cert or ""
+    server = connection.host.removeprefix("https://").rstrip("/")
+    host, _, port = server.rpartition(":")
+    token = (connection.api_key.get("BearerToken") or "").removeprefix("Bearer ")
+    return [
+        sys.executable, "-c", FLOOR, host.strip("[]"), port or "443", ca, connection.cert_file or "",
+        connection.key_file or "", token, kube.job_path(namespace),
+    ]  # fmt: skip
 
 
 def run(command: list[str], env: dict[str, str]) -> tuple[float, float]:
@@ -67,6 +112,8 @@ def main(argv: list[str] | None = None) -> None:
     if args.bin:  # kubectl finds its plugin on the PATH
         env["PATH"] = f"{args.bin}{os.pathsep}{env['PATH']}"
     measured = commands(args.namespace, args.bin)
+    folder = tempfile.TemporaryDirectory(prefix="cli-start-")
+    measured["floor (stdlib HTTPS GET)"] = floor(args.namespace, folder.name)
     for also in args.also:
         label, _, folder = also.partition("=")
         measured[f"tfmw get ({label})"] = [os.path.join(folder, "tfmw"), "get", "-n", args.namespace]
@@ -80,6 +127,7 @@ def main(argv: list[str] | None = None) -> None:
                 wall[name].append(seconds)
                 cpu[name].append(cpu_seconds)
     say(f"done; load average {os.getloadavg()}")
+    folder.cleanup()
     print(
         f"{'command':<28} {'wall median':>12} {'wall p90':>9} {'CPU median':>11} {'wall/kubectl':>13} {'CPU/kubectl':>12}"
     )
