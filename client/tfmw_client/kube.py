@@ -146,7 +146,7 @@ class Kube:
             self._transport: Transport | OfficialTransport = (
                 OfficialTransport(configuration) if configuration.proxy else Transport(configuration)
             )
-        except (TransportError, OSError, ValueError) as error:  # ssl.SSLError is an OSError
+        except (TransportError, OSError, ValueError, TypeError) as error:  # ssl.SSLError: OSError
             raise TfmwError(
                 f"cannot set up the connection to {self.server}: {error}",
                 "check the kubeconfig's server, certificate-authority and client certificate",
@@ -228,6 +228,14 @@ class Kube:
         target = path + (f"?{urlencode(encoded, quote_via=quote)}" if encoded else "")
         try:
             response = self._transport.request(method, target, headers, body, timeout)
+            if 300 <= response.status <= 399:
+                response.close()
+                raise TfmwError(
+                    f"the API server at {self.server} answered {method} {path} with a redirect "
+                    f"({response.status}) to {response.header('Location') or 'nowhere'}, "
+                    "which tfmw does not follow",
+                    "point the kubeconfig's server at the API server itself",
+                )
             if not 200 <= response.status <= 299:
                 raise _status_error(response.status, response.data)
         except TransportError as error:

@@ -25,6 +25,8 @@ LABEL_REPLICA_INDEX: Final = "tfmw.dev/replica-index"
 LABEL_ATTEMPT: Final = "tfmw.dev/attempt"
 LABEL_ROLE: Final = "tfmw.dev/role"
 LABEL_REPLICA_TYPE: Final = "tfmw.dev/replica-type"
+# On a job `tfmw submit` made: the UID of the ConfigMap holding its program.
+PROGRAM_UID: Final = "tfmw.dev/program-configmap-uid"
 
 # Roles, in the order a user reads them. `chief` is on the chief pod, or on worker 0 when the
 # job has no separate chief (today's jobs: workers only).

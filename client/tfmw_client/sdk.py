@@ -215,7 +215,7 @@ class Client:
         configmap_name = configmap["metadata"]["name"]
         configmaps = core_path(namespace, "configmaps")
         try:
-            self.kube.create(configmaps, configmap)
+            made = self.kube.create(configmaps, configmap)
         except ApiError as error:
             if error.conflict:
                 raise TfmwError(
@@ -224,6 +224,12 @@ class Client:
                     f"delete it (tfmw delete {name}; its ConfigMap goes with it) or choose another --name",
                 ) from None
             raise
+        # The job names the ConfigMap made for it by UID: if the answer to its creation is
+        # lost, the job found under its name is this one only when it says so.
+        uid = str((made.get("metadata") or {}).get("uid") or "")
+        job = {**job, "metadata": {**job["metadata"]}}
+        annotations = {**(job["metadata"].get("annotations") or {}), names.PROGRAM_UID: uid}
+        job["metadata"]["annotations"] = annotations
         created: Json | None = None
         try:
             try:
@@ -235,6 +241,13 @@ class Client:
                         f"tfmw delete {name}, or choose another --name",
                     ) from None
                 raise
+            except TfmwError:
+                # No answer: it may have been created all the same.
+                found = self.kube.get_or_none(job_path(namespace, name))
+                said = ((found or {}).get("metadata") or {}).get("annotations") or {}
+                if found is None or not uid or said.get(names.PROGRAM_UID) != uid:
+                    raise
+                created = found
             owned = {"metadata": {"ownerReferences": [manifests.owner_reference(created)]}}
             configmap = self.kube.patch(core_path(namespace, "configmaps", configmap_name), owned)
         except BaseException:

@@ -6,15 +6,20 @@ Why not the official REST client here: its import (urllib3 and with it `email`'s
 CLI's start time"). `http.client` over `ssl` does what tfmw asks of it: a request with a
 timeout, TLS verified as urllib3 verifies it (the kubeconfig's CA or the system's, the host
 name or `tls-server-name`, a client certificate), kept-alive connections, a response read
-whole or as it comes. A connection through a proxy, an `exec` plugin's or auth provider's
-Configuration keep the official REST client (tfmw_client.kube.Kube chooses);
+whole or as it comes. A connection through a proxy keeps the official REST client
+(tfmw_client.kube.Kube chooses); an `exec` plugin's, an auth provider's or a pod's service
+account's official Configuration comes here as tfmw's own does.
 tests/unit/client/test_transport.py runs the same requests through both.
+
+Where it differs from urllib3: a redirect is not followed (the caller names its Location);
+a number as the timeout bounds the connection and each read, not their sum.
 """
 
 from __future__ import annotations
 
 import http.client
 import json
+import select
 import socket
 import ssl
 import threading
@@ -23,9 +28,12 @@ from typing import Any
 from urllib.parse import urlsplit
 
 Timeout = float | tuple[float, float | None] | None
-# A kept-alive connection the server closed while idle fails at once with one of these,
-# before any answer: the request is sent again once, on a new connection (urllib3 retries too).
-_STALE = (http.client.RemoteDisconnected, ConnectionResetError, BrokenPipeError, ConnectionAbortedError)
+# A kept-alive connection the server closed fails with one of these before any answer. An
+# idle connection found closed is never used (`_take`); one closed while the request went
+# out leaves unknown whether the server acted on it: sent again on a new connection only
+# when doing it twice is harmless (GET, HEAD), as urllib3 does.
+_DROPPED = (http.client.RemoteDisconnected, ConnectionResetError, BrokenPipeError, ConnectionAbortedError)
+_IDEMPOTENT = frozenset({"GET", "HEAD"})
 
 
 class TransportError(Exception):
@@ -43,6 +51,10 @@ class Response:
         self._release = release
         self._errors: tuple[type[Exception], ...] = (OSError, http.client.HTTPException, *errors)
         self._data: bytes | None = None
+
+    def header(self, name: str) -> str:
+        """A header of the answer ("" when absent)."""
+        return str(self._reader.headers.get(name) or "")
 
     @property
     def data(self) -> bytes:
@@ -88,10 +100,17 @@ class _Connection(http.client.HTTPSConnection):
         self.sock = self._context.wrap_socket(self.sock, server_hostname=self._server_name)  # type: ignore[attr-defined]
 
 
+def _no_passphrase() -> str:
+    raise TransportError(
+        "the client key is encrypted: a kubeconfig's client-key must be unencrypted, as for kubectl"
+    )
+
+
 def tls_context(configuration: Any) -> ssl.SSLContext:
     """The TLS of a connection as the official REST client sets urllib3's: the CA given (as
     data or a file) or the system's, the host name checked unless verification is off, and
-    the client certificate and key."""
+    the client certificate and key (an encrypted key is refused, never asked for on the
+    terminal)."""
     context = ssl.create_default_context(
         cafile=configuration.ssl_ca_cert or None, cadata=configuration.ca_cert_data or None
     )
@@ -101,7 +120,7 @@ def tls_context(configuration: Any) -> ssl.SSLContext:
     elif configuration.assert_hostname is False:
         context.check_hostname = False
     if configuration.cert_file:
-        context.load_cert_chain(configuration.cert_file, configuration.key_file or None)
+        context.load_cert_chain(configuration.cert_file, configuration.key_file or None, _no_passphrase)
     return context
 
 
@@ -117,7 +136,8 @@ class Transport:
         self._host = parts.hostname
         self._port = parts.port
         self._prefix = parts.path.rstrip("/")  # a server below a path (a proxying gateway)
-        self._server_name = configuration.tls_server_name or parts.hostname
+        # A name ending in a dot is the same name (urllib3 strips it too).
+        self._server_name = (configuration.tls_server_name or parts.hostname).rstrip(".")
         self._context = tls_context(configuration) if self._https else None
         self._idle: list[http.client.HTTPConnection] = []
         self._lock = threading.Lock()
@@ -127,11 +147,18 @@ class Transport:
             return _Connection(self._host, self._port, self._context, self._server_name)
         return http.client.HTTPConnection(self._host, self._port)
 
-    def _take(self) -> tuple[http.client.HTTPConnection, bool]:
-        with self._lock:
-            if self._idle:
-                return self._idle.pop(), True
-        return self._new(), False
+    def _take(self) -> http.client.HTTPConnection:
+        """An idle connection still open, else a new one. An idle connection the server
+        closed (its idle timeout, a load balancer's) reads as ready: it is dropped."""
+        while True:
+            with self._lock:
+                if not self._idle:
+                    return self._new()
+                connection = self._idle.pop()
+            sock = connection.sock
+            if sock is not None and not select.select([sock], [], [], 0)[0]:
+                return connection
+            connection.close()
 
     def _keep(self, connection: http.client.HTTPConnection, response: http.client.HTTPResponse) -> None:
         if response.will_close or not response.isclosed():
@@ -148,25 +175,33 @@ class Transport:
         long as the answer takes."""
         data = None if body is None else json.dumps(body).encode()
         connect, read = timeout if isinstance(timeout, tuple) else (timeout, timeout)
+        connection = self._take()
         for attempt in (0, 1):
-            connection, reused = self._take()
+            reused = connection.sock is not None
             try:
                 connection.timeout = connect
-                if connection.sock is None:
+                if not reused:
                     connection.connect()
                 connection.sock.settimeout(read)
                 connection.request(method, self._prefix + target, body=data, headers=dict(headers))
                 response = connection.getresponse()
-            except _STALE as error:
+            except _DROPPED as error:
                 connection.close()
-                if reused and attempt == 0:
+                if reused and attempt == 0 and method in _IDEMPOTENT:
+                    connection = self._new()
                     continue
-                raise TransportError(str(error) or type(error).__name__) from None
-            except (OSError, http.client.HTTPException, ssl.SSLError) as error:
+                why = str(error) or type(error).__name__
+                if reused and method not in _IDEMPOTENT:
+                    why += f" (the {method} may have been carried out: look before trying again)"
+                raise TransportError(why) from None
+            except (OSError, http.client.HTTPException) as error:  # ssl.SSLError is an OSError
                 connection.close()
                 if isinstance(error, socket.timeout):
                     raise TransportError(f"no answer within {read or connect} s") from None
                 raise TransportError(str(error) or type(error).__name__) from None
+            except ValueError as error:  # a header that cannot be sent (a token with a newline)
+                connection.close()
+                raise TransportError(f"the request cannot be sent: {error}") from None
             return Response(response.status, response, lambda c=connection, r=response: self._keep(c, r))
         raise AssertionError("unreachable")  # the loop returns or raises
 

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import base64
 import json
+import socket
 import ssl
 import subprocess
 import threading
@@ -18,7 +19,7 @@ import time
 from collections.abc import Callable, Iterator
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
-from typing import Any
+from typing import Any, ClassVar
 
 import pytest
 from tfmw_client.connection import Connection
@@ -111,6 +112,12 @@ class Handler(BaseHTTPRequestHandler):
             return
         if self.path.startswith("/slow"):
             time.sleep(2)
+        if self.path.startswith("/moved"):
+            self.send_response(302)
+            self.send_header("Location", "https://elsewhere.lab/api")
+            self.send_header("Content-Length", "0")
+            self.end_headers()
+            return
         if self.path.startswith("/missing"):
             self._answer(404, {"kind": "Status", "reason": "NotFound", "message": 'jobs "x" not found'})
             return
@@ -130,7 +137,13 @@ class Handler(BaseHTTPRequestHandler):
 
     def do_PATCH(self) -> None:
         body = self.rfile.read(int(self.headers["Content-Length"]))
+        Handler.patches.append(self.path)
+        if self.path.startswith("/drop"):  # carried out, then the connection lost before the answer
+            self.close_connection = True
+            return
         self._answer(200, {"type": self.headers["Content-Type"], "body": json.loads(body)})
+
+    patches: ClassVar[list[str]] = []
 
 
 class Server(ThreadingHTTPServer):
@@ -304,3 +317,89 @@ def test_an_unreadable_ca_in_the_kubeconfig_is_an_error_naming_it(
     )
     with pytest.raises(TfmwError, match="cannot set up the connection"):
         Kube(kubeconfig=str(path))
+
+
+def test_a_write_on_a_connection_lost_before_the_answer_is_not_sent_again(server: str, pki: Path) -> None:
+    """The server may have carried it out: sending it again could do it twice (urllib3 does
+    not either). A read is sent again, once, on a new connection."""
+    transport = Transport(connection(server, pki))
+    get(transport, "/warm")  # a kept-alive connection, used by the PATCH
+    Handler.patches.clear()
+    with pytest.raises(TransportError, match="may have been carried out"):
+        transport.request("PATCH", "/drop", {"Content-Type": "application/json"}, {}, 5.0)
+    assert Handler.patches == ["/drop"]
+
+
+def test_idle_connections_the_server_closed_are_not_used(server: str, pki: Path) -> None:
+    transport = Transport(connection(server, pki))
+    threads = [threading.Thread(target=get, args=(transport, "/slow-ish")) for _ in range(3)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(10)
+    for idle in transport._idle:  # as a load balancer's idle timeout closes them
+        assert idle.sock is not None
+        idle.sock.shutdown(socket.SHUT_RDWR)
+    assert get(transport, "/after")[0] == 200
+    Handler.patches.clear()
+    get(transport, "/warm")
+    for idle in transport._idle:
+        assert idle.sock is not None
+        idle.sock.shutdown(socket.SHUT_RDWR)
+    answer = transport.request("PATCH", "/p", {"Content-Type": "application/json"}, {"a": 1}, 5.0)
+    assert (answer.status, Handler.patches) == (200, ["/p"])  # a closed idle one is never tried
+
+
+def test_a_tls_server_name_ending_in_a_dot_is_the_same_name(server: str, pki: Path) -> None:
+    assert get(Transport(connection(server, pki, tls_server_name="api.lab.")), "/x")[0] == 200
+
+
+def test_an_encrypted_client_key_is_refused_not_asked_for(pki: Path, tmp_path: Path) -> None:
+    key = tmp_path / "encrypted.key"
+    subprocess.run(
+        ["openssl", "pkey", "-in", pki / "alice.key", "-aes256", "-passout", "pass:x", "-out", key],
+        check=True, capture_output=True, timeout=60,
+    )  # fmt: skip
+    with pytest.raises(TransportError, match="client key is encrypted"):
+        Transport(connection("https://127.0.0.1:1", pki, cert_file=str(pki / "alice.crt"), key_file=str(key)))
+
+
+def test_a_server_below_a_path_gets_its_prefix(server: str, pki: Path) -> None:
+    assert get(Transport(connection(server + "/gateway/", pki)), "/api?x=1")[1]["path"] == "/gateway/api?x=1"
+
+
+def test_the_official_configuration_of_a_service_account_or_exec_plugin_is_served_here(
+    server: str, pki: Path
+) -> None:
+    """What the official loaders fill: the CA as a file, and a token read again at every call
+    through their refresh hook (a rotated service account token)."""
+    from kubernetes.client import Configuration
+
+    configuration = Configuration()
+    configuration.host = server
+    configuration.ssl_ca_cert = str(pki / "ca.crt")
+    configuration.api_key["BearerToken"] = "Bearer zero"  # as the loader leaves it
+    tokens = iter(["Bearer one", "Bearer two"])
+
+    def refresh(settings: Configuration) -> None:
+        settings.api_key["BearerToken"] = next(tokens)
+
+    configuration.refresh_api_key_hook = refresh
+    transport = Transport(configuration)
+    seen = []
+    for _ in range(2):
+        bearer = configuration.auth_settings()["BearerToken"]
+        response = transport.request("GET", "/sa", {bearer["key"]: bearer["value"]}, None, 5.0)
+        seen.append(json.loads(response.data)["authorization"])
+    assert seen == ["Bearer one", "Bearer two"]
+
+
+def test_a_redirect_is_not_followed_and_is_named(server: str, pki: Path, tmp_path: Path) -> None:
+    kube = Kube(kubeconfig=_kubeconfig(tmp_path, server, pki))
+    with pytest.raises(TfmwError, match=r"redirect \(302\) to https://elsewhere\.lab/api"):
+        kube.get("/moved")
+
+
+def test_a_header_that_cannot_be_sent_is_an_error_not_a_traceback(server: str, pki: Path) -> None:
+    with pytest.raises(TransportError, match="cannot be sent"):
+        Transport(connection(server, pki)).request("GET", "/x", {"Authorization": "Bearer a\nb"}, None, 5.0)

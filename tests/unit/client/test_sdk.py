@@ -1,0 +1,135 @@
+"""Submitting a job (tfmw_client.sdk.Client._create) when the answer to the job's creation
+is lost: the job found under its name is taken as the one just made only when it names, by
+UID, the ConfigMap made for it; otherwise nothing of someone else's is touched."""
+
+from __future__ import annotations
+
+import json
+import threading
+from collections.abc import Iterator
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
+from typing import Any, ClassVar
+
+import pytest
+from tfmw_client import names
+from tfmw_client.errors import TfmwError
+from tfmw_client.sdk import Client
+
+JOBS = "/apis/tfmw.dev/v1alpha1/namespaces/team/tfmwjobs"
+CONFIGMAPS = "/api/v1/namespaces/team/configmaps"
+
+
+class Server(BaseHTTPRequestHandler):
+    """An API server that keeps what it is given and loses the answer to a job's creation."""
+
+    protocol_version = "HTTP/1.1"
+    objects: ClassVar[dict[str, Any]] = {}
+    calls: ClassVar[list[str]] = []
+
+    def log_message(self, *args: Any) -> None:
+        pass
+
+    def _answer(self, status: int, document: Any) -> None:
+        body = json.dumps(document).encode()
+        self.send_response(status)
+        self.send_header("Content-Length", str(len(body)))
+        self.end_headers()
+        self.wfile.write(body)
+
+    def _body(self) -> Any:
+        return json.loads(self.rfile.read(int(self.headers.get("Content-Length") or 0)) or b"{}")
+
+    def do_POST(self) -> None:
+        Server.calls.append(f"POST {self.path}")
+        made = self._body()
+        path = f"{self.path}/{made['metadata']['name']}"
+        if path in Server.objects:
+            self._answer(409, {"kind": "Status", "reason": "AlreadyExists", "message": "exists"})
+            return
+        made["metadata"]["uid"] = f"uid-{len(Server.objects)}"
+        Server.objects[path] = made
+        if self.path == JOBS:
+            self.close_connection = True  # made, and the answer lost
+            return
+        self._answer(201, made)
+
+    def do_GET(self) -> None:
+        Server.calls.append(f"GET {self.path}")
+        found = Server.objects.get(self.path)
+        self._answer(200, found) if found else self._answer(404, {"kind": "Status", "reason": "NotFound"})
+
+    def do_PATCH(self) -> None:
+        Server.calls.append(f"PATCH {self.path}")
+        Server.objects[self.path]["metadata"].update(self._body()["metadata"])
+        self._answer(200, Server.objects[self.path])
+
+    def do_DELETE(self) -> None:
+        Server.calls.append(f"DELETE {self.path}")
+        Server.objects.pop(self.path, None)
+        self._answer(200, {"kind": "Status"})
+
+
+@pytest.fixture
+def client(tmp_path: Path) -> Iterator[Client]:
+    Server.objects.clear()
+    Server.calls.clear()
+    httpd = ThreadingHTTPServer(("127.0.0.1", 0), Server)
+    threading.Thread(target=httpd.serve_forever, daemon=True).start()
+    config = tmp_path / "kubeconfig"
+    config.write_text(
+        "apiVersion: v1\nkind: Config\ncurrent-context: c\n"
+        f"clusters: [{{name: c, cluster: {{server: 'http://127.0.0.1:{httpd.server_address[1]}'}}}}]\n"
+        "users: [{name: u, user: {}}]\ncontexts: [{name: c, context: {cluster: c, user: u, namespace: team}}]\n"
+    )
+    yield Client(kubeconfig=str(config))
+    httpd.shutdown()
+    httpd.server_close()
+
+
+def _objects() -> tuple[Any, Any]:
+    configmap = {
+        "apiVersion": "v1",
+        "kind": "ConfigMap",
+        "metadata": {"name": "mnist-code", "namespace": "team"},
+    }
+    job = {
+        "apiVersion": names.API_VERSION,
+        "kind": names.KIND,
+        "metadata": {"name": "mnist", "namespace": "team"},
+    }
+    return configmap, job
+
+
+def test_a_job_made_though_its_answer_was_lost_is_taken_as_made(client: Client) -> None:
+    submission = client._create(*_objects())
+    job = Server.objects[f"{JOBS}/mnist"]
+    configmap = Server.objects[f"{CONFIGMAPS}/mnist-code"]
+    assert job["metadata"]["annotations"][names.PROGRAM_UID] == configmap["metadata"]["uid"]
+    assert configmap["metadata"]["ownerReferences"][0]["uid"] == job["metadata"]["uid"]
+    assert submission.name == "mnist"
+    assert not any(call.startswith("DELETE") for call in Server.calls)
+
+
+def test_a_namesake_job_that_is_not_this_one_is_left_alone(
+    client: Client, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    configmap, job = _objects()
+    # Someone's job of that name appears between the look and the creation (no 409 here:
+    # the creation's answer is lost), naming another program.
+    someone = {
+        **job,
+        "metadata": {**job["metadata"], "uid": "theirs", "annotations": {names.PROGRAM_UID: "x"}},
+    }
+    original = Server.do_POST
+
+    def post_then_replace(handler: Server) -> None:
+        original(handler)
+        if handler.path == JOBS:
+            Server.objects[f"{JOBS}/mnist"] = someone
+
+    monkeypatch.setattr(Server, "do_POST", post_then_replace)
+    with pytest.raises(TfmwError, match="cannot reach the API server"):
+        client._create(configmap, job)
+    assert Server.objects[f"{JOBS}/mnist"] is someone  # not deleted
+    assert f"{CONFIGMAPS}/mnist-code" not in Server.objects  # ours, removed again
