@@ -108,12 +108,14 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--bin", help="the folder of tfmw and kubectl-tfmw to measure")
     parser.add_argument("--also", action="append", default=[], help="LABEL=DIR: that folder's tfmw get too")
     args = parser.parse_args(argv)
-    env = dict(os.environ)
+    # The bench's own PYTHONPATH (tests, a source tree) would put that tree's tfmw_client
+    # before the measured installation's: each `tfmw` runs with its own packages only.
+    env = {key: value for key, value in os.environ.items() if key != "PYTHONPATH"}
     if args.bin:  # kubectl finds its plugin on the PATH
         env["PATH"] = f"{args.bin}{os.pathsep}{env['PATH']}"
     measured = commands(args.namespace, args.bin)
-    folder = tempfile.TemporaryDirectory(prefix="cli-start-")
-    measured["floor (stdlib HTTPS GET)"] = floor(args.namespace, folder.name)
+    floor_files = tempfile.TemporaryDirectory(prefix="cli-start-")
+    measured["floor (stdlib HTTPS GET)"] = floor(args.namespace, floor_files.name)
     for also in args.also:
         label, _, folder = also.partition("=")
         measured[f"tfmw get ({label})"] = [os.path.join(folder, "tfmw"), "get", "-n", args.namespace]
@@ -127,7 +129,7 @@ def main(argv: list[str] | None = None) -> None:
                 wall[name].append(seconds)
                 cpu[name].append(cpu_seconds)
     say(f"done; load average {os.getloadavg()}")
-    folder.cleanup()
+    floor_files.cleanup()
     print(
         f"{'command':<28} {'wall median':>12} {'wall p90':>9} {'CPU median':>11} {'wall/kubectl':>13} {'CPU/kubectl':>12}"
     )
