@@ -3,7 +3,7 @@ import json
 from typing import Any
 
 import pytest
-from tfmw_operator.api.spec import Member, SpecError, parse_job
+from tfmw_operator.api.spec import JobSpec, Member, SpecError, parse_job
 from tfmw_operator.core.builders import (
     build_event,
     build_pod,
@@ -29,19 +29,35 @@ def test_tf_config_per_worker_matches_the_contract_exactly() -> None:
         }
 
 
-def test_tf_config_cluster_is_identical_across_workers_and_attempts() -> None:
+def _cluster(spec: JobSpec, index: int, attempt: int) -> str:
+    built = build_pod(spec, Member.worker(index), attempt)
+    return json.dumps(json.loads(container_env(built["spec"]["containers"][0])["TF_CONFIG"])["cluster"])
+
+
+def test_tf_config_cluster_is_identical_across_the_workers_of_an_attempt() -> None:
     spec = parse_job(job().workers(4).port(3333).obj())
-    clusters = {
-        json.dumps(
-            json.loads(
-                container_env(build_pod(spec, Member.worker(i), a)["spec"]["containers"][0])["TF_CONFIG"]
-            )["cluster"]
-        )
-        for i in range(4)
-        for a in range(3)
-    }
-    assert len(clusters) == 1
-    assert ":3333" in next(iter(clusters))
+    for attempt in range(3):
+        clusters = {_cluster(spec, i, attempt) for i in range(4)}
+        assert len(clusters) == 1
+        assert ":3333" in next(iter(clusters))
+
+
+def test_a_gang_re_created_gets_new_host_names_and_one_restarted_in_place_keeps_them() -> None:
+    """A re-created pod has a new address, and DNS may still answer its name with the old
+    one for a few seconds (gRPC then waits 30 s to ask again): each later attempt of a gang
+    re-created whole names its pods afresh. Survivors of an in-place restart keep their
+    TF_CONFIG, so its pods keep their names whatever the attempt."""
+    spec = parse_job(job().workers(2).obj())
+    first, second = build_pod(spec, Member.worker(1), 0), build_pod(spec, Member.worker(1), 2)
+    assert (first["spec"]["hostname"], second["spec"]["hostname"]) == ("mnist-worker-1", "worker-1-a2")
+    assert second["metadata"]["name"] == "mnist-worker-1" and second["spec"]["subdomain"] == "mnist"
+    assert json.loads(_cluster(spec, 0, 2))["worker"] == [
+        "worker-0-a2.mnist.default.svc:2222",
+        "worker-1-a2.mnist.default.svc:2222",
+    ]
+    in_place = parse_job(job().commanded().obj(), supervisor_image=SUPERVISOR_IMAGE)
+    assert build_pod(in_place, Member.worker(1), 3)["spec"]["hostname"] == "mnist-worker-1"
+    assert _cluster(in_place, 1, 3) == _cluster(in_place, 1, 0)
 
 
 def test_headless_service() -> None:
@@ -67,7 +83,7 @@ def test_pod_names_labels_and_identity() -> None:
         "tfmw.dev/role": "chief",
     }
     assert worker["metadata"]["labels"]["tfmw.dev/role"] == "worker"
-    assert chief["spec"]["hostname"] == "mnist-worker-0"
+    assert chief["spec"]["hostname"] == "worker-0-a2"  # attempt 2 of a gang re-created whole
     assert chief["spec"]["subdomain"] == "mnist"
     assert chief["spec"]["restartPolicy"] == "Never"
     owner = chief["metadata"]["ownerReferences"][0]

@@ -358,13 +358,14 @@ def test_old_attempt_pods_not_yet_deleted_are_deleted() -> None:
     assert decision.pods_to_create == ()
 
 
-def test_next_attempt_created_once_old_pods_are_gone_with_same_tf_config() -> None:
+def test_next_attempt_created_once_old_pods_are_gone_with_its_own_host_names() -> None:
     j = job().launched(attempt=0, phase="Restarting").status(attempt=1, restarts=1).obj()
     decision = decide(j, [])
     assert created(decision) == [(0, 1), (1, 1)]
     first = decide(job().obj()).pods_to_create
     for old, new in zip(first, decision.pods_to_create, strict=True):
-        assert env_of(old)["TF_CONFIG"] == env_of(new)["TF_CONFIG"]
+        renamed = env_of(old)["TF_CONFIG"].replace("mnist-worker-0.", "worker-0-a1.")
+        assert env_of(new)["TF_CONFIG"] == renamed.replace("mnist-worker-1.", "worker-1-a1.")
         assert env_of(new)["TFMW_ATTEMPT"] == "1"
     assert decision.status is not None and decision.status.launched_attempt == 1
     assert decision.status.phase == "Restarting"

@@ -91,8 +91,8 @@ def test_the_smaller_attempt_has_a_tf_config_and_tfmw_num_workers_of_its_size() 
     env = env_of(pods[1])
     assert env["TFMW_NUM_WORKERS"] == "2" and env["TFMW_ATTEMPT"] == "2"
     assert json.loads(env["TF_CONFIG"])["cluster"]["worker"] == [
-        "mnist-worker-0.mnist.default.svc:2222",
-        "mnist-worker-1.mnist.default.svc:2222",
+        "worker-0-a2.mnist.default.svc:2222",
+        "worker-1-a2.mnist.default.svc:2222",
     ]
     assert launch.status.ready_workers == "0/2"
     running = decide(carried(j, launch), [pod(j, i, 2).running().obj() for i in range(2)], now=at(70))
