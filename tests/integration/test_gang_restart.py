@@ -37,7 +37,14 @@ def test_exit_137_restarts_the_whole_gang_only_after_old_pods_are_gone(
     assert status["restarts"] == 1 and status["attempt"] == 1
     assert "worker 1" in status["message"] and "137" in status["message"]
     for old, new in zip(first, second, strict=True):
-        assert env_of(old)["TF_CONFIG"] == env_of(new)["TF_CONFIG"]
+        # The same cluster under the attempt's own host names (builders.member_host).
+        renamed = env_of(old)["TF_CONFIG"]
+        for index in range(3):
+            renamed = renamed.replace(f"oom-worker-{index}.", f"worker-{index}-a1.")
+        assert env_of(new)["TF_CONFIG"] == renamed
+        assert new["spec"]["hostname"] == new["metadata"]["labels"]["tfmw.dev/replica-type"] + "-" + (
+            new["metadata"]["labels"]["tfmw.dev/replica-index"] + "-a1"
+        )
         assert env_of(new)["TFMW_ATTEMPT"] == "1"
     kubelet.run_all(namespace, "oom")
     status = kube.wait_phase(namespace, "oom", "Running")
