@@ -5,13 +5,9 @@ loop, within a deadline. A call can hang in the kernel (a dead NFS server) and k
 thread for good, and a tenant can make its own folders slow to walk; neither may take the
 storage away from other namespaces. So:
 
-- each namespace (a call's lane: the first segment of its path) has CALLS_PER_NAMESPACE
-  calls queued or running at once; its next calls wait for one of them, not for the other
-  namespaces'. A namespace whose calls all answer may borrow threads the others leave
-  idle, up to THREADS - CALLS_PER_NAMESPACE calls in all lanes together: one busy
-  namespace (1,000 jobs launched at once) is not held to 4 threads of 16, and a namespace
-  that arrives always finds threads for its own CALLS_PER_NAMESPACE. A borrowing namespace
-  gives a thread back with each call that returns while the others need them;
+- each namespace (a call's lane: the first segment of its path) has at most
+  CALLS_PER_NAMESPACE calls queued or running at once; its next calls wait for one of
+  them, not for the other namespaces' (at most CALLS_PER_NAMESPACE of THREADS threads);
 - a call past its deadline is given up by its caller (StorageError), and its thread is
   written off until it returns: another thread takes its place, up to MAX_THREADS in all,
   so `THREADS` threads stay free for the calls that do answer;
@@ -109,7 +105,6 @@ class FairThreads:
         self._idle = 0  # waiting for a call
         self._queued = 0  # calls not yet taken by a thread
         self._stuck = 0  # running a call past its deadline
-        self._in_flight = 0  # every lane's in_flight together
         self._lanes: dict[str, _Lane] = {}
 
     @property
@@ -165,16 +160,9 @@ class FairThreads:
 
     # ---- the event loop's side ----
 
-    def _may_run(self, lane: _Lane, in_flight: int, total: int) -> bool:
-        """One more call of `lane`, with `in_flight` of its own and `total` in all lanes:
-        its own share, or a borrowed thread while its calls answer and others are idle."""
-        healthy = lane.stuck == 0 and lane.timeouts == 0
-        return in_flight < self.per_lane or (healthy and total < self.size - self.per_lane)
-
     async def _acquire(self, lane: _Lane, deadline: float) -> None:
-        if not lane.waiters and self._may_run(lane, lane.in_flight, self._in_flight):
+        if lane.in_flight < self.per_lane and not lane.waiters:
             lane.in_flight += 1
-            self._in_flight += 1
             return
         waiter: asyncio.Future[None] = asyncio.get_running_loop().create_future()
         lane.waiters.append(waiter)
@@ -191,15 +179,12 @@ class FairThreads:
             raise
 
     def _release(self, lane: _Lane) -> None:
-        # The slot goes to the lane's next call if the lane could take it afresh.
-        if self._may_run(lane, lane.in_flight - 1, self._in_flight - 1):
-            while lane.waiters:
-                waiter = lane.waiters.popleft()
-                if not waiter.done():
-                    waiter.set_result(None)
-                    return
+        while lane.waiters:
+            waiter = lane.waiters.popleft()
+            if not waiter.done():
+                waiter.set_result(None)
+                return
         lane.in_flight -= 1
-        self._in_flight -= 1
         self._forget_if_idle(lane)
 
     def _forget_if_idle(self, lane: _Lane) -> None:
