@@ -42,7 +42,10 @@ def attempt_started(pods: Sequence[ObservedPod], attempt: int) -> datetime | Non
     return min((p.created for p in pods if p.attempt == attempt and p.created), default=None)
 
 
-@dataclass(frozen=True)
+# Slots: one is held per pod between reconciles, and past 29 attributes an instance's
+# __dict__ no longer shares its keys with the others' (CPython 3.11's key-sharing limit):
+# docs/benchmarks/history.md, "The operator's memory at 8,000 pods".
+@dataclass(frozen=True, slots=True)
 class ObservedPod:
     name: str
     index: int  # in its replica set

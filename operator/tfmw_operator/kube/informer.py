@@ -332,7 +332,7 @@ class LatestJobs:
         at = resource_version(job)
         if held is not None and at and at <= resource_version(held):
             return False
-        kinds[kind] = job
+        kinds[kind] = _without_managed_fields(job)
         return True
 
     def uids(self, kind: str | None = None) -> dict[Key, str]:
@@ -363,6 +363,16 @@ class LatestJobs:
         self._deleted[str(meta.get("uid"))] = now
         if len(self._deleted) > 1000:
             self._deleted = {u: t for u, t in self._deleted.items() if now - t < TOMBSTONE_SECONDS}
+
+
+def _without_managed_fields(job: Json) -> Json:
+    """The job as held: without metadata.managedFields, which nothing here reads, and which
+    mirror every field of the spec and the status (more than half of a job held: history.md,
+    "The operator's memory at 8,000 pods"). The object given is left as it is (kopf's)."""
+    meta = job.get("metadata")
+    if not isinstance(meta, dict) or "managedFields" not in meta:
+        return job
+    return {**job, "metadata": {k: v for k, v in meta.items() if k != "managedFields"}}
 
 
 def _created_first(job: Json) -> tuple[str, str]:

@@ -111,6 +111,26 @@ def test_the_newest_job_is_kept_and_a_deleted_one_never_returns() -> None:
     assert jobs.get(JOB) is None
 
 
+def test_a_job_is_held_without_its_managed_fields_and_the_object_given_is_untouched() -> None:
+    jobs = LatestJobs()
+    fields = [{"manager": "kubectl", "fieldsV1": {"f:spec": {"f:workers": {}}}}]
+    job: Json = {
+        "metadata": {
+            "namespace": "ns",
+            "name": "job",
+            "uid": "u1",
+            "resourceVersion": "5",
+            "managedFields": fields,
+        },
+        "spec": {"workers": 2},
+    }
+    assert jobs.put(job)
+    held = jobs.get(JOB)
+    assert held is not None and "managedFields" not in held["metadata"]
+    assert held["metadata"]["resourceVersion"] == "5" and held["spec"] == {"workers": 2}
+    assert job["metadata"]["managedFields"] is fields  # kopf's object, as it was
+
+
 def test_a_write_answered_without_a_version_never_brings_a_deleted_pod_back() -> None:
     # A pod deleted with no grace can come back from the DELETE with no resourceVersion;
     # held, it could never be ordered against its DELETED event and stayed for ever.
