@@ -58,25 +58,29 @@ def pod_group_name_prefix(job_name: str, job_uid: str) -> str:
 MAX_ENV_STRING_BYTES = 32 * 4096
 
 
-def member_host(job: JobSpec, member: Member, attempt: int = 0) -> str:
+def host_attempt(job: JobSpec, attempt: int) -> int:
+    """The attempt the pods' host names carry: 0 (the pods' own names) in the first attempt
+    and in a gang restarted in place, else `attempt`. A re-created pod has a new address,
+    and a name asked for in the seconds before may still be answered with the old one (a
+    DNS cache; the dying gang's workers ask it again as their peer goes): gRPC then waits
+    out its 30 s between resolutions before TensorFlow's cluster comes up
+    (docs/benchmarks/history.md, "A gang re-created: 30 s lost to a stale DNS answer"). A
+    new name has no answer cached. A gang restarted in place keeps its names: its
+    survivors' TF_CONFIG names the pods for good."""
+    return 0 if attempt == 0 or supervision_of(job).in_place else attempt
+
+
+def member_host(job: JobSpec, member: Member, named_attempt: int = 0) -> str:
     """The pod's hostname, its name's first label in DNS (`<host>.<job>.<namespace>.svc`):
-    the pod's own name, but `<stem>-a<attempt>` (`worker-1-a2`) from the second attempt of
-    a gang re-created whole. A re-created pod has a new address, and a name asked for in the
-    seconds before may still be answered with the old one (a DNS cache; the dying gang's
-    workers ask it again as their peer goes): gRPC then waits out its 30 s between
-    resolutions before TensorFlow's cluster comes up (docs/benchmarks/history.md, "A gang
-    re-created: 30 s lost to a stale DNS answer"). A new name has no answer cached. A gang
-    restarted in place keeps its names: its survivors' TF_CONFIG names the pods for good."""
-    if attempt == 0 or supervision_of(job).in_place:
-        return member_pod_name(job, member)
-    return f"{member.stem}-a{attempt}"
+    the pod's own name, or `<stem>-a<attempt>` (`worker-1-a2`) for a `host_attempt` above 0."""
+    return member_pod_name(job, member) if named_attempt == 0 else f"{member.stem}-a{named_attempt}"
 
 
-def member_address(job: JobSpec, member: Member, qualified: bool = True, attempt: int = 0) -> str:
+def member_address(job: JobSpec, member: Member, qualified: bool = True, named_attempt: int = 0) -> str:
     """`<host>.<service>.<namespace>.svc:<port>`; unqualified, `<host>.<service>:<port>`, which
     the pod's DNS search path completes with its own namespace."""
     where = f".{job.namespace}.svc" if qualified else ""
-    return f"{member_host(job, member, attempt)}.{job.name}{where}:{job.port}"
+    return f"{member_host(job, member, named_attempt)}.{job.name}{where}:{job.port}"
 
 
 def build_tf_config(job: JobSpec, member: Member, attempt: int = 0) -> str:
@@ -87,11 +91,10 @@ def build_tf_config(job: JobSpec, member: Member, attempt: int = 0) -> str:
     accepts (1,024 workers and parameter servers together, 51 characters of name, port
     65535: 127 KB)."""
     training = [s for s in job.replica_sets if s.type is not ReplicaType.EVALUATOR]
+    named = host_attempt(job, attempt)
     for qualified in (True, False):
         cluster = {
-            str(s.type): [
-                member_address(job, Member(s.type, i), qualified, attempt) for i in range(s.replicas)
-            ]
+            str(s.type): [member_address(job, Member(s.type, i), qualified, named) for i in range(s.replicas)]
             for s in training
         }
         config = {"cluster": cluster, "task": {"type": str(member.type), "index": member.index}}
@@ -300,7 +303,7 @@ def build_pod(job: JobSpec, member: Member, attempt: int, pod_group: str | None 
     if job.claim_name is not None:
         volumes.append({"name": SHARED_VOLUME_NAME, "persistentVolumeClaim": {"claimName": job.claim_name}})
     spec["volumes"] = volumes
-    spec["hostname"] = member_host(job, member, attempt)
+    spec["hostname"] = member_host(job, member, host_attempt(job, attempt))
     spec["subdomain"] = job.name
     # Training needs no Kubernetes API: no token to steal, and no token volume to wait for
     # (the kubelet's first read of a namespace's CA ConfigMap can be refused for a second,
