@@ -191,7 +191,7 @@ class Transport:
                     connection = self._new()
                     continue
                 why = str(error) or type(error).__name__
-                if reused and method not in _IDEMPOTENT:
+                if method not in _IDEMPOTENT:  # it went out: the server may have acted on it
                     why += f" (the {method} may have been carried out: look before trying again)"
                 raise TransportError(why) from None
             except (OSError, http.client.HTTPException) as error:  # ssl.SSLError is an OSError
