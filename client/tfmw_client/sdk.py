@@ -241,9 +241,13 @@ class Client:
                         f"tfmw delete {name}, or choose another --name",
                     ) from None
                 raise
-            except TfmwError:
-                # No answer: it may have been created all the same.
-                found = self.kube.get_or_none(job_path(namespace, name))
+            except TfmwError as lost:
+                # No answer: it may have been created all the same. The error told is the
+                # creation's, whatever the look finds or fails at.
+                try:
+                    found = self.kube.get_or_none(job_path(namespace, name))
+                except TfmwError:
+                    raise lost from None
                 said = ((found or {}).get("metadata") or {}).get("annotations") or {}
                 if found is None or not uid or said.get(names.PROGRAM_UID) != uid:
                     raise

@@ -133,3 +133,16 @@ def test_a_namesake_job_that_is_not_this_one_is_left_alone(
         client._create(configmap, job)
     assert Server.objects[f"{JOBS}/mnist"] is someone  # not deleted
     assert f"{CONFIGMAPS}/mnist-code" not in Server.objects  # ours, removed again
+
+
+def test_when_the_look_fails_too_the_creation_s_own_error_is_told(
+    client: Client, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    def get_dropped(handler: Server) -> None:
+        Server.calls.append(f"GET {handler.path}")
+        handler.close_connection = True  # no answer to the look either
+
+    monkeypatch.setattr(Server, "do_GET", get_dropped)
+    with pytest.raises(TfmwError, match=r"the POST may have been carried out") as told:
+        client._create(*_objects())
+    assert f"GET {JOBS}/mnist" in Server.calls and "POST" in told.value.message
