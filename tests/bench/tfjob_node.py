@@ -30,8 +30,9 @@ Measured, the contenders taking turns:
     line after the kill: the new attempt's workers all joined) and -> the chief's next
     `first_step` line (training again). Kubeflow replaces or restarts only the dead worker
     (ExitCode: deletes its pod for a new one; OnFailure: the kubelet restarts its container
-    in place); what its chief then does is printed. tfmw restarts the gang: every pod of the
-    attempt gone, the next attempt's pods created.
+    in place); what its chief then does is printed. tfmw under ExitCode restarts the gang
+    (every pod of the attempt gone, the next attempt's pods created); under OnFailure it gives
+    the pods Kubeflow's restartPolicy and the kubelet restarts the containers in place.
 """
 
 from __future__ import annotations

@@ -193,6 +193,10 @@ class JobSpec:
     # carry Kubeflow's labels too (api/tfjob.py).
     kubeflow_replica_types: tuple[tuple[str, str], ...] = ()
     tf_config: bool = True  # False: a TFJob of one replica, which TFJob gives no TF_CONFIG
+    # A TFJob whose Chief and Worker restartPolicy is OnFailure or Always: the gang's pods
+    # restart a failed container themselves (pod restartPolicy OnFailure), as under Kubeflow's
+    # controller, where the in-pod supervisor cannot (core/supervision.py).
+    restart_containers: bool = False
     # spec.minWorkers: a restart that cannot place the whole gang may go on with fewer workers,
     # down to this many (None: never fewer than `workers`).
     min_workers: int | None = None

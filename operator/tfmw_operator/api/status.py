@@ -97,6 +97,17 @@ class ReplicaCounts(Record):
 
 
 @dataclass(frozen=True)
+class ContainerRestarts(Record):
+    """How many times the kubelet restarted one pod's main container, as recorded in
+    `status.history` and counted in `restarts`: an entry of `status.containerRestarts`. It
+    counts for the pod of that UID only: a pod made again starts from none."""
+
+    pod: str = field(metadata=wire("pod", STR, required=True))
+    uid: str = field(default="", metadata=wire("uid", STR))
+    restarts: int = field(default=0, metadata=wire("restarts", INT))
+
+
+@dataclass(frozen=True)
 class MarkerRecord(Record):
     path: str = field(metadata=wire("path", STR, required=True))
     observed_time: datetime = field(metadata=wire("observedTime", TIME, required=True))
@@ -261,11 +272,16 @@ class ExcludedNode(Record):
         return f"{self.node} ({why}){until}"
 
 
+MAX_TRACKED_PODS = 2048  # a gang's pods: at most 1,024 workers and a chief (api/spec.py)
 MAX_HISTORY = 10  # attempts kept in status.history, the newest first
 # The outcomes of status.history: a gang restart, and a pod restarted alone (an attempt also
 # ends Failed or Suspended).
 RESTARTED = "Restarted"
 REPLACED = "Replaced"
+# A container the kubelet restarted inside its pod (a TFJob replica's restartPolicy OnFailure:
+# JobSpec.restart_containers): an entry of its own within the attempt, as REPLACED is.
+CONTAINER_RESTARTED = "ContainerRestarted"
+WITHIN_ATTEMPT = frozenset({REPLACED, CONTAINER_RESTARTED})  # the attempt goes on
 MAX_HISTORY_MESSAGE = 1024  # characters of the end of the failing worker's log
 
 
@@ -356,6 +372,11 @@ class JobStatus(Record):
     # The last stacks request (the control file carries its id while the job's pods run).
     stacks_request: StacksRequest | None = field(
         default=None, metadata=wire("stacksRequest", record(StacksRequest))
+    )
+    # Pods whose main container the kubelet restarted (JobSpec.restart_containers).
+    container_restarts: tuple[ContainerRestarts, ...] = field(
+        default=(),
+        metadata=wire("containerRestarts", records(ContainerRestarts, MAX_TRACKED_PODS), omit_empty=True),
     )
     # Worker pods of the current attempt when fewer than spec.workers (spec.minWorkers).
     attempt_workers: int | None = field(default=None, metadata=wire("attemptWorkers", INT))

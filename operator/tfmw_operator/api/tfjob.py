@@ -88,6 +88,9 @@ class Conversion:
     notes: tuple[Note, ...]
     replica_types: dict[str, str]  # tfmw's set -> the TFJob's key as written ("Worker", "Master" ...)
     distributed: bool  # TFJob sets TF_CONFIG only when its replicas add up to more than one
+    # Every gang replica (Chief, Worker) restarts OnFailure or Always, and no PS: served by tfmw,
+    # the gang's pods restart a failed container themselves (JobSpec.restart_containers).
+    restart_containers: bool = False
 
 
 def _replicas(spec: Json, key: str) -> int:
@@ -282,6 +285,16 @@ def convert(tfjob: Json) -> Conversion:
         target: str(replica.get("restartPolicy") or "Never") for target, (key, replica) in sets.items()
     }
     role_keys = {target: key for target, (key, _) in sets.items()}
+    gang = [target for target in ("chief", "worker") if target in sets]
+    restart_containers = "ps" not in sets and all(policies[t] in ("OnFailure", "Always") for t in gang)
+    if restart_containers:
+        notes.append(
+            Note(
+                f"spec.tfReplicaSpecs.{role_keys['worker']}.restartPolicy",
+                "a failed container restarts the whole gang here (a TFJob tfmw serves keeps the "
+                "kubelet's restart in the pod, as Kubeflow's controller does)",
+            )
+        )
     success = spec.get("successPolicy") or ""
     if success not in ("", "AllWorkers"):
         raise ConversionError("spec.successPolicy", f"must be empty or AllWorkers, got {success!r}")
@@ -347,7 +360,9 @@ def convert(tfjob: Json) -> Conversion:
         notes.append(
             Note("TF_CONFIG", "set for the lone task too (TFJob sets none for a job of one replica)")
         )
-    return Conversion(manifest, tuple(notes), {t: k for t, k in role_keys.items()}, distributed)
+    return Conversion(
+        manifest, tuple(notes), {t: k for t, k in role_keys.items()}, distributed, restart_containers
+    )
 
 
 def parse_tfjob(tfjob: Json, folder_check_image: str = "") -> JobSpec:
@@ -364,6 +379,7 @@ def parse_tfjob(tfjob: Json, folder_check_image: str = "") -> JobSpec:
         kind=TFJOB_KIND,
         kubeflow_replica_types=tuple(sorted(conversion.replica_types.items())),
         tf_config=conversion.distributed,
+        restart_containers=conversion.restart_containers,
     )
 
 

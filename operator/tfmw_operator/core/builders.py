@@ -27,7 +27,7 @@ from tfmw_operator.api.tfjob import kubeflow_pod_labels
 from tfmw_operator.api.times import format_time
 from tfmw_operator.contract import WORKER, pod_stem
 from tfmw_operator.core.pods import main_container_index
-from tfmw_operator.core.supervision import supervision_of, template_command
+from tfmw_operator.core.supervision import GANG, supervision_of, template_command
 
 EVENT_SOURCE = "tfmw-operator"
 EVENT_MESSAGE_LIMIT = 1024
@@ -277,7 +277,8 @@ def build_pod(job: JobSpec, member: Member, attempt: int, pod_group: str | None 
     spec = template.get("spec") or {}
     name = member_pod_name(job, member)
     command = template_command(template)
-    supervised = supervision_of(job).covers(member) and command is not None
+    supervision = supervision_of(job)
+    supervised = supervision.covers(member) and command is not None
     env = build_env(job, member, attempt, supervised)
     # The namespace's claim exposes only its own folder; the job's is `<job>` inside it.
     mount = (
@@ -312,8 +313,10 @@ def build_pod(job: JobSpec, member: Member, attempt: int, pod_group: str | None 
     if not spec.get("serviceAccountName") and not spec.get("serviceAccount"):
         spec.setdefault("automountServiceAccountToken", False)
     # The operator restarts what the strategy needs; a kubelet restart of one worker would
-    # rejoin a collective that has already moved on.
-    spec["restartPolicy"] = "Never"
+    # rejoin a collective that has already moved on. But a TFJob whose gang restarts OnFailure
+    # asked for the kubelet's restart, and gets it as under Kubeflow (core/supervision.py).
+    by_kubelet = supervision.by_kubelet and member.type in GANG
+    spec["restartPolicy"] = "OnFailure" if by_kubelet else "Never"
     avoid_nodes(spec, job.avoid_nodes)
 
     labels = {**(metadata.get("labels") or {}), **pod_labels(job, member, attempt)}

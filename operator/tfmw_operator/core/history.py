@@ -13,7 +13,13 @@ from datetime import datetime
 
 from tfmw_operator.api.records import evolve
 from tfmw_operator.api.spec import JobSpec
-from tfmw_operator.api.status import MAX_HISTORY, MAX_HISTORY_MESSAGE, REPLACED, AttemptRecord, JobStatus
+from tfmw_operator.api.status import (
+    MAX_HISTORY,
+    MAX_HISTORY_MESSAGE,
+    WITHIN_ATTEMPT,
+    AttemptRecord,
+    JobStatus,
+)
 from tfmw_operator.contract import WORKER, attempt_logs_folder, pod_stem
 from tfmw_operator.core.pods import ObservedPod, attempt_started
 from tfmw_operator.core.policies.failure import MESSAGE_TAIL_LINES
@@ -47,13 +53,14 @@ def attempt_record(
     attempt = status.attempt
     if not status.launched:
         return None
-    # One ending per attempt; a pod restarted alone within it (Replaced) is an entry of its own.
+    # One ending per attempt; a pod restarted alone within it (Replaced), or a container in its
+    # pod (ContainerRestarted), is an entry of its own.
     latest = status.history[0] if status.history else None
     if (
-        outcome != REPLACED
+        outcome not in WITHIN_ATTEMPT
         and latest is not None
         and latest.attempt == attempt
-        and latest.outcome != REPLACED
+        and latest.outcome not in WITHIN_ATTEMPT
     ):
         return None
     started = started or attempt_started(pods, attempt)
@@ -81,7 +88,7 @@ def attempt_record(
         exit_code=cause.exit_code,
         message=tail or None,
         # A pod restarted alone may have had a namesake earlier in the attempt: the folder.
-        logs=logs_path(job, attempt, None if outcome == REPLACED else cause),
+        logs=logs_path(job, attempt, None if outcome in WITHIN_ATTEMPT else cause),
         epoch=epoch,
         checkpoint=checkpoint,
         epochs_lost=lost,

@@ -42,6 +42,16 @@ def attempt_started(pods: Sequence[ObservedPod], attempt: int) -> datetime | Non
     return min((p.created for p in pods if p.attempt == attempt and p.created), default=None)
 
 
+@dataclass(frozen=True, slots=True)
+class ContainerEnd:
+    """How a container that the kubelet restarts (or is about to) last ended."""
+
+    exit_code: int | None
+    reason: str = ""
+    message: str = ""
+    finished_at: datetime | None = None
+
+
 # Slots: one is held per pod between reconciles, and past 29 attributes an instance's
 # __dict__ no longer shares its keys with the others' (CPython 3.11's key-sharing limit):
 # docs/benchmarks/history.md, "The operator's memory at 8,000 pods".
@@ -92,6 +102,13 @@ class ObservedPod:
     # The pod is up but its command of the current attempt has not started: it waits at the
     # barrier, or its supervisor has not reported yet.
     awaiting_start: bool = False
+    # Its restartPolicy lets the kubelet restart a failed container in the pod (a TFJob gang's
+    # under OnFailure, core/supervision.py): a main container that ended is then no failure
+    # of the pod. How many times its main container ended to be restarted so far, and how
+    # it last ended.
+    kubelet_restarts: bool = False
+    container_restarts: int = 0
+    last_end: ContainerEnd | None = None
 
     @property
     def member(self) -> Member:
@@ -121,6 +138,8 @@ class ObservedPod:
 
 
 NODE_LOST = "NodeLost"
+# A pod's restartPolicy under which the kubelet restarts its failed containers itself.
+KUBELET_RESTART_POLICIES = frozenset({"OnFailure", "Always"})
 # Pod reasons and conditions that say the pod was taken away, whatever its containers did.
 DISRUPTION_REASONS = frozenset({"Evicted", "Preempting", "Terminated", NODE_LOST, "Shutdown"})
 # What a DisruptionTarget condition's reason means, in the words status.history uses.
@@ -314,6 +333,12 @@ def observe_pod(pod: Json) -> ObservedPod | None:
     terminated = explained[1] if explained else None
     phase = status.get("phase") or "Pending"
     exit_code = terminated.get("exitCode") if terminated else None
+    kubelet_restarts = (pod.get("spec") or {}).get("restartPolicy") in KUBELET_RESTART_POLICIES
+    container_restarts, last_end = _kubelet_restarts(pod) if kubelet_restarts else (0, None)
+    if kubelet_restarts and phase == "Running" and isinstance(exit_code, int) and exit_code != 0:
+        # The kubelet restarts the main container (a pod Running has no init container left
+        # to fail): the pod runs on, and container_restarts counts the end.
+        terminated, exit_code = None, None
     if phase == "Running" and isinstance(exit_code, int):
         # The trainer ended while a sidecar runs on: the pod is done as far as the job goes.
         phase = "Succeeded" if exit_code == 0 else "Failed"
@@ -367,11 +392,53 @@ def observe_pod(pod: Json) -> ObservedPod | None:
         node_lost=node_lost,
         node_lost_at=node_lost_at,
         supervised=_supervised(pod.get("spec") or {}),
+        kubelet_restarts=kubelet_restarts,
+        container_restarts=container_restarts,
+        last_end=last_end,
         changed_at=max(
             (t for c in status.get("conditions") or [] if (t := parse_time(c.get("lastTransitionTime")))),
             default=None,
         ),
     )
+
+
+def _end(terminated: Json) -> ContainerEnd:
+    code = terminated.get("exitCode")
+    return ContainerEnd(
+        code if isinstance(code, int) else None,
+        str(terminated.get("reason") or ""),
+        str(terminated.get("message") or ""),
+        parse_time(terminated.get("finishedAt")),
+    )
+
+
+def _kubelet_restarts(pod: Json) -> tuple[int, ContainerEnd | None]:
+    """How many times the pod's main container ended to be restarted by the kubelet, and its
+    latest such end. The kubelet's restartCount counts the restarts made; an end the kubelet
+    has not yet restarted (the container terminated, or waiting out its CrashLoopBackOff) is
+    one more."""
+    main = main_container_name(pod.get("spec") or {})
+    found = next(
+        (
+            c
+            for c in (pod.get("status") or {}).get("containerStatuses") or []
+            if isinstance(c, dict) and c.get("name") == main
+        ),
+        None,
+    )
+    if found is None:
+        return 0, None
+    count = found.get("restartCount")
+    restarts = count if isinstance(count, int) and count > 0 else 0
+    state = found.get("state") or {}
+    last = (found.get("lastState") or {}).get("terminated")
+    now = state.get("terminated")
+    if isinstance(now, dict) and now.get("exitCode") != 0:
+        return restarts + 1, _end(now)
+    waiting = state.get("waiting")
+    if isinstance(waiting, dict) and waiting.get("reason") == "CrashLoopBackOff" and isinstance(last, dict):
+        return restarts + 1, _end(last)
+    return restarts, _end(last) if restarts and isinstance(last, dict) else None
 
 
 def _container_names(spec: Json) -> tuple[str, ...]:

@@ -29,6 +29,7 @@ from tfmw_operator.api.spec import (
     SpecError,
 )
 from tfmw_operator.api.status import (
+    CONTAINER_RESTARTED,
     REPLACED,
     AttemptRecord,
     ConditionType,
@@ -63,6 +64,7 @@ from tfmw_operator.core.observed import CreateErrorKind, Observed
 from tfmw_operator.core.pods import ObservedPod
 from tfmw_operator.core.policies.cleanup import after_finish, doomed_by_policy, overdue_deletions
 from tfmw_operator.core.policies.completion import chief_exit, exit_completion, judge_marker
+from tfmw_operator.core.policies.container_restarts import judge_container_restarts
 from tfmw_operator.core.policies.create_retry import judge_refusal
 from tfmw_operator.core.policies.failure import (
     judge_failures,
@@ -287,6 +289,8 @@ def _decide(step: _Step, job: JobSpec) -> None:
     replacing = _replace_gone(step, job, current)
     if _late_at_barrier(step, job, current):
         replacing = frozenset(replacing) | {m for m in job.members if m.stem in step.status.replacing}
+    if _container_restarts(step, job, current):
+        return
     verdict = judge_failures(job, current, step.status, step.now, replacing)
     if isinstance(verdict, Fail):
         _fail(step, job, verdict)
@@ -455,8 +459,10 @@ def _supervision(step: _Step, job: JobSpec) -> None:
     """The RestartInPlace condition: whether gang restarts keep the pods that run, and why not."""
     said = supervision_of(job)
     was = step.status.condition(ConditionType.RESTART_IN_PLACE)
-    if was is None or (was.true, was.reason, was.message) != (said.in_place, said.reason, said.message):
-        step.condition(ConditionType.RESTART_IN_PLACE, said.in_place, said.reason, said.message, listed=True)
+    if was is None or (was.true, was.reason, was.message) != (said.keeps_pods, said.reason, said.message):
+        step.condition(
+            ConditionType.RESTART_IN_PLACE, said.keeps_pods, said.reason, said.message, listed=True
+        )
 
 
 def _late_at_barrier(step: _Step, job: JobSpec, current: Sequence[ObservedPod]) -> bool:
@@ -819,6 +825,36 @@ def _replace(step: _Step, job: JobSpec, verdict: Restart, current: Sequence[Obse
     )
     step.event("Warning", "PodRestarted", verdict.message)
     step.delete([p for p in current if p.member in verdict.replace], grace_seconds=0)
+
+
+def _container_restarts(step: _Step, job: JobSpec, current: Sequence[ObservedPod]) -> bool:
+    """The kubelet restarted gang containers in their pods (policies/container_restarts.py):
+    each one a `status.history` entry, a Warning and a restart counted; True if the job failed."""
+    counted = judge_container_restarts(job, step.status, current)
+    if counted is None:
+        return False
+    types = {r.replica_type for r in counted.restarts}
+    for restart in counted.restarts:
+        _record_attempt(step, job, CONTAINER_RESTARTED, restart.cause)
+        step.event("Warning", "ContainerRestarted", restart.message)
+    replicas = tuple(
+        evolve(r, restarts=r.restarts + sum(c.ends for c in counted.restarts if c.replica_type == r.type))
+        if r.type in types
+        else r
+        for r in step.status.replicas
+    )
+    step.update(
+        restarts=counted.total,
+        restarts_not_counted=counted.not_counted,
+        container_restarts=counted.recorded,
+        replicas=replicas,
+    )
+    if counted.restarts:
+        step.update(message=counted.restarts[-1].message)
+    if counted.fail is not None:
+        _fail(step, job, counted.fail)
+        return True
+    return False
 
 
 def _progress_deadline(step: _Step, job: JobSpec) -> None:

@@ -31,6 +31,7 @@ NO_SHARED_VOLUME = "NoSharedVolume"
 PARAMETER_SERVERS = "ParameterServerTraining"
 NO_SUPERVISOR_IMAGE = "NoSupervisorImage"
 NO_COMMAND = "TemplateHasNoCommand"
+KUBELET_RESTARTS = "KubeletRestartsContainers"
 # The sets whose pods are supervised: the gang. The evaluator restarts alone and never with
 # the gang, so a job-wide control file must not speak to it.
 GANG = frozenset({ReplicaType.CHIEF, ReplicaType.WORKER})
@@ -40,9 +41,17 @@ GANG = frozenset({ReplicaType.CHIEF, ReplicaType.WORKER})
 class Supervision:
     """Whether the job's gang restarts in place; `reason` and `message` say why (not)."""
 
-    in_place: bool
+    in_place: bool  # under the in-pod supervisor
     reason: str
     message: str
+    # Not supervised, but the gang's pods restart a failed container themselves (pod
+    # restartPolicy OnFailure: JobSpec.restart_containers); the operator counts the restarts.
+    by_kubelet: bool = False
+
+    @property
+    def keeps_pods(self) -> bool:
+        """A gang restart keeps the pods that run: the supervisor's or the kubelet's."""
+        return self.in_place or self.by_kubelet
 
     def covers(self, member: Member) -> bool:
         """The member's pod runs under the supervisor."""
@@ -66,6 +75,24 @@ def template_command(template: Json) -> list[str] | None:
 
 
 def supervision_of(job: JobSpec) -> Supervision:
+    """The in-pod supervisor where it can be (_supervisor); else, for a TFJob whose gang
+    restarts OnFailure, the kubelet's restart of a failed container inside its pod, as under
+    Kubeflow's controller (a new pod costs a sandbox: docs/benchmarks.md, the TFJob API side by
+    side); else every gang restart re-creates the pods."""
+    said = _supervisor(job)
+    if said.in_place or not job.restart_containers or job.parameter_server_training:
+        return said
+    return Supervision(
+        False,
+        KUBELET_RESTARTS,
+        "the TFJob's Chief and Worker restart OnFailure: the kubelet restarts a failed container in "
+        "its pod, as under Kubeflow's controller, and each restart counts against backoffLimit; a pod "
+        f"that is gone (deleted, evicted, on a lost node) re-creates the gang ({said.message})",
+        by_kubelet=True,
+    )
+
+
+def _supervisor(job: JobSpec) -> Supervision:
     """A gang restarts in place when the job has a shared volume (where the control file and
     the reports are), trains a MultiWorkerMirroredStrategy gang (a ParameterServerStrategy
     worker is replaced alone), the operator runs with --supervisor-image (the switch that turns

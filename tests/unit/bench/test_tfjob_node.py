@@ -22,7 +22,7 @@ from bench.tfjob_node import (
 from tfmw_operator.api.kinds import TFJobKind
 from tfmw_operator.api.spec import JobSpec
 from tfmw_operator.api.tfjob import parse_tfjob
-from tfmw_operator.core.supervision import NO_SUPERVISOR_IMAGE, supervision_of
+from tfmw_operator.core.supervision import KUBELET_RESTARTS, NO_SUPERVISOR_IMAGE, supervision_of
 
 Json = dict[str, Any]
 
@@ -70,16 +70,22 @@ def test_tfmw_reads_the_benchs_tfjob_as_a_gang_of_two_on_the_claim() -> None:
     assert spec.claim_name == "tfmw-shared"
 
 
-def test_tfmw_re_creates_a_tfjobs_gang_whether_or_not_its_template_gives_a_command() -> None:
-    """A TFJob's pods keep Kubeflow's shape (api/kinds.py): no supervisor, so both of the
-    bench's templates measure a gang re-created, even with the operator's supervisor image."""
-    for command in (False, True):
-        job = for_tfmw(tfjob_manifest("death-0", ["--epochs=20"], "OnFailure", command))
-        job["metadata"].update(namespace="ns", uid="u-1")
-        spec = TFJobKind().parse(job, "", "tfmw-operator:dev")
-        assert isinstance(spec, JobSpec)
-        supervision = supervision_of(spec)
-        assert not supervision.in_place and supervision.reason == NO_SUPERVISOR_IMAGE
+def test_tfmw_restarts_a_tfjobs_gang_as_its_restart_policy_says_whatever_its_template() -> None:
+    """A TFJob's pods keep Kubeflow's shape (api/kinds.py): no supervisor, even with the
+    operator's supervisor image. Under OnFailure the kubelet restarts a container in its pod,
+    as under Kubeflow; under ExitCode the gang is re-created."""
+    for policy, by_kubelet, reason in (
+        ("OnFailure", True, KUBELET_RESTARTS),
+        ("ExitCode", False, NO_SUPERVISOR_IMAGE),
+    ):
+        for command in (False, True):
+            job = for_tfmw(tfjob_manifest("death-0", ["--epochs=20"], policy, command))
+            job["metadata"].update(namespace="ns", uid="u-1")
+            spec = TFJobKind().parse(job, "", "tfmw-operator:dev")
+            assert isinstance(spec, JobSpec)
+            supervision = supervision_of(spec)
+            assert not supervision.in_place
+            assert (supervision.by_kubelet, supervision.reason) == (by_kubelet, reason)
 
 
 def test_a_jobs_writes_leave_out_the_benchs_own_and_the_control_planes_housekeeping() -> None:

@@ -12,7 +12,14 @@ from __future__ import annotations
 from collections.abc import Sequence
 from datetime import datetime
 
-from tfmw_operator.api.status import REPLACED, RESTARTED, AttemptRecord, Checkpoint, ConditionType, JobStatus
+from tfmw_operator.api.status import (
+    RESTARTED,
+    WITHIN_ATTEMPT,
+    AttemptRecord,
+    Checkpoint,
+    ConditionType,
+    JobStatus,
+)
 from tfmw_operator.api.times import later, parse_time
 from tfmw_operator.core.policies.verdicts import WakeAt
 
@@ -39,7 +46,7 @@ def untrained_restarts(history: Sequence[AttemptRecord]) -> int:
     """The gang restarts in a row, the latest first, whose attempts did not train. A pod
     restarted alone is not a gang restart (skipped); an attempt that failed or was suspended
     ends the row."""
-    attempts = [r for r in history if r.outcome != REPLACED]
+    attempts = [r for r in history if r.outcome not in WITHIN_ATTEMPT]
     count = 0
     for index, record in enumerate(attempts):
         if record.outcome != RESTARTED:

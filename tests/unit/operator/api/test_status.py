@@ -289,6 +289,7 @@ EVERY_FIELD: dict[str, Any] = {
     "restartsNotCounted": 2,
     "evictions": 1,
     "replacing": ["worker-1", "evaluator-0"],
+    "containerRestarts": [{"pod": "dist-worker-1", "uid": "u-1", "restarts": 2}],
     "replicas": {
         "chief": {"pending": 0, "running": 1, "succeeded": 0, "failed": 0, "ready": 1},
         "worker": {"pending": 0, "running": 2, "succeeded": 0, "failed": 1, "ready": 2, "restarts": 1},
