@@ -17,7 +17,7 @@ from tfmw_operator.api.names import (
 )
 from tfmw_operator.api.objects import Json
 from tfmw_operator.api.spec import Member, ReplicaType
-from tfmw_operator.api.times import parse_time
+from tfmw_operator.api.times import NEVER, parse_time
 from tfmw_operator.contract import FOLDER_CHECK_MISMATCH_EXIT_CODE, is_supervised_command
 from tfmw_operator.core.reports import PodReport
 
@@ -50,6 +50,7 @@ class ContainerEnd:
     reason: str = ""
     message: str = ""
     finished_at: datetime | None = None
+    container: str = ""  # its name: the main container's, or an init container's
 
 
 # Slots: one is held per pod between reconciles, and past 29 attributes an instance's
@@ -335,10 +336,15 @@ def observe_pod(pod: Json) -> ObservedPod | None:
     exit_code = terminated.get("exitCode") if terminated else None
     kubelet_restarts = (pod.get("spec") or {}).get("restartPolicy") in KUBELET_RESTART_POLICIES
     container_restarts, last_end = _kubelet_restarts(pod) if kubelet_restarts else (0, None)
-    if kubelet_restarts and phase == "Running" and isinstance(exit_code, int) and exit_code != 0:
-        # The kubelet restarts the main container (a pod Running has no init container left
-        # to fail): the pod runs on, and container_restarts counts the end.
-        terminated, exit_code = None, None
+    if kubelet_restarts and phase in ("Pending", "Running") and isinstance(exit_code, int) and exit_code != 0:
+        # The kubelet restarts the container (the main one, or an init container of a pod
+        # still Pending): the pod runs on, and container_restarts counts the end.
+        explained, terminated, exit_code = None, None, None
+    refused = _folder_check_refused(status) if kubelet_restarts else None
+    if refused is not None and phase in ("Pending", "Running"):
+        # No restart mounts another folder: the pod has failed as far as the job goes.
+        explained, terminated = (FOLDER_CHECK_CONTAINER, refused), refused
+        phase, exit_code = "Failed", FOLDER_CHECK_MISMATCH_EXIT_CODE
     if phase == "Running" and isinstance(exit_code, int):
         # The trainer ended while a sidecar runs on: the pod is done as far as the job goes.
         phase = "Succeeded" if exit_code == 0 else "Failed"
@@ -402,43 +408,67 @@ def observe_pod(pod: Json) -> ObservedPod | None:
     )
 
 
-def _end(terminated: Json) -> ContainerEnd:
+def _end(terminated: Json, container: str) -> ContainerEnd:
     code = terminated.get("exitCode")
     return ContainerEnd(
-        code if isinstance(code, int) else None,
+        code if isinstance(code, int) and not isinstance(code, bool) else None,
         str(terminated.get("reason") or ""),
         str(terminated.get("message") or ""),
         parse_time(terminated.get("finishedAt")),
+        container,
     )
+
+
+def _ends(container: Json) -> tuple[int, ContainerEnd | None]:
+    """How many times one container ended to be restarted by the kubelet, and its latest such
+    end. The kubelet's restartCount counts the restarts made; an end not yet restarted (the
+    container terminated, or waiting out its CrashLoopBackOff) is one more."""
+    count = container.get("restartCount")
+    restarts = count if isinstance(count, int) and not isinstance(count, bool) and count > 0 else 0
+    name = str(container.get("name") or "")
+    state = container.get("state") if isinstance(container.get("state"), dict) else {}
+    last_state = container.get("lastState") if isinstance(container.get("lastState"), dict) else {}
+    last, now = last_state.get("terminated"), state.get("terminated")
+    if isinstance(now, dict) and now.get("exitCode") != 0:
+        return restarts + 1, _end(now, name)
+    waiting = state.get("waiting")
+    if isinstance(waiting, dict) and waiting.get("reason") == "CrashLoopBackOff" and isinstance(last, dict):
+        return restarts + 1, _end(last, name)
+    return restarts, _end(last, name) if restarts and isinstance(last, dict) else None
 
 
 def _kubelet_restarts(pod: Json) -> tuple[int, ContainerEnd | None]:
-    """How many times the pod's main container ended to be restarted by the kubelet, and its
-    latest such end. The kubelet's restartCount counts the restarts made; an end the kubelet
-    has not yet restarted (the container terminated, or waiting out its CrashLoopBackOff) is
-    one more."""
+    """How many times the pod's init containers and main container ended to be restarted by
+    the kubelet (a sidecar's restarts are its own), and the latest such end. Kubeflow counts
+    the init containers' too (pastBackoffLimit): one that fails for ever keeps the pod Pending."""
+    status = pod.get("status") or {}
     main = main_container_name(pod.get("spec") or {})
-    found = next(
-        (
-            c
-            for c in (pod.get("status") or {}).get("containerStatuses") or []
-            if isinstance(c, dict) and c.get("name") == main
-        ),
-        None,
-    )
-    if found is None:
-        return 0, None
-    count = found.get("restartCount")
-    restarts = count if isinstance(count, int) and count > 0 else 0
-    state = found.get("state") or {}
-    last = (found.get("lastState") or {}).get("terminated")
-    now = state.get("terminated")
-    if isinstance(now, dict) and now.get("exitCode") != 0:
-        return restarts + 1, _end(now)
-    waiting = state.get("waiting")
-    if isinstance(waiting, dict) and waiting.get("reason") == "CrashLoopBackOff" and isinstance(last, dict):
-        return restarts + 1, _end(last)
-    return restarts, _end(last) if restarts and isinstance(last, dict) else None
+    containers = [
+        *(c for c in status.get("initContainerStatuses") or [] if isinstance(c, dict)),
+        *(c for c in status.get("containerStatuses") or [] if isinstance(c, dict) and c.get("name") == main),
+    ]
+    total, latest = 0, None
+    for container in containers:
+        count, end = _ends(container)
+        total += count
+        if end is not None and (
+            latest is None or (end.finished_at or NEVER) >= (latest.finished_at or NEVER)
+        ):
+            latest = end
+    return total, latest
+
+
+def _folder_check_refused(status: Json) -> Json | None:
+    """The operator's folder check ended refusing the claim's folder, now or before the
+    kubelet restarted it (a pod whose restartPolicy restarts it fails no other way)."""
+    for container in status.get("initContainerStatuses") or []:
+        if not isinstance(container, dict) or container.get("name") != FOLDER_CHECK_CONTAINER:
+            continue
+        for state in (container.get("state"), container.get("lastState")):
+            terminated = state.get("terminated") if isinstance(state, dict) else None
+            if isinstance(terminated, dict) and terminated.get("exitCode") == FOLDER_CHECK_MISMATCH_EXIT_CODE:
+                return terminated
+    return None
 
 
 def _container_names(spec: Json) -> tuple[str, ...]:

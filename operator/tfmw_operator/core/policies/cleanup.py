@@ -7,7 +7,7 @@ from collections.abc import Sequence
 from datetime import datetime
 
 from tfmw_operator.api.spec import CleanPodPolicy, JobSpec, ReplicaType
-from tfmw_operator.api.times import later
+from tfmw_operator.api.times import NEVER, later
 from tfmw_operator.core.pods import ObservedPod
 from tfmw_operator.core.policies.verdicts import Cleanup
 
@@ -53,6 +53,20 @@ def doomed_by_policy(job: JobSpec, pods: Sequence[ObservedPod]) -> list[Observed
     return []
 
 
+def restarted_after(pods: Sequence[ObservedPod], completed: datetime) -> list[ObservedPod]:
+    """Pods the kubelet restarts (a TFJob gang under OnFailure) whose container ended since the
+    job finished: whatever cleanPodPolicy keeps, nothing counts their restarts any more, and
+    the kubelet would restart them for ever. A pod that runs on is left to end."""
+    return [
+        p
+        for p in pods
+        if p.kubelet_restarts
+        and not p.terminated
+        and p.last_end is not None
+        and (p.last_end.finished_at or NEVER) >= completed
+    ]
+
+
 def after_finish(
     job: JobSpec,
     succeeded: bool,
@@ -62,7 +76,8 @@ def after_finish(
     now: datetime,
 ) -> Cleanup:
     """Pods of earlier attempts always go; the last attempt's go per `cleanPodPolicy`."""
-    doomed = [*stale, *doomed_by_policy(job, current)]
+    kept = doomed_by_policy(job, current)
+    doomed = [*stale, *kept, *(p for p in restarted_after(current, completed) if p not in kept)]
     wakes: list[datetime] = []
     if succeeded and job.run_policy.clean_pod_policy is CleanPodPolicy.RUNNING:
         # Workers exit on their own right after the marker, and a pod that exited keeps its

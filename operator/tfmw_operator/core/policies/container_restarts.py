@@ -18,17 +18,14 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
-from datetime import UTC, datetime
 
 from tfmw_operator.api.spec import JobSpec, RuleAction
 from tfmw_operator.api.status import ContainerRestarts, JobStatus
+from tfmw_operator.api.times import NEVER
 from tfmw_operator.core.pods import ObservedPod
 from tfmw_operator.core.policies.failure import failure_of
 from tfmw_operator.core.policies.failure_rules import rule_on
 from tfmw_operator.core.policies.verdicts import Cause, Fail
-from tfmw_operator.core.supervision import GANG, supervision_of
-
-NEVER = datetime.max.replace(tzinfo=UTC)
 
 
 @dataclass(frozen=True)
@@ -59,15 +56,22 @@ class Counted:
 def judge_container_restarts(
     job: JobSpec, status: JobStatus, current: Sequence[ObservedPod]
 ) -> Counted | None:
-    """The kubelet's restarts of the gang's containers not counted yet; None when there are none."""
-    if not supervision_of(job).by_kubelet:
+    """The kubelet's restarts of the pods' containers not counted yet; None when there are none.
+    Any pod the kubelet restarts counts (its own restartPolicy says so), whatever the job says
+    now: a TFJob edited to `Never` mid-run is failed by its next restart."""
+    restarting = [p for p in current if p.kubelet_restarts]
+    if any(p.node_lost for p in restarting):
+        # Its peers end on the broken collective and are restarted, again and again, while
+        # the lost pod cannot be: a gang restart (failure.first_failure) is the fix, and its
+        # new pods count afresh.
         return None
     recorded = {(r.pod, r.uid): r.restarts for r in status.container_restarts}
     pods = [
         p
-        for p in current
-        if p.kubelet_restarts
-        and p.member.type in GANG
+        for p in restarting
+        # A pod ended, going or taken away is failure.judge_failures' (once, as any pod's).
+        if p.phase in ("Pending", "Running")
+        and not (p.deleting or p.disrupted or p.preempted)
         and p.container_restarts > recorded.get((p.name, p.uid), 0)
     ]
     if not pods:
@@ -87,6 +91,7 @@ def judge_container_restarts(
         ended = replace(
             pod,
             phase="Failed",
+            containers=(end.container, *pod.containers[1:]) if end and end.container else pod.containers,
             exit_code=end.exit_code if end else None,
             reason=(end.reason if end else "") or "Error",
             message=end.message if end else "",

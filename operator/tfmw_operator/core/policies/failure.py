@@ -173,6 +173,14 @@ def first_failure(
             asked = never if pod.deleting_since is None else later(pod.deleting_since, -pod.grace_seconds)
             failure = vanished(job, member, pod.name, pod.preempted, pod.node, pod.disruption)
             failures.append((asked, member.order, failure))
+        elif pod.kubelet_restarts and pod.node_lost:
+            # A pod whose kubelet restarts its peers in place, on a node reported lost: they
+            # would end and restart for as long as the taint manager takes to delete it.
+            lost = "its node was reported not ready or gone"
+            failure = MemberFailure(
+                member, job.role(member), pod.name, None, lost, disrupted=True, cause=NODE_LOST, node=pod.node
+            )
+            failures.append((pod.node_lost_at or never, member.order, failure))
         elif pod.phase == "Unknown" and now >= later(pod.changed_at or now, NODE_LOST_SECONDS):
             lost = f"its node has not reported for {NODE_LOST_SECONDS}s (phase Unknown)"
             failure = MemberFailure(

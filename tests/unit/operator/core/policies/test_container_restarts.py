@@ -7,10 +7,12 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
+from tfmw_operator.api.names import FOLDER_CHECK_CONTAINER
 from tfmw_operator.api.spec import Member, ReplicaType
 from tfmw_operator.api.status import ContainerRestarts, JobStatus, Phase
 from tfmw_operator.api.tfjob import convert, parse_tfjob
 from tfmw_operator.api.times import format_time
+from tfmw_operator.contract import FOLDER_CHECK_MISMATCH_EXIT_CODE
 from tfmw_operator.core.builders import build_pod, build_service
 from tfmw_operator.core.decision import Decision, DeletePods
 from tfmw_operator.core.observed import MarkerState
@@ -255,3 +257,107 @@ def test_without_a_backoff_limit_the_kubelet_restarts_on() -> None:
     ]
     status = decide(obj, pods, running()).status
     assert (status.phase, status.restarts) == (Phase.RUNNING, 40)
+
+
+# ---- what the kubelet's restarts must not count, and what they must end
+
+
+def test_an_evicted_pod_is_one_gang_restart_not_a_container_restart_too() -> None:
+    obj = on_failure()
+    evicted = kf_pod(obj, 1, main_status(0, {"terminated": terminated(137, 12)}), phase="Failed")
+    evicted["status"].update(reason="Evicted", message="the node was low on memory")
+    decision = decide(obj, [kf_pod(obj, 0, main_status()), evicted], running())
+    status = decision.status
+    assert (status.restarts, status.attempt) == (1, 1)
+    assert [r.outcome for r in status.history] == ["Restarted"]
+    assert not [e for e in decision.events if e.reason == "ContainerRestarted"]
+
+
+def test_a_deleted_pod_whose_container_ended_is_not_a_container_restart() -> None:
+    obj = on_failure()
+    going = kf_pod(obj, 1, main_status(0, {"terminated": terminated(143, 12)}))
+    going["metadata"]["deletionTimestamp"] = format_time(at(11))
+    status = decide(obj, [kf_pod(obj, 0, main_status()), going], running()).status
+    assert [r.outcome for r in status.history] == ["Restarted"] and status.restarts == 1
+
+
+def test_an_init_container_the_kubelet_restarts_is_counted_and_named() -> None:
+    obj = on_failure()
+    raw = kf_pod(obj, 1, main_status(), phase="Pending")
+    raw["status"]["containerStatuses"] = [{"name": "tensorflow", "restartCount": 0, "state": {"waiting": {}}}]
+    raw["status"]["initContainerStatuses"] = [
+        main_status(1, {"waiting": {"reason": "CrashLoopBackOff"}}, terminated(2, 9)) | {"name": "fetch-data"}
+    ]
+    pod = observed(raw)
+    assert (pod.phase, pod.container_restarts) == ("Pending", 2)
+    assert pod.last_end is not None and pod.last_end.container == "fetch-data"
+    status = decide(obj, [kf_pod(obj, 0, main_status()), raw], running()).status
+    assert status.restarts == 2
+    assert (status.history[0].container, status.history[0].exit_code) == ("fetch-data", 2)
+
+
+def test_a_folder_check_that_refuses_the_claim_fails_the_job_though_the_kubelet_would_retry() -> None:
+    obj = tfjob(annotations={"tfmw.dev/shared-claim": "tfmw-shared"}, Worker=replica(2, "OnFailure"))
+    spec = parse_tfjob(obj, folder_check_image="tfmw-operator:dev")
+    raw = build_pod(spec, Member(WORKER, 1), 0)
+    raw["metadata"].update(uid="pod-1-0", creationTimestamp=format_time(T0))
+    refused = {"exitCode": FOLDER_CHECK_MISMATCH_EXIT_CODE, "finishedAt": format_time(at(5))}
+    raw["status"] = {
+        "phase": "Pending",
+        "initContainerStatuses": [
+            main_status(1, {"waiting": {"reason": "CrashLoopBackOff"}}, refused)
+            | {"name": FOLDER_CHECK_CONTAINER}
+        ],
+    }
+    pod = observed(raw)
+    assert (pod.phase, pod.folder_mismatch) == ("Failed", True)
+    seen = observe(
+        obj, [raw], MarkerState(), at(20), spec=spec, status=running(), service=build_service(spec)
+    )
+    assert reconcile(seen).status.reason == "SharedVolumeMismatch"
+
+
+def test_a_pod_on_a_lost_node_restarts_the_gang_and_its_peers_restarts_are_not_counted() -> None:
+    obj = on_failure()
+    lost = kf_pod(obj, 1, main_status())
+    lost["spec"]["nodeName"] = "node-b"
+    lost["status"] = {
+        "phase": "Running",
+        "conditions": [
+            {"type": "Ready", "status": "False", "lastTransitionTime": format_time(at(10))},
+            {"type": "ContainersReady", "status": "True", "lastTransitionTime": format_time(T0)},
+        ],
+        "containerStatuses": [main_status() | {"ready": True}],
+    }
+    peer = kf_pod(obj, 0, main_status(3, {"running": {}}, terminated(170, 15)))
+    decision = decide(obj, [peer, lost], running())
+    status = decision.status
+    assert (status.attempt, status.restarts) == (1, 1)
+    assert [(r.outcome, r.cause, r.worker) for r in status.history] == [("Restarted", "NodeLost", 1)]
+
+
+def test_after_the_job_ended_a_pod_the_kubelet_restarts_goes_whatever_the_clean_pod_policy() -> None:
+    obj = on_failure()
+    done = JobStatus(
+        phase=Phase.SUCCEEDED, attempt=0, launched_attempt=0, start_time=T0, completion_time=at(10)
+    )
+    crashing = kf_pod(obj, 1, main_status(0, {"terminated": terminated(1, 14)}))
+    finishing = kf_pod(obj, 0, main_status())
+    decision = decide(obj, [finishing, crashing], done)
+    deleted = {n for a in decision.actions if isinstance(a, DeletePods) for n in a.names}
+    assert deleted == {"dist-worker-1"}  # cleanPodPolicy None keeps worker 0, which runs on
+    earlier = kf_pod(obj, 1, main_status(1, {"running": {}}, terminated(1, 8)))  # before the end
+    decision = decide(obj, [finishing, earlier], done)
+    assert not [a for a in decision.actions if isinstance(a, DeletePods)]
+
+
+def test_a_job_edited_to_never_fails_on_the_next_restart_of_a_pod_made_under_on_failure() -> None:
+    made = on_failure()
+    pods = [
+        kf_pod(made, 0, main_status()),
+        kf_pod(made, 1, main_status(1, {"running": {}}, terminated(1, 12))),
+    ]
+    decision = decide(tfjob(Worker=replica(2, "Never")), pods, running())
+    assert (decision.status.phase, decision.status.reason) == (Phase.FAILED, "WorkerFailed")
+    deleted = {n for a in decision.actions if isinstance(a, DeletePods) for n in a.names}
+    assert deleted == {"dist-worker-0", "dist-worker-1"}
