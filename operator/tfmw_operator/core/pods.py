@@ -426,8 +426,9 @@ def _ends(container: Json) -> tuple[int, ContainerEnd | None]:
     count = container.get("restartCount")
     restarts = count if isinstance(count, int) and not isinstance(count, bool) and count > 0 else 0
     name = str(container.get("name") or "")
-    state = container.get("state") if isinstance(container.get("state"), dict) else {}
-    last_state = container.get("lastState") if isinstance(container.get("lastState"), dict) else {}
+    state, last_state = (
+        found if isinstance(found := container.get(key), dict) else {} for key in ("state", "lastState")
+    )
     last, now = last_state.get("terminated"), state.get("terminated")
     if isinstance(now, dict) and now.get("exitCode") != 0:
         return restarts + 1, _end(now, name)
