@@ -98,7 +98,7 @@ class ReplicaCounts(Record):
 
 @dataclass(frozen=True)
 class ContainerRestarts(Record):
-    """How many times the kubelet restarted one pod's main container, as recorded in
+    """How many times the kubelet restarted one pod's containers (main and init), as recorded in
     `status.history` and counted in `restarts`: an entry of `status.containerRestarts`. It
     counts for the pod of that UID only: a pod made again starts from none."""
 
