@@ -411,6 +411,16 @@ class Volumes:
         except ApiException as error:
             if error.status != 404:
                 raise
+        # Its pv-protection finalizer holds it a moment after the claim goes: the next example
+        # that names the same claim makes a volume of the same name (409 "being deleted").
+        wait_for(
+            f"volume {volume_name} gone",
+            lambda: (
+                not self.kube.core.list_persistent_volume(field_selector=f"metadata.name={volume_name}").items
+            ),
+            timeout=60,
+            interval=0.5,
+        )
         if volume_name in self.made:
             self.made.remove(volume_name)
         shutil.rmtree(self.root / claim, ignore_errors=True)
