@@ -16,9 +16,9 @@ import json
 import os
 import signal
 import time
-from pathlib import Path
 from typing import Any
 
+from faults.conftest import processes_with
 from kube import ClusterClient, wait_for
 from tfjob.harness import Controller, TFJobs, describe, log, true_conditions, wait_finished
 
@@ -56,16 +56,7 @@ def tfjob(name: str, program: str, backoff: int) -> Json:
 def processes_of(job: str, pod: str) -> list[int]:
     """The container processes of `pod` on this machine (its node): by the env var the
     template gives and the host name the runtime sets (a pod's name under both controllers)."""
-    wanted = (f"ON_FAILURE_JOB={job}".encode(), f"HOSTNAME={pod}".encode())
-    found = []
-    for path in Path("/proc").glob("[0-9]*/environ"):
-        try:
-            environ = path.read_bytes().split(b"\0")
-        except OSError:
-            continue
-        if all(w in environ for w in wanted):
-            found.append(int(path.parent.name))
-    return found
+    return processes_with(f"ON_FAILURE_JOB={job}", f"HOSTNAME={pod}")
 
 
 def kill(job: str, pod: str) -> None:
