@@ -373,7 +373,7 @@ class JobStatus(Record):
     stacks_request: StacksRequest | None = field(
         default=None, metadata=wire("stacksRequest", record(StacksRequest))
     )
-    # Pods whose main container the kubelet restarted (JobSpec.restart_containers).
+    # Pods whose containers (main and init) the kubelet restarted (JobSpec.restart_containers).
     container_restarts: tuple[ContainerRestarts, ...] = field(
         default=(),
         metadata=wire("containerRestarts", records(ContainerRestarts, MAX_TRACKED_PODS), omit_empty=True),

@@ -104,9 +104,9 @@ class ObservedPod:
     # barrier, or its supervisor has not reported yet.
     awaiting_start: bool = False
     # Its restartPolicy lets the kubelet restart a failed container in the pod (a TFJob gang's
-    # under OnFailure, core/supervision.py): a main container that ended is then no failure
-    # of the pod. How many times its main container ended to be restarted so far, and how
-    # it last ended.
+    # under OnFailure, core/supervision.py): a container that ended is then no failure of the
+    # pod. How many times its main and init containers ended to be restarted so far, and how
+    # the latest of them ended.
     kubelet_restarts: bool = False
     container_restarts: int = 0
     last_end: ContainerEnd | None = None
@@ -429,8 +429,8 @@ def _ends(container: Json) -> tuple[int, ContainerEnd | None]:
     state, last_state = (
         found if isinstance(found := container.get(key), dict) else {} for key in ("state", "lastState")
     )
-    last, now = last_state.get("terminated"), state.get("terminated")
-    if isinstance(now, dict) and now.get("exitCode") != 0:
+    last, now = last_state.get("terminated"), _terminated(container)
+    if now is not None and now.get("exitCode") != 0:
         return restarts + 1, _end(now, name)
     waiting = state.get("waiting")
     if isinstance(waiting, dict) and waiting.get("reason") == "CrashLoopBackOff" and isinstance(last, dict):

@@ -833,13 +833,12 @@ def _container_restarts(step: _Step, job: JobSpec, current: Sequence[ObservedPod
     counted = judge_container_restarts(job, step.status, current)
     if counted is None:
         return False
-    types = {r.replica_type for r in counted.restarts}
     for restart in counted.restarts:
         _record_attempt(step, job, CONTAINER_RESTARTED, restart.cause)
         step.event("Warning", "ContainerRestarted", restart.message)
     replicas = tuple(
-        evolve(r, restarts=r.restarts + sum(c.ends for c in counted.restarts if c.replica_type == r.type))
-        if r.type in types
+        evolve(r, restarts=r.restarts + added)
+        if (added := sum(c.ends for c in counted.restarts if c.replica_type == r.type))
         else r
         for r in step.status.replicas
     )

@@ -76,8 +76,8 @@ def after_finish(
     now: datetime,
 ) -> Cleanup:
     """Pods of earlier attempts always go; the last attempt's go per `cleanPodPolicy`."""
-    kept = doomed_by_policy(job, current)
-    doomed = [*stale, *kept, *(p for p in restarted_after(current, completed) if p not in kept)]
+    by_policy = doomed_by_policy(job, current)
+    doomed = [*stale, *by_policy, *(p for p in restarted_after(current, completed) if p not in by_policy)]
     wakes: list[datetime] = []
     if succeeded and job.run_policy.clean_pod_policy is CleanPodPolicy.RUNNING:
         # Workers exit on their own right after the marker, and a pod that exited keeps its
