@@ -75,6 +75,7 @@ CONTROL_START: Final = "start"
 CONTROL_STACKS: Final = "stacks"
 CONTROL_EXIT: Final = "exit"
 CONTROL_STOP_SECONDS: Final = "stopSeconds"
+CONTROL_HOSTS: Final = "hosts"  # stem -> hostname, for the gang's pods not named as their pods
 # A report's states: the child of `attempt` runs; it ended on its own; no child, waiting for
 # the control file to start `attempt`.
 REPORT_RUNNING: Final = "running"

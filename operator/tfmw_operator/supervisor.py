@@ -141,6 +141,8 @@ CONTROL_START = "start"
 CONTROL_STACKS = "stacks"
 CONTROL_EXIT = "exit"
 CONTROL_STOP_SECONDS = "stopSeconds"
+CONTROL_HOSTS = "hosts"
+TF_CONFIG = "TF_CONFIG"
 
 # A report's states. "starting" is in the contract but never written here: the report goes from
 # "waiting" to "running" right after the child's exec, the earliest moment there is a child.
@@ -163,7 +165,9 @@ DEFAULT_LOG_MAX_BYTES = 10 * 1024 * 1024  # per file; one earlier file is kept b
 # then sees the pod end and restarts the gang the old way.
 DEFAULT_EXITED_WAIT_SECONDS = 600.0
 DEFAULT_POLL_SECONDS = 0.1
-CONTROL_MAX_BYTES = 64 * 1024
+# The control file names at most every member's hostname (1,024 at most, the CRD's bound).
+CONTROL_MAX_BYTES = 256 * 1024
+MAX_HOSTS = 4096
 STACKS_ID_MAX_CHARS = 256
 MAX_ATTEMPT = 1_000_000
 DRAIN_SECONDS = 1.0  # after the child's end, how long its output may still come
@@ -220,6 +224,9 @@ class Control:
     # How long a child being stopped (for this attempt, or to exit) gets between SIGTERM and
     # SIGKILL; None: --stop-seconds. 0 when there is nothing to save (a peer died on its own).
     stop_seconds: float | None = None
+    # (stem, hostname) of the gang's pods not named as their pods are (made again in a later
+    # attempt under a new name): put into TF_CONFIG before each command (with_hosts).
+    hosts: tuple[tuple[str, str], ...] = ()
 
 
 def parse_control(raw: bytes, job_uid: str) -> Control | None:
@@ -249,13 +256,45 @@ def parse_control(raw: bytes, job_uid: str) -> Control | None:
         type(stop_seconds) not in (int, float) or not 0 <= stop_seconds <= MAX_STOP_SECONDS
     ):
         return None  # NaN and infinities fail the range too
+    hosts = doc.get(CONTROL_HOSTS, {})
+    if not isinstance(hosts, dict) or len(hosts) > MAX_HOSTS:
+        return None
+    for stem, host in hosts.items():
+        if not (isinstance(host, str) and STEM_PATTERN.match(stem) and STEM_PATTERN.match(host)):
+            return None
     return Control(
         attempt=attempt,
         start=start,
         stacks=stacks,
         exit=exit_,
         stop_seconds=None if stop_seconds is None else float(stop_seconds),
+        hosts=tuple(sorted(hosts.items())),
     )
+
+
+def with_hosts(tf_config: str, hosts: Mapping[str, str], job_name: str) -> str:
+    """TF_CONFIG with every cluster member's hostname as the control file says: its entry in
+    `hosts` (by stem, `worker-1`), else its pod's own name (`<job>-worker-1`). TF_CONFIG was
+    written when this pod was made; a peer made again since has a new name (a new name has no
+    stale DNS answer cached). Anything not of the operator's form is left as it is."""
+    try:
+        config = json.loads(tf_config)
+    except (ValueError, RecursionError):
+        return tf_config
+    cluster = config.get("cluster") if isinstance(config, dict) else None
+    if not isinstance(cluster, dict):
+        return tf_config
+    changed = False
+    for task_type, addresses in cluster.items():
+        if not isinstance(addresses, list):
+            continue
+        for index, address in enumerate(addresses):
+            if isinstance(address, str) and "." in address:
+                stem = f"{task_type}-{index}"
+                named = (hosts.get(stem) or f"{job_name}-{stem}") + address[address.index(".") :]
+                changed = changed or named != address
+                addresses[index] = named
+    return json.dumps(config, separators=(",", ":")) if changed else tf_config
 
 
 def pod_stem(environ: Mapping[str, str], hostname: str) -> str | None:
@@ -1036,6 +1075,9 @@ class Supervisor:
         ends: list[int] = []
         if self.identity is not None and self.volume is not None:
             env[ATTEMPT_ENV] = str(attempt)
+            hosts = self.control.hosts if self.control is not None else ()
+            if hosts and TF_CONFIG in env and env.get(JOB_NAME_ENV):
+                env[TF_CONFIG] = with_hosts(env[TF_CONFIG], dict(hosts), env[JOB_NAME_ENV])
             env[STACKS_PATH_ENV] = os.path.join(
                 self.identity.shared_dir, LOGS_DIR, f"attempt-{attempt}", f"{self.identity.stem}.stacks"
             )

@@ -147,10 +147,17 @@ def test_a_deleted_worker_pod_alone_is_made_again(
     after = uids(kube, name)
     assert after[f"{name}-worker-0"] == before[f"{name}-worker-0"]
     assert after[f"{name}-worker-1"] != before[f"{name}-worker-1"]
+    # The pod made again has a name of its attempt (no stale DNS answer for it: builders.
+    # member_host); worker 0 kept its own, and its command of attempt 1 reached the new one
+    # by the name the control file gave it, or the gang would not have trained again.
+    hosts = {p["metadata"]["name"]: p["spec"]["hostname"] for p in kube.pods(NAMESPACE, name)}
+    assert hosts == {f"{name}-worker-0": f"{name}-worker-0", f"{name}-worker-1": "worker-1-a1"}, hosts
     assert status["restarts"] == 1 and status["attempt"] == 1
     record = status["history"][0]
     assert record["outcome"] == "Restarted" and record.get("restart") == "InPlace", record
     assert "attempt=1" in logs(name, 1)
+    worker_0 = (shared_dir / NAMESPACE / name / "logs" / "attempt-1" / "worker-0.log").read_text()
+    assert epoch_lines(worker_0)[-1].startswith("epoch=4 "), worker_0[-2000:]
     assert placed.read_bytes() == sealed
 
 

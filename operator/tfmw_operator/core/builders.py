@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from collections.abc import Iterable, Mapping
 from datetime import datetime
 
 from tfmw_operator import contract
@@ -26,7 +27,7 @@ from tfmw_operator.api.spec import JobSpec, Member, ReplicaType
 from tfmw_operator.api.tfjob import kubeflow_pod_labels
 from tfmw_operator.api.times import format_time
 from tfmw_operator.contract import WORKER, pod_stem
-from tfmw_operator.core.pods import main_container_index
+from tfmw_operator.core.pods import ObservedPod, main_container_index
 from tfmw_operator.core.supervision import GANG, supervision_of, template_command
 
 EVENT_SOURCE = "tfmw-operator"
@@ -58,43 +59,51 @@ def pod_group_name_prefix(job_name: str, job_uid: str) -> str:
 MAX_ENV_STRING_BYTES = 32 * 4096
 
 
-def host_attempt(job: JobSpec, attempt: int) -> int:
-    """The attempt the pods' host names carry: 0 (the pods' own names) in the first attempt
-    and in a gang restarted in place, else `attempt`. A re-created pod has a new address,
-    and a name asked for in the seconds before may still be answered with the old one (a
-    DNS cache; the dying gang's workers ask it again as their peer goes): gRPC then waits
-    out its 30 s between resolutions before TensorFlow's cluster comes up
-    (docs/benchmarks/history.md, "A gang re-created: 30 s lost to a stale DNS answer"). A
-    new name has no answer cached. A gang restarted in place keeps its names: its
-    survivors' TF_CONFIG names the pods for good."""
-    return 0 if attempt == 0 or supervision_of(job).in_place else attempt
+def member_host(job: JobSpec, member: Member, attempt: int = 0) -> str:
+    """The hostname of the member's pod made for `attempt`, its name's first label in DNS
+    (`<host>.<job>.<namespace>.svc`): the pod's own name in the first attempt, else
+    `<stem>-a<attempt>` (`worker-1-a2`). A pod made again has a new address, and a name asked
+    for in the seconds before may still be answered with the old one (a DNS cache; a dying
+    gang's survivors ask it again as their peer goes): gRPC then waits out its 30 s between
+    resolutions before TensorFlow's cluster comes up (docs/benchmarks/history.md, "A gang
+    re-created: 30 s lost to a stale DNS answer"). A new name has no answer cached. A pod
+    that outlives attempts (a gang restarted in place) keeps the name it was made with: the
+    control file tells its supervisor the others' (cluster_hosts)."""
+    return member_pod_name(job, member) if attempt == 0 else f"{member.stem}-a{attempt}"
 
 
-def member_host(job: JobSpec, member: Member, named_attempt: int = 0) -> str:
-    """The pod's hostname, its name's first label in DNS (`<host>.<job>.<namespace>.svc`):
-    the pod's own name, or `<stem>-a<attempt>` (`worker-1-a2`) for a `host_attempt` above 0."""
-    return member_pod_name(job, member) if named_attempt == 0 else f"{member.stem}-a{named_attempt}"
+def cluster_hosts(job: JobSpec, attempt: int, kept: Iterable[ObservedPod] = ()) -> dict[Member, str]:
+    """Every member's hostname in `attempt`: a pod of `kept` (that runs on into it) has its
+    own, a pod still to be made the attempt's (member_host). Level: the same pods give the
+    same hosts, whichever decision asks."""
+    own = {p.member: p.hostname or p.name for p in kept if not p.deleting}
+    return {m: own.get(m) or member_host(job, m, attempt) for m in job.members}
 
 
-def member_address(job: JobSpec, member: Member, qualified: bool = True, named_attempt: int = 0) -> str:
+def member_address(job: JobSpec, host: str, qualified: bool = True) -> str:
     """`<host>.<service>.<namespace>.svc:<port>`; unqualified, `<host>.<service>:<port>`, which
     the pod's DNS search path completes with its own namespace."""
     where = f".{job.namespace}.svc" if qualified else ""
-    return f"{member_host(job, member, named_attempt)}.{job.name}{where}:{job.port}"
+    return f"{host}.{job.name}{where}:{job.port}"
 
 
-def build_tf_config(job: JobSpec, member: Member, attempt: int = 0) -> str:
+def build_tf_config(
+    job: JobSpec, member: Member, attempt: int = 0, hosts: Mapping[Member, str] | None = None
+) -> str:
     """TF_CONFIG for one pod, as TensorFlow reads it: the cluster (`chief` when the job has
     one, `worker`, `ps` when it has parameter servers) is the same in every pod; the
-    evaluator is never in it. Names are qualified with the namespace unless that makes
-    TF_CONFIG too long to start a program with; the shorter form fits every job the CRD
-    accepts (1,024 workers and parameter servers together, 51 characters of name, port
-    65535: 127 KB)."""
+    evaluator is never in it. `hosts`: each member's hostname (cluster_hosts), else the
+    attempt's own. Names are qualified with the namespace unless that makes TF_CONFIG too
+    long to start a program with; the shorter form fits every job the CRD accepts (1,024
+    workers and parameter servers together, 51 characters of name, port 65535: 127 KB)."""
     training = [s for s in job.replica_sets if s.type is not ReplicaType.EVALUATOR]
-    named = host_attempt(job, attempt)
+    hosts = hosts or {}
     for qualified in (True, False):
         cluster = {
-            str(s.type): [member_address(job, Member(s.type, i), qualified, named) for i in range(s.replicas)]
+            str(s.type): [
+                member_address(job, hosts.get(m) or member_host(job, m, attempt), qualified)
+                for m in (Member(s.type, i) for i in range(s.replicas))
+            ]
             for s in training
         }
         config = {"cluster": cluster, "task": {"type": str(member.type), "index": member.index}}
@@ -102,6 +111,13 @@ def build_tf_config(job: JobSpec, member: Member, attempt: int = 0) -> str:
         if len(contract.TF_CONFIG) + 1 + len(encoded) + 1 <= MAX_ENV_STRING_BYTES:
             break
     return encoded
+
+
+def renamed_hosts(job: JobSpec, hosts: Mapping[Member, str]) -> dict[str, str]:
+    """The gang's members whose hostname is not their pod's own name, by stem: what the
+    control file tells the supervisors, whose TF_CONFIG was written when their pod was made
+    (the supervisor puts these hosts into it before each attempt's command)."""
+    return {m.stem: host for m, host in hosts.items() if m.type in GANG and host != member_pod_name(job, m)}
 
 
 def owner_reference(job: JobSpec) -> Json:
@@ -153,8 +169,14 @@ def pod_labels(job: JobSpec, member: Member, attempt: int) -> dict[str, str]:
     return labels
 
 
-def build_env(job: JobSpec, member: Member, attempt: int, supervised: bool = False) -> list[Json]:
-    values = {contract.TF_CONFIG: build_tf_config(job, member, attempt)} if job.tf_config else {}
+def build_env(
+    job: JobSpec,
+    member: Member,
+    attempt: int,
+    supervised: bool = False,
+    hosts: Mapping[Member, str] | None = None,
+) -> list[Json]:
+    values = {contract.TF_CONFIG: build_tf_config(job, member, attempt, hosts)} if job.tf_config else {}
     values |= {
         contract.JOB_NAME_ENV: job.name,
         contract.JOB_UID_ENV: job.uid,
@@ -269,9 +291,16 @@ def _supervise(main: Json, spec: Json, command: list[str], job: JobSpec) -> None
     main.pop("args", None)
 
 
-def build_pod(job: JobSpec, member: Member, attempt: int, pod_group: str | None = None) -> Json:
+def build_pod(
+    job: JobSpec,
+    member: Member,
+    attempt: int,
+    pod_group: str | None = None,
+    hosts: Mapping[Member, str] | None = None,
+) -> Json:
     """The pod of `member` in `attempt`, from its set's pod template; `pod_group`: the Kueue
-    pod group it joins (a gang restarted in place keeps its group), else the attempt's."""
+    pod group it joins (a gang restarted in place keeps its group), else the attempt's;
+    `hosts`: the members' hostnames its TF_CONFIG names (cluster_hosts), else the attempt's."""
     template = copy_json(job.template_of(member.type))
     metadata = template.get("metadata") or {}
     spec = template.get("spec") or {}
@@ -279,7 +308,7 @@ def build_pod(job: JobSpec, member: Member, attempt: int, pod_group: str | None 
     command = template_command(template)
     supervision = supervision_of(job)
     supervised = supervision.covers(member) and command is not None
-    env = build_env(job, member, attempt, supervised)
+    env = build_env(job, member, attempt, supervised, hosts)
     # The namespace's claim exposes only its own folder; the job's is `<job>` inside it.
     mount = (
         {"name": SHARED_VOLUME_NAME, "mountPath": job.mount_path, "subPath": job.sub_path}
@@ -304,7 +333,7 @@ def build_pod(job: JobSpec, member: Member, attempt: int, pod_group: str | None 
     if job.claim_name is not None:
         volumes.append({"name": SHARED_VOLUME_NAME, "persistentVolumeClaim": {"claimName": job.claim_name}})
     spec["volumes"] = volumes
-    spec["hostname"] = member_host(job, member, host_attempt(job, attempt))
+    spec["hostname"] = member_host(job, member, attempt)
     spec["subdomain"] = job.name
     # Training needs no Kubernetes API: no token to steal, and no token volume to wait for
     # (the kubelet's first read of a namespace's CA ConfigMap can be refused for a second,

@@ -7,7 +7,7 @@ the decision's actions in the order given here and posts its events.
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from datetime import datetime
 from enum import StrEnum
@@ -18,6 +18,7 @@ from tfmw_operator.api.status import JobStatus
 from tfmw_operator.contract import (
     CONTROL_ATTEMPT,
     CONTROL_EXIT,
+    CONTROL_HOSTS,
     CONTROL_JOB_UID,
     CONTROL_STACKS,
     CONTROL_START,
@@ -57,6 +58,9 @@ class WriteControl:
     stacks: str | None = None
     exit: bool = False
     raises: bool = False
+    # The gang's hostnames that are not their pods' own names, by stem (builders.renamed_hosts):
+    # each supervisor puts them into its TF_CONFIG before it starts an attempt's command.
+    hosts: Mapping[str, str] | None = None
 
     def document(self) -> Json:
         doc: Json = {CONTROL_JOB_UID: self.job_uid, CONTROL_ATTEMPT: self.attempt, CONTROL_START: self.start}
@@ -66,6 +70,8 @@ class WriteControl:
             doc[CONTROL_STACKS] = self.stacks
         if self.exit:
             doc[CONTROL_EXIT] = True
+        if self.hosts:
+            doc[CONTROL_HOSTS] = dict(sorted(self.hosts.items()))
         return doc
 
 
@@ -91,9 +97,11 @@ class CreatePods:
     # The Kueue pod group they join: a gang restarted in place keeps its group (and so its
     # admission); None: the attempt's own.
     pod_group: str | None = None
+    # Each member's hostname (builders.cluster_hosts): the pods that run on keep theirs.
+    hosts: Mapping[Member, str] | None = None
 
     def build(self, member: Member) -> Json:
-        return build_pod(self.job, member, self.attempt, self.pod_group)
+        return build_pod(self.job, member, self.attempt, self.pod_group, self.hosts)
 
     @property
     def pods(self) -> tuple[Json, ...]:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import datetime
@@ -110,6 +111,9 @@ class ObservedPod:
     kubelet_restarts: bool = False
     container_restarts: int = 0
     last_end: ContainerEnd | None = None
+    # Its hostname (immutable in the pod's spec), its first label in the job's DNS: the
+    # pod's own name, or the attempt's it was made in (builders.member_host).
+    hostname: str = ""
 
     @property
     def member(self) -> Member:
@@ -401,11 +405,21 @@ def observe_pod(pod: Json) -> ObservedPod | None:
         kubelet_restarts=kubelet_restarts,
         container_restarts=container_restarts,
         last_end=last_end,
+        hostname=_hostname((pod.get("spec") or {}).get("hostname")),
         changed_at=max(
             (t for c in status.get("conditions") or [] if (t := parse_time(c.get("lastTransitionTime")))),
             default=None,
         ),
     )
+
+
+# A DNS label (RFC 1123), as the API server validates spec.hostname.
+_DNS_LABEL = re.compile(r"[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?")
+
+
+def _hostname(value: object) -> str:
+    """spec.hostname where it is a DNS label, else "" (the builders then name it)."""
+    return value if isinstance(value, str) and _DNS_LABEL.fullmatch(value) else ""
 
 
 def _end(terminated: Json, container: str) -> ContainerEnd:

@@ -42,7 +42,7 @@ from tfmw_operator.api.status import (
 )
 from tfmw_operator.api.times import NEVER, format_time, later
 from tfmw_operator.contract import reports_folder
-from tfmw_operator.core.builders import build_service, member_pod_name, pod_group_name
+from tfmw_operator.core.builders import build_service, cluster_hosts, member_pod_name, pod_group_name
 from tfmw_operator.core.decision import (
     Action,
     CreatePods,
@@ -617,7 +617,10 @@ def _launch(step: _Step, job: JobSpec, current: Sequence[ObservedPod], leftover_
         built = dataclasses.replace(job, folder_check_image="") if reached is not None else job
         built = dataclasses.replace(built, avoid_nodes=_avoiding(step))
         group = pod_group(job, current)
-        step.actions.append(CreatePods(built, attempt, missing, proven=not first, pod_group=group))
+        hosts = cluster_hosts(job, attempt, current)
+        step.actions.append(
+            CreatePods(built, attempt, missing, proven=not first, pod_group=group, hosts=hosts)
+        )
         _note_recreated(step, {m.stem for m in missing})
     if first:
         step.milestones.add(Milestone.LAUNCHED)
@@ -1237,6 +1240,7 @@ def _control(step: _Step, job: JobSpec, old: JobStatus) -> str | None:
             said.stacks,
             said.exit,
             raises=step.status.attempt > old.attempt,
+            hosts=said.hosts,
         )
     )
     return f"{job.directory}/{reports_folder()}"

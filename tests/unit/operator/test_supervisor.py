@@ -214,6 +214,44 @@ def test_a_control_is_trusted_only_well_formed_and_naming_this_job() -> None:
         assert supervisor.parse_control(raw, UID) is None, raw[:20]
 
 
+def test_a_controls_hosts_are_dns_labels_by_stem_or_the_whole_control_is_ignored() -> None:
+    good = {"jobUid": UID, "attempt": 1, "start": True, "hosts": {"worker-1": "worker-1-a1"}}
+    parsed = supervisor.parse_control(json.dumps(good).encode(), UID)
+    assert parsed is not None and parsed.hosts == (("worker-1", "worker-1-a1"),)
+    for hosts in (
+        ["worker-1"],
+        {"worker-1": 7},
+        {"worker-1": "Worker-1-A1"},
+        {"worker-1": "a.b"},
+        {"../x": "worker-1-a1"},
+        {"worker-1": "x" * 64},
+        {f"worker-{i}": "h" for i in range(supervisor.MAX_HOSTS + 1)},
+    ):
+        assert supervisor.parse_control(json.dumps({**good, "hosts": hosts}).encode(), UID) is None, hosts
+
+
+def test_with_hosts_names_each_member_as_the_control_says_and_others_by_their_pods() -> None:
+    written = json.dumps(
+        {
+            "cluster": {
+                "chief": ["j-chief-0.j.ns.svc:2222"],
+                "worker": ["j-worker-0.j.ns.svc:2222", "worker-1-a2.j.ns.svc:2222"],
+            },
+            "task": {"type": "worker", "index": 0},
+        }
+    )
+    rewritten = json.loads(supervisor.with_hosts(written, {"worker-0": "worker-0-a3"}, "j"))
+    assert rewritten == {
+        "cluster": {
+            "chief": ["j-chief-0.j.ns.svc:2222"],
+            "worker": ["worker-0-a3.j.ns.svc:2222", "j-worker-1.j.ns.svc:2222"],
+        },
+        "task": {"type": "worker", "index": 0},
+    }
+    for foreign in ("not json", "[1]", '{"cluster": 3}', '{"cluster": {"worker": "x"}}', "[" * 10_000):
+        assert supervisor.with_hosts(foreign, {"worker-0": "w"}, "j") == foreign
+
+
 def test_the_pod_stem_comes_from_the_replica_set_or_else_the_hostname() -> None:
     env = {"TFMW_JOB_NAME": "mnist", "TFMW_REPLICA_TYPE": "ps", "TFMW_REPLICA_INDEX": "2"}
     assert supervisor.pod_stem(env, "anything") == "ps-2"
@@ -264,6 +302,10 @@ def test_the_wire_names_are_the_contracts() -> None:
     shared = [name for name in dir(supervisor) if name.endswith("_ENV") and hasattr(contract, name)]
     assert {"JOB_NAME_ENV", "JOB_UID_ENV", "ATTEMPT_ENV", "SHARED_DIR_ENV"} <= set(shared)
     for name in shared:
+        assert getattr(supervisor, name) == getattr(contract, name), name
+    control = [name for name in dir(supervisor) if name.startswith("CONTROL_") and hasattr(contract, name)]
+    assert {"CONTROL_ATTEMPT", "CONTROL_START", "CONTROL_EXIT", "CONTROL_HOSTS"} <= set(control)
+    for name in [*control, "TF_CONFIG"]:
         assert getattr(supervisor, name) == getattr(contract, name), name
     for name in dir(supervisor):
         if name.endswith("_ENV"):
@@ -446,6 +488,26 @@ def test_a_child_end_is_reported_and_the_next_attempt_waits_for_the_barrier(job:
     assert run.alive()
     run.process.send_signal(signal.SIGTERM)
     assert run.code(2) == 170, "a pod deleted after its child's end exits with the child's code"
+
+
+def test_each_attempts_command_has_the_tf_config_of_the_hosts_the_control_names(job: Job) -> None:
+    """A peer made again in a later attempt has a new hostname (builders.member_host); this
+    pod's TF_CONFIG, written when it was made, learns it from the control file."""
+    written = {
+        "cluster": {"worker": ["mnist-worker-0.mnist.ns.svc:2222", "mnist-worker-1.mnist.ns.svc:2222"]},
+        "task": {"type": "worker", "index": 1},
+    }
+    run = job.start(*sh('echo "tf=$TF_CONFIG"; exit 170'), env={**job.env, "TF_CONFIG": json.dumps(written)})
+    job.wait_report(state="exited", attempt=0)
+    assert f"tf={json.dumps(written)}" in job.log(0), "no hosts in the control: TF_CONFIG as the pod has it"
+    job.control(attempt=1, start=True, hosts={"worker-0": "worker-0-a1"})
+    job.wait_report(state="exited", attempt=1)
+    told = json.loads(job.log(1).split("tf=", 1)[1].splitlines()[0])
+    assert told == {
+        **written,
+        "cluster": {"worker": ["worker-0-a1.mnist.ns.svc:2222", "mnist-worker-1.mnist.ns.svc:2222"]},
+    }
+    assert run.alive()
 
 
 def test_a_higher_attempt_stops_a_running_child_and_reports_it_waiting(job: Job) -> None:

@@ -25,6 +25,7 @@ from tfmw_operator.api.spec import JobSpec
 from tfmw_operator.api.status import AttemptRecord, JobStatus
 from tfmw_operator.api.times import later
 from tfmw_operator.contract import REPORT_RUNNING
+from tfmw_operator.core.builders import cluster_hosts, renamed_hosts
 from tfmw_operator.core.pods import NODE_LOST, ObservedPod, attempt_started
 from tfmw_operator.core.policies.failure import NODE_LOST_SECONDS, PEER_LOST_EXIT_CODE, SIGTERM_EXIT_CODE
 from tfmw_operator.core.policies.progress_deadline import PROGRESS_STALLED
@@ -173,6 +174,8 @@ class Control:
     stop_seconds: int | None = None
     stacks: str | None = None
     exit: bool = False
+    # The gang's hostnames that are not their pods' own (builders.renamed_hosts), by stem.
+    hosts: dict[str, str] | None = None
 
 
 def command_runs(pod: ObservedPod) -> bool:
@@ -203,6 +206,7 @@ def control(
         stop_seconds=stop_seconds(status, grace),
         stacks=request.id if request is not None else None,
         exit=status.finished and not any(command_runs(p) for p in alive),
+        hosts=renamed_hosts(job, cluster_hosts(job, status.attempt, current)) or None,
     )
 
 

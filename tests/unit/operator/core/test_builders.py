@@ -9,8 +9,11 @@ from tfmw_operator.core.builders import (
     build_pod,
     build_service,
     build_tf_config,
+    cluster_hosts,
     pod_group_name_prefix,
+    renamed_hosts,
 )
+from tfmw_operator.core.pods import ObservedPod
 from wrappers import SUPERVISOR_IMAGE, TRAINER_COMMAND, at, container_env, every_malformed, job
 
 
@@ -42,11 +45,12 @@ def test_tf_config_cluster_is_identical_across_the_workers_of_an_attempt() -> No
         assert ":3333" in next(iter(clusters))
 
 
-def test_a_gang_re_created_gets_new_host_names_and_one_restarted_in_place_keeps_them() -> None:
+def test_a_pod_made_again_gets_a_new_host_name_and_a_survivor_keeps_its_own() -> None:
     """A re-created pod has a new address, and DNS may still answer its name with the old
-    one for a few seconds (gRPC then waits 30 s to ask again): each later attempt of a gang
-    re-created whole names its pods afresh. Survivors of an in-place restart keep their
-    TF_CONFIG, so its pods keep their names whatever the attempt."""
+    one for a few seconds (gRPC then waits 30 s to ask again): a pod made for a later attempt
+    has a name of that attempt, whether its whole gang was made again or it alone (a gang
+    restarted in place). A survivor keeps the name it was made with, and the made pod's
+    TF_CONFIG names it so; the control file tells the survivors the new names."""
     spec = parse_job(job().workers(2).obj())
     first, second = build_pod(spec, Member.worker(1), 0), build_pod(spec, Member.worker(1), 2)
     assert (first["spec"]["hostname"], second["spec"]["hostname"]) == ("mnist-worker-1", "worker-1-a2")
@@ -55,9 +59,22 @@ def test_a_gang_re_created_gets_new_host_names_and_one_restarted_in_place_keeps_
         "worker-0-a2.mnist.default.svc:2222",
         "worker-1-a2.mnist.default.svc:2222",
     ]
-    in_place = parse_job(job().commanded().obj(), supervisor_image=SUPERVISOR_IMAGE)
-    assert build_pod(in_place, Member.worker(1), 3)["spec"]["hostname"] == "mnist-worker-1"
-    assert _cluster(in_place, 1, 3) == _cluster(in_place, 1, 0)
+
+    in_place = parse_job(job().commanded().workers(3).obj(), supervisor_image=SUPERVISOR_IMAGE)
+    survivors = [
+        ObservedPod("mnist-worker-0", 0, 0, "Running", hostname="mnist-worker-0"),
+        ObservedPod("mnist-worker-2", 2, 1, "Running", hostname="worker-2-a1"),
+        ObservedPod("mnist-worker-1", 1, 0, "Running", deleting=True, hostname="mnist-worker-1"),
+    ]
+    hosts = cluster_hosts(in_place, 3, survivors)
+    made = build_pod(in_place, Member.worker(1), 3, hosts=hosts)
+    assert made["spec"]["hostname"] == "worker-1-a3"
+    assert json.loads(container_env(made["spec"]["containers"][0])["TF_CONFIG"])["cluster"]["worker"] == [
+        "mnist-worker-0.mnist.default.svc:2222",
+        "worker-1-a3.mnist.default.svc:2222",
+        "worker-2-a1.mnist.default.svc:2222",
+    ]
+    assert renamed_hosts(in_place, hosts) == {"worker-1": "worker-1-a3", "worker-2": "worker-2-a1"}
 
 
 def test_headless_service() -> None:
