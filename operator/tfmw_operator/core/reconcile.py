@@ -93,7 +93,7 @@ from tfmw_operator.core.policies.straggler import describe, judge_stragglers, st
 from tfmw_operator.core.policies.time_limits import active_deadline, judge_pending
 from tfmw_operator.core.policies.verdicts import Cause, Fail, MarkerVerdict, Pending, Queued, Restart, WakeAt
 from tfmw_operator.core.progress import next_progress
-from tfmw_operator.core.supervision import supervision_of, with_reports
+from tfmw_operator.core.supervision import reported_ends, supervision_of, with_reports
 from tfmw_operator.core.tenancy import claim_finding, pod_security_finding
 
 NAMESAKE_RECHECK_SECONDS = 2.0
@@ -291,7 +291,8 @@ def _decide(step: _Step, job: JobSpec) -> None:
         replacing = frozenset(replacing) | {m for m in job.members if m.stem in step.status.replacing}
     if _container_restarts(step, job, current):
         return
-    verdict = judge_failures(job, current, step.status, step.now, replacing)
+    ended = reported_ends(job, step.obs.reports, step.status.attempt)
+    verdict = judge_failures(job, current, step.status, step.now, replacing, ended)
     if isinstance(verdict, Fail):
         _fail(step, job, verdict)
         return

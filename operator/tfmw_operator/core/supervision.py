@@ -169,6 +169,25 @@ def with_reports(
     return tuple(merged)
 
 
+def reported_ends(job: JobSpec, reports: Sequence[PodReport] | None, attempt: int) -> dict[Member, int]:
+    """The nonzero exit codes of the attempt's commands, by member, as their supervisors
+    reported them: what a gang member's pod that is gone ended with (failure.first_failure).
+    Not checked against a pod's UID (the pod is gone); a report is the program's word on its
+    own end either way, as its container's exit code would be."""
+    if not reports or not supervision_of(job).in_place:
+        return {}
+    by_stem = {m.stem: m for m in job.members if m.type in GANG}
+    ends = {}
+    for report in reports:
+        member = by_stem.get(report.stem)
+        end = report.end
+        if member is None or report.state != REPORT_EXITED or end is None:
+            continue
+        if report.attempt == attempt and end.attempt == attempt and end.exit_code != 0:
+            ends[member] = end.exit_code
+    return ends
+
+
 def _ended(pod: ObservedPod, report: PodReport) -> ObservedPod:
     end = report.end
     assert end is not None  # parse_report gives every exited report its end

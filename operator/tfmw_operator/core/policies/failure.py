@@ -9,7 +9,7 @@ are not the program's own fault.
 
 from __future__ import annotations
 
-from collections.abc import Collection, Sequence
+from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
 
@@ -125,10 +125,17 @@ def failure_of(job: JobSpec, pod: ObservedPod) -> MemberFailure:
 
 
 def vanished(
-    job: JobSpec, member: Member, name: str, preempted: bool = False, node: str = "", disruption: str = ""
+    job: JobSpec,
+    member: Member,
+    name: str,
+    preempted: bool = False,
+    node: str = "",
+    disruption: str = "",
+    exit_code: int | None = None,
 ) -> MemberFailure:
     """A pod gone or going while the job is active; `disruption` is the reason of its
-    DisruptionTarget condition, when Kubernetes said why it takes the pod away."""
+    DisruptionTarget condition, when Kubernetes said why it takes the pod away; `exit_code`:
+    its command's, when its supervisor reported the end before the pod was gone."""
     reason = (
         "pod deleted by Kueue, which evicted its Workload"
         if preempted
@@ -139,7 +146,7 @@ def vanished(
         member,
         job.role(member),
         name,
-        None,
+        exit_code,
         reason,
         disrupted=True,
         preempted=preempted,
@@ -149,10 +156,18 @@ def vanished(
 
 
 def first_failure(
-    job: JobSpec, current: Sequence[ObservedPod], now: datetime, replacing: Collection[Member] = ()
+    job: JobSpec,
+    current: Sequence[ObservedPod],
+    now: datetime,
+    replacing: Collection[Member] = (),
+    ended: Mapping[Member, int] | None = None,
 ) -> MemberFailure | None:
     """The pod that died first is the cause; the others usually fail because of it. Pods
-    being replaced (`replacing`) are neither failures nor missing."""
+    being replaced (`replacing`) are neither failures nor missing. `ended`: the exit codes
+    the members' supervisors reported for the attempt's commands (supervision.reported_ends).
+    A pod taken away can be gone before its container's end was seen (the kubelet's status
+    and the deletion come milliseconds apart); its supervisor's word keeps the code, so a
+    rule on exit codes (PreemptionCheckpointHandler's 42) still decides."""
     by_member = {p.member: p for p in current}
     failures: list[tuple[datetime, tuple[int, int], MemberFailure]] = []
     never = datetime.max.replace(tzinfo=UTC)
@@ -161,7 +176,8 @@ def first_failure(
             continue
         pod = by_member.get(member)
         if pod is None:
-            failure = vanished(job, member, member_pod_name(job, member))
+            code = (ended or {}).get(member)
+            failure = vanished(job, member, member_pod_name(job, member), exit_code=code)
             failures.append((never, member.order, failure))
         elif pod.phase == "Failed":
             failures.append((pod.finished_at or never, member.order, failure_of(job, pod)))
@@ -217,10 +233,11 @@ def judge_failures(
     status: JobStatus,
     now: datetime,
     replacing: Collection[Member] = (),
+    ended: Mapping[Member, int] | None = None,
 ) -> Fail | Restart | None:
     """For a launched attempt: None while no pod failed, else restart (all of the attempt,
     or the failed pod alone where the strategy survives that) or fail."""
-    failure = first_failure(job, current, now, replacing)
+    failure = first_failure(job, current, now, replacing, ended)
     if failure is None:
         return None
     if failure.preempted:

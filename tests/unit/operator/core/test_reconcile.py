@@ -1026,3 +1026,29 @@ def test_a_job_turning_running_is_decided_again_at_once_to_read_its_documents() 
     unshared = job().without_shared_volume().launched(phase="Pending").obj()
     unshared_pods = [pod(unshared, i).running().obj() for i in range(2)]
     assert decide(unshared, unshared_pods, now=at(10)).requeue_after != 0
+
+
+def test_a_pod_gone_before_its_exit_was_seen_is_judged_by_its_supervisors_report() -> None:
+    """Evicted, worker 1's program saved and exited 42 (PreemptionCheckpointHandler), and its
+    pod was gone before the operator saw the container's end: its supervisor's report keeps
+    the code, so the rule on 42 decides (not counted), not the bare deletion (counted)."""
+    j = (
+        job()
+        .commanded()
+        .rules({"action": "RestartNotCounted", "onExitCodes": [42]})
+        .launched(phase="Running")
+    )
+    obj = j.obj()
+    survivor, gone = pod(obj, 0).running().obj(), pod(obj, 1).running().obj()
+    reports = (report(survivor, "running", 0), report(gone, "exited", 0, 42))
+    decision = decide(obj, [survivor], reports=reports)
+    assert (decision.status.restarts, decision.status.restarts_not_counted) == (0, 1)
+    record = decision.status.history[0]
+    assert (record.cause, record.exit_code, record.restart) == ("PodDeleted", 42, "InPlace"), record
+    # Without the report (or with an earlier attempt's), the deletion alone is judged: counted.
+    for kept in (
+        (report(survivor, "running", 0),),
+        (report(survivor, "running", 0), report(gone, "exited", 1, 42)),
+    ):
+        counted = decide(obj, [survivor], reports=kept)
+        assert (counted.status.restarts, counted.status.history[0].exit_code) == (1, None)
