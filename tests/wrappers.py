@@ -314,9 +314,11 @@ def report(
     log_tail: str = "",
     stacks: str | None = None,
     delivered: bool = False,
+    reads_hosts: bool = True,
 ) -> PodReport:
     """What the supervisor of `pod_obj` reports (as storage reads it): its command of
-    `attempt` running, exited with `exit_code`, or waiting for it."""
+    `attempt` running, exited with `exit_code`, or waiting for it; `reads_hosts` False: an
+    older supervisor's, that cannot put new hostnames into TF_CONFIG."""
     meta = pod_obj["metadata"]
     labels = meta["labels"]
     end = None
@@ -333,6 +335,7 @@ def report(
         stacks_delivered=delivered,
         updated_at=at(finished),
         log_tail=log_tail,
+        reads_hosts=reads_hosts,
     )
 
 

@@ -76,6 +76,9 @@ CONTROL_STACKS: Final = "stacks"
 CONTROL_EXIT: Final = "exit"
 CONTROL_STOP_SECONDS: Final = "stopSeconds"
 CONTROL_HOSTS: Final = "hosts"  # stem -> hostname, for the gang's pods not named as their pods
+# A report's field: its supervisor puts the control file's hosts into TF_CONFIG (an older one
+# does not, and its pod's peers must keep their names).
+REPORT_READS_HOSTS: Final = "readsHosts"
 # A report's states: the child of `attempt` runs; it ended on its own; no child, waiting for
 # the control file to start `attempt`.
 REPORT_RUNNING: Final = "running"

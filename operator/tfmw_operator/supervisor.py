@@ -142,6 +142,7 @@ CONTROL_STACKS = "stacks"
 CONTROL_EXIT = "exit"
 CONTROL_STOP_SECONDS = "stopSeconds"
 CONTROL_HOSTS = "hosts"
+REPORT_READS_HOSTS = "readsHosts"
 TF_CONFIG = "TF_CONFIG"
 
 # A report's states. "starting" is in the contract but never written here: the report goes from
@@ -276,7 +277,9 @@ def with_hosts(tf_config: str, hosts: Mapping[str, str], job_name: str) -> str:
     """TF_CONFIG with every cluster member's hostname as the control file says: its entry in
     `hosts` (by stem, `worker-1`), else its pod's own name (`<job>-worker-1`). TF_CONFIG was
     written when this pod was made; a peer made again since has a new name (a new name has no
-    stale DNS answer cached). Anything not of the operator's form is left as it is."""
+    stale DNS answer cached). Only an address of the operator's own form is rewritten
+    (`<job>-<stem>` or `<stem>-a<attempt>`, then `.<job>.` or `.<job>:`); anything else, and a
+    TF_CONFIG that is not the operator's, is left as it is."""
     try:
         config = json.loads(tf_config)
     except (ValueError, RecursionError):
@@ -289,11 +292,14 @@ def with_hosts(tf_config: str, hosts: Mapping[str, str], job_name: str) -> str:
         if not isinstance(addresses, list):
             continue
         for index, address in enumerate(addresses):
-            if isinstance(address, str) and "." in address:
-                stem = f"{task_type}-{index}"
-                named = (hosts.get(stem) or f"{job_name}-{stem}") + address[address.index(".") :]
-                changed = changed or named != address
-                addresses[index] = named
+            stem = f"{task_type}-{index}"
+            host, dot, rest = address.partition(".") if isinstance(address, str) else ("", "", "")
+            ours = host == f"{job_name}-{stem}" or re.fullmatch(re.escape(stem) + r"-a[0-9]{1,7}", host)
+            if not ours or not (rest.startswith(job_name + ".") or rest.startswith(job_name + ":")):
+                continue
+            named = (hosts.get(stem) or f"{job_name}-{stem}") + dot + rest
+            changed = changed or named != address
+            addresses[index] = named
     return json.dumps(config, separators=(",", ":")) if changed else tf_config
 
 
@@ -1340,6 +1346,9 @@ class Supervisor:
             "finishedAt": None,
             "stacks": self.stacks_served,
             "stacksDelivered": self.stacks_delivered,
+            # It puts the control file's hosts into TF_CONFIG (with_hosts): the operator gives a
+            # pod made again a new hostname only when every pod running on says so.
+            REPORT_READS_HOSTS: True,
             "updatedAt": rfc3339(time.time()),
         }
         if self.identity.pod_uid is not None:

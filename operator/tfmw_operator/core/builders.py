@@ -74,10 +74,16 @@ def member_host(job: JobSpec, member: Member, attempt: int = 0) -> str:
 
 def cluster_hosts(job: JobSpec, attempt: int, kept: Iterable[ObservedPod] = ()) -> dict[Member, str]:
     """Every member's hostname in `attempt`: a pod of `kept` (that runs on into it) has its
-    own, a pod still to be made the attempt's (member_host). Level: the same pods give the
-    same hosts, whichever decision asks."""
-    own = {p.member: p.hostname or p.name for p in kept if not p.deleting}
-    return {m: own.get(m) or member_host(job, m, attempt) for m in job.members}
+    own; a pod still to be made gets the attempt's (member_host), unless a gang pod that runs
+    on has a supervisor that cannot tell its command the new name (one an older operator
+    placed: its report does not say `readsHosts`). Then the pod's own name, which that
+    supervisor's TF_CONFIG already has. Level: the same pods give the same hosts."""
+    alive = [p for p in kept if not p.deleting]
+    own = {p.member: p.hostname or p.name for p in alive}
+    renames = not supervision_of(job).in_place or all(
+        p.report is not None and p.report.reads_hosts for p in alive if p.member.type in GANG
+    )
+    return {m: own.get(m) or member_host(job, m, attempt if renames else 0) for m in job.members}
 
 
 def member_address(job: JobSpec, host: str, qualified: bool = True) -> str:
@@ -117,6 +123,8 @@ def renamed_hosts(job: JobSpec, hosts: Mapping[Member, str]) -> dict[str, str]:
     """The gang's members whose hostname is not their pod's own name, by stem: what the
     control file tells the supervisors, whose TF_CONFIG was written when their pod was made
     (the supervisor puts these hosts into it before each attempt's command)."""
+    if not job.tf_config:  # the template's own TF_CONFIG (a TFJob of one replica): not ours to change
+        return {}
     return {m.stem: host for m, host in hosts.items() if m.type in GANG and host != member_pod_name(job, m)}
 
 
@@ -333,7 +341,7 @@ def build_pod(
     if job.claim_name is not None:
         volumes.append({"name": SHARED_VOLUME_NAME, "persistentVolumeClaim": {"claimName": job.claim_name}})
     spec["volumes"] = volumes
-    spec["hostname"] = member_host(job, member, attempt)
+    spec["hostname"] = (hosts or {}).get(member) or member_host(job, member, attempt)
     spec["subdomain"] = job.name
     # Training needs no Kubernetes API: no token to steal, and no token volume to wait for
     # (the kubelet's first read of a namespace's CA ConfigMap can be refused for a second,

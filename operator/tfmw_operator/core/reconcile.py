@@ -693,7 +693,10 @@ def _replace_gone(step: _Step, job: JobSpec, current: Sequence[ObservedPod]) -> 
         step.wake_at(step.now + timedelta(seconds=SUPERVISOR_RECHECK_SECONDS))
         gone = ()
     if gone:
-        step.actions.append(CreatePods(_checked(step, job), step.status.attempt, gone, proven=True))
+        hosts = cluster_hosts(job, step.status.attempt, current)
+        step.actions.append(
+            CreatePods(_checked(step, job), step.status.attempt, gone, proven=True, hosts=hosts)
+        )
         step.event(
             "Normal",
             "PodsCreated",

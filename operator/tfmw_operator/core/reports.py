@@ -17,7 +17,7 @@ from dataclasses import dataclass
 from datetime import datetime
 
 from tfmw_operator.api.times import parse_time
-from tfmw_operator.contract import REPORT_EXITED, REPORT_RUNNING, REPORT_WAITING
+from tfmw_operator.contract import REPORT_EXITED, REPORT_READS_HOSTS, REPORT_RUNNING, REPORT_WAITING
 
 MAX_REPORT_BYTES = 16 * 1024  # a report is a few hundred bytes; a bigger file is not one
 MAX_ATTEMPT = 1_000_000  # the supervisor's own bound
@@ -56,6 +56,8 @@ class PodReport:
     # The end of the exited child's log (logs/attempt-<a>/<stem>.log), read by the shell:
     # what a container's termination message would say (FallbackToLogsOnError).
     log_tail: str = ""
+    # Its supervisor puts the control file's hosts into TF_CONFIG (contract.REPORT_READS_HOSTS).
+    reads_hosts: bool = False
 
 
 def is_stem(name: str) -> bool:
@@ -123,6 +125,7 @@ def parse_report(raw: bytes, job_uid: str, stem: str) -> PodReport | None:
         stacks=stacks,
         stacks_delivered=doc.get("stacksDelivered") is True,
         updated_at=parse_time(doc.get("updatedAt")),
+        reads_hosts=doc.get(REPORT_READS_HOSTS) is True,
     )
 
 

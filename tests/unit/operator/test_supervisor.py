@@ -250,6 +250,15 @@ def test_with_hosts_names_each_member_as_the_control_says_and_others_by_their_po
     }
     for foreign in ("not json", "[1]", '{"cluster": 3}', '{"cluster": {"worker": "x"}}', "[" * 10_000):
         assert supervisor.with_hosts(foreign, {"worker-0": "w"}, "j") == foreign
+    # A template's own TF_CONFIG (addresses not of the operator's form) is never rewritten.
+    for addresses in (
+        ["10.0.0.5:2222", "10.0.0.6:2222"],
+        ["other-worker-0.other.ns.svc:2222", "x.j.ns.svc:2222"],
+        ["j-worker-0.jx.ns.svc:2222", "worker-1-a1.other:2222"],
+        [7, None],
+    ):
+        own = json.dumps({"cluster": {"worker": addresses}, "task": {"type": "worker", "index": 0}})
+        assert supervisor.with_hosts(own, {"worker-0": "worker-0-a1", "worker-1": "worker-1-a2"}, "j") == own
 
 
 def test_the_pod_stem_comes_from_the_replica_set_or_else_the_hostname() -> None:
@@ -467,6 +476,7 @@ def test_a_child_end_is_reported_and_the_next_attempt_waits_for_the_barrier(job:
     run = job.start(*sh(script))
     first = job.wait_report(state="exited", attempt=0)
     assert first["exitCode"] == 170 and first["signal"] is None and first["jobUid"] == UID
+    assert first["readsHosts"] is True  # the operator may rename this pod's peers
     assert first["startedAt"] <= first["finishedAt"]
     assert first["oomKilled"] in (False, None)  # None where this machine has no counter
     assert "attempt=0 " in job.log(0) and "to-stderr" in job.log(0)

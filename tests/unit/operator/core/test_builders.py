@@ -14,6 +14,7 @@ from tfmw_operator.core.builders import (
     renamed_hosts,
 )
 from tfmw_operator.core.pods import ObservedPod
+from tfmw_operator.core.reports import PodReport
 from wrappers import SUPERVISOR_IMAGE, TRAINER_COMMAND, at, container_env, every_malformed, job
 
 
@@ -61,9 +62,13 @@ def test_a_pod_made_again_gets_a_new_host_name_and_a_survivor_keeps_its_own() ->
     ]
 
     in_place = parse_job(job().commanded().workers(3).obj(), supervisor_image=SUPERVISOR_IMAGE)
+
+    def reading(stem: str, reads: bool = True) -> PodReport:
+        return PodReport(stem, f"uid-{stem}", 3, "waiting", reads_hosts=reads)
+
     survivors = [
-        ObservedPod("mnist-worker-0", 0, 0, "Running", hostname="mnist-worker-0"),
-        ObservedPod("mnist-worker-2", 2, 1, "Running", hostname="worker-2-a1"),
+        ObservedPod("mnist-worker-0", 0, 0, "Running", hostname="mnist-worker-0", report=reading("worker-0")),
+        ObservedPod("mnist-worker-2", 2, 1, "Running", hostname="worker-2-a1", report=reading("worker-2")),
         ObservedPod("mnist-worker-1", 1, 0, "Running", deleting=True, hostname="mnist-worker-1"),
     ]
     hosts = cluster_hosts(in_place, 3, survivors)
@@ -75,6 +80,15 @@ def test_a_pod_made_again_gets_a_new_host_name_and_a_survivor_keeps_its_own() ->
         "worker-2-a1.mnist.default.svc:2222",
     ]
     assert renamed_hosts(in_place, hosts) == {"worker-1": "worker-1-a3", "worker-2": "worker-2-a1"}
+    # A job whose TF_CONFIG is the template's own (a TFJob of one replica): nothing to rename in it.
+    assert renamed_hosts(dataclasses.replace(in_place, tf_config=False), hosts) == {}
+    # A survivor whose supervisor an older operator placed cannot learn a new name (its report
+    # does not say readsHosts), nor can one not heard from yet: the pod's own name, as before.
+    for report in (reading("worker-0", reads=False), None):
+        older = [dataclasses.replace(survivors[0], report=report), *survivors[1:]]
+        assert cluster_hosts(in_place, 3, older)[Member.worker(1)] == "mnist-worker-1"
+        made = build_pod(in_place, Member.worker(1), 3, hosts=cluster_hosts(in_place, 3, older))
+        assert made["spec"]["hostname"] == "mnist-worker-1"
 
 
 def test_headless_service() -> None:

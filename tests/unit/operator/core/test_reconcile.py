@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from typing import Any
 
 import pytest
@@ -1052,3 +1053,22 @@ def test_a_pod_gone_before_its_exit_was_seen_is_judged_by_its_supervisors_report
     ):
         counted = decide(obj, [survivor], reports=kept)
         assert (counted.status.restarts, counted.status.history[0].exit_code) == (1, None)
+
+
+def test_a_pod_made_again_within_the_attempt_names_its_peers_by_their_own_hostnames() -> None:
+    """Worker 0, late at the barrier of attempt 2, is made again (status.replacing): its
+    TF_CONFIG names worker 1 as its pod made in attempt 1 is named, and worker 2 by its own
+    name; the control file tells the survivors worker 0's new one."""
+    j = job().commanded().workers(3).launched(attempt=2, phase="Restarting", replacing=["worker-0"]).obj()
+    one, two = pod(j, 1, 1).running().obj(), pod(j, 2, 0).running().obj()
+    one["spec"]["hostname"] = "worker-1-a1"
+    decision = decide(j, [one, two], reports=(report(one, "waiting", 2), report(two, "waiting", 2)))
+    (made,) = decision.pods_to_create
+    assert made["spec"]["hostname"] == "worker-0-a2"
+    assert json.loads(env_of(made)["TF_CONFIG"])["cluster"]["worker"] == [
+        "worker-0-a2.mnist.default.svc:2222",
+        "worker-1-a1.mnist.default.svc:2222",
+        "mnist-worker-2.mnist.default.svc:2222",
+    ]
+    (control,) = [a for a in decision.actions if isinstance(a, WriteControl)]
+    assert control.hosts == {"worker-0": "worker-0-a2", "worker-1": "worker-1-a1"}

@@ -40,6 +40,15 @@ def test_a_running_report_is_read_with_its_fields() -> None:
     assert report.end is None
 
 
+def test_a_supervisor_that_reads_hosts_says_so_in_true_and_nothing_else_counts() -> None:
+    """Only then may a peer made again get a new hostname (builders.cluster_hosts)."""
+    for said, reads in ((True, True), (None, False), ("true", False), (1, False), ({}, False)):
+        report = parse_report(raw(readsHosts=said), JOB_UID, "worker-1")
+        assert report is not None and report.reads_hosts is reads, said
+    report = parse_report(raw(), JOB_UID, "worker-1")
+    assert report is not None and report.reads_hosts is False  # an older supervisor's
+
+
 def test_an_exited_report_carries_how_its_command_ended() -> None:
     report = parse_report(raw(state="exited", exitCode=137, signal=9, oomKilled=False), JOB_UID, "chief-0")
     assert report is not None and report.end is not None
