@@ -795,11 +795,15 @@ class FloorSide(Side):
             observed = observe_pod(pod)
             self.claim_checked = self.claim_checked or (observed is not None and observed.folder_checked)
             state = self.jobs.get(job)
+            # A worker failed, or someone else deleted its pod (the floor's own deletions come
+            # while it restarts or deletes the job, with the job inactive).
+            failed = (pod.get("status") or {}).get("phase") == "Failed"
+            deleted = bool((pod.get("metadata") or {}).get("deletionTimestamp"))
             if (
                 state is None
                 or not state.active
                 or record.labels.get(LABEL_ATTEMPT) != str(state.attempt)
-                or (pod.get("status") or {}).get("phase") != "Failed"
+                or not (failed or deleted)
             ):
                 return
             state.active = False  # one restart at a time

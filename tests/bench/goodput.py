@@ -31,8 +31,17 @@ cluster up (-> every worker's MultiWorkerMirroredStrategy made), restore (-> the
 resumed from its checkpoint), first step (-> the chief's first step), and redo (the steps
 lost at the speed the job trained at the fault).
 
-Kubeflow's TFJob tuned is not a contender yet: its harness (tests/bench/felt.py, peer.py)
-runs it out of cluster in its own namespace; adding it here is left for later.
+Then the peers, with the deployed operator paused (TFMW_BENCH_GOODPUT_PEERS=0 leaves them
+out), each in a namespace with storage of its own and the same trainer, program and faults:
+  - tfjob-tuned: Kubeflow's training-operator, tuned, out of cluster (bench.felt.TFJobSide),
+    the sample's pods as TFJob Worker replicas, restartPolicy ExitCode: it replaces the worker
+    that died (a SIGKILL's 137 and the survivor's PeerLost 170 are retryable codes) and makes
+    a deleted pod again;
+  - floor: no operator; the bench makes the pods and Service tfmw would (its own builders) and,
+    on a worker's failure or deletion, deletes every pod with grace 0 and makes the gang
+    again at once (bench.felt.FloorSide): a gang restart by a bare client, as fast as it can.
+Their restart is seen in the workers' logs alone (no status says an attempt): "detect" is
+then part of "start", and "training again" is the chief's first step after the fault.
 Not part of make test. It waits for nothing else on the cluster: run it under the lock.
 """
 
@@ -54,9 +63,22 @@ from typing import Any
 
 import yaml
 from bench.control_plane import RESULTS
-from bench.felt import FIRST_STEP, STRATEGY_UP, LogLine, parse_log_line
+from bench.felt import (
+    FIRST_STEP,
+    STRATEGY_UP,
+    FloorSide,
+    LogLine,
+    Side,
+    TFJobSide,
+    kill_worker,
+    namespace_with_storage,
+    parse_log_line,
+    remove_namespace,
+)
+from bench.peer import install_tfjob_crd, remove_tfjob_crd
 from bench.stats import say
-from kube import REPO, SHARED_DIR, ClusterClient, kubectl
+from bench.tfjob_node import deployed_images, worker_index
+from kube import REPO, SHARED_DIR, ClusterClient, kubectl, pause_deployed_operator
 
 Json = dict[str, Any]
 NAMESPACE = "default"
@@ -67,6 +89,8 @@ ARGS = [f"--epochs={EPOCHS}", "--steps-per-epoch=100", "--batch-size=8", "--step
 COMMAND = ["python3", "-m", "tfmw_trainer"]
 SAMPLE = REPO / "deploy" / "samples" / "mnist-2-workers.yaml"
 CONTENDERS = ("tfmw-in-place", "tfmw-recreate")
+PEERS = os.environ.get("TFMW_BENCH_GOODPUT_PEERS", "1") not in ("", "0")
+PEER_BOUND = 240.0  # a fault -> a peer's chief training again (TFJob's took 36.7 s in run G)
 KINDS = ("SIGKILL", "pod deleted")
 JOB_TIMEOUT = 600.0
 POLL = 0.2
@@ -182,16 +206,22 @@ def first_after(lines: list[LogLine], pattern: re.Pattern[str], since: float | N
 
 def split(
     fault_at: float,
-    decided_at: float,
+    decided_at: float | None,
     logs: dict[int, list[LogLine]],
-    attempt: int,
+    attempt: int | None,
     steps_lost: int | None,
     step_seconds: float | None,
 ) -> dict[str, float | None]:
     """Where a failure's time went (PHASES). Each milestone is the gang's: the last worker to
     reach it (the chief alone for restore and first step); a phase is the gap between one
     milestone and the one before (never negative: the bench's poll of the status may see
-    the restart after the new processes started). None where a line is missing."""
+    the restart after the new processes started). None where a line is missing, and every
+    phase after it; `decided_at` None (a peer: no status says when the restart was decided):
+    detect None, and start spans it. `attempt` None: the lines of any attempt after the
+    fault (a peer's pods say none)."""
+
+    def of(match: re.Match[str] | None) -> bool:
+        return match is not None and (attempt is None or int(match[2]) == attempt)
 
     def every(found: list[float | None]) -> float | None:
         return None if not found or None in found else max(f for f in found if f is not None)
@@ -199,11 +229,7 @@ def split(
     up: dict[int, float | None] = {}
     for index, lines in logs.items():
         up[index] = min(
-            (
-                at
-                for at, text in lines
-                if at >= fault_at and (m := PROCESS_UP.match(text)) and int(m[2]) == attempt
-            ),
+            (at for at, text in lines if at >= fault_at and of(PROCESS_UP.match(text))),
             default=None,
         )
     imported = {i: first_after(lines, IMPORTED, up[i]) for i, lines in logs.items()}
@@ -211,11 +237,7 @@ def split(
     chief = logs.get(0, [])
     restored = first_after(chief, RESUMED, cluster.get(0))
     stepped = min(
-        (
-            at
-            for at, text in chief
-            if at >= fault_at and (m := FIRST_STEP.match(text)) and int(m[2]) == attempt
-        ),
+        (at for at, text in chief if at >= fault_at and of(FIRST_STEP.match(text))),
         default=None,
     )
     milestones = [
@@ -225,6 +247,9 @@ def split(
     phases: dict[str, float | None] = {}
     last: float | None = fault_at
     for name, milestone in zip(PHASES, milestones[1:], strict=False):
+        if milestone is None and name == "detect":
+            phases[name] = None  # no status says when the restart was decided: start spans it
+            continue
         if milestone is None or last is None:
             phases[name], last = None, None
             continue
@@ -318,6 +343,109 @@ def run_job(kube: ClusterClient, contender: str, faults: int) -> tuple[float, li
         shutil.rmtree(SHARED_DIR / NAMESPACE / name, ignore_errors=True)
 
 
+def side_logs(side: Side, job: str) -> dict[int, list[LogLine]]:
+    """Every worker's lines, from all its pods (a peer replaces pods), by worker index."""
+    logs: dict[int, list[LogLine]] = {}
+    for record in side.timeline.records(job, side.job_label):
+        index = worker_index(job, record)
+        if index is not None:
+            logs.setdefault(index, []).extend(side.timeline.log(record.uid))
+    return logs
+
+
+def chief_stepped(side: Side, job: str, since: float) -> float | None:
+    """The chief's first `first_step` line stamped after `since`, from any of its pods."""
+    lines = side_logs(side, job).get(0, [])
+    return min((at for at, text in lines if at > since and FIRST_STEP.match(text)), default=None)
+
+
+def side_progress(side: Side, job: str) -> Json:
+    try:
+        document = json.loads((side.folder(job) / "progress.json").read_text())
+    except (OSError, ValueError):
+        return {}
+    return document if isinstance(document, dict) else {}
+
+
+def side_uids(side: Side, job: str) -> set[str]:
+    pods = side.kube.core.list_namespaced_pod(side.namespace, label_selector=f"{side.job_label}={job}")
+    return {p.metadata.uid for p in pods.items}
+
+
+def run_side_job(side: Side, faults: int) -> tuple[float, list[Fault]]:
+    """One job of a peer with `faults` faults, as run_job does it for tfmw: its wall time
+    (the create call -> Succeeded as the side sees it) and the faults."""
+    job = f"goodput-{side.name.split('-')[0]}-{uuid.uuid4().hex[:5]}"
+    started = side.create(job, ARGS)
+    try:
+        trained_at = until("training", lambda: chief_stepped(side, job, started.created_at))
+        done: list[Fault] = []
+        for number in range(faults):
+            time.sleep(max(0.0, trained_at + FAULT_EVERY - time.time()))
+            if side.succeeded_at(job) is not None:
+                say(f"{job}: ended before fault {number + 1}; make the job longer (TFMW_BENCH_EPOCHS)")
+                break
+            at_fault = side_progress(side, job)
+            fault = Fault(KINDS[number % len(KINDS)], at_step=int(at_fault.get("step") or 0))
+            before = side_uids(side, job)
+            if fault.kind == "SIGKILL":
+                at = kill_worker(started.uid, 1)
+            else:
+                at = time.time()
+                kubectl("delete", "pod", f"{job}-worker-1", "-n", side.namespace, "--wait=false")
+            trained_at = until("training again", lambda a=at: chief_stepped(side, job, a), PEER_BOUND)
+            fault.training_s = trained_at - at
+            time.sleep(1)  # the other workers' lines of the same moment
+            fault.kept_pods = len(before & side_uids(side, job))
+            logs = side_logs(side, job)
+            fault.resumed_step = resumed_step(logs, at)
+            fault.phases = split(at, None, logs, None, fault.steps_lost, step_seconds(at_fault, logs))
+            say(
+                f"{job}: fault {number + 1}/{faults} ({fault.kind} at step {fault.at_step}): training again "
+                f"{fault.training_s:.1f} s after it; {fault.kept_pods} pod(s) kept, {fault.steps_lost} step(s) "
+                "lost; " + ", ".join(f"{k} {seconds(v)}" for k, v in fault.phases.items())
+            )
+            done.append(fault)
+        succeeded = until("Succeeded", lambda: side.succeeded_at(job))
+        wall = float(succeeded) - started.created_at
+        say(f"{job}: Succeeded in {wall:.1f} s with {len(done)} fault(s)")
+        return wall, done
+    finally:
+        with contextlib.suppress(Exception):
+            side.delete(job)
+
+
+def run_peers(kube: ClusterClient) -> list[Result]:
+    """TFJob tuned and the floor, each with its reference and faulted run, the deployed
+    operator paused (it would serve neither, but must not share the node's time)."""
+    images = deployed_images()
+    resume = pause_deployed_operator()
+    namespaces: list[str] = []
+    sides: list[Side] = []
+    results = []
+    try:
+        say("building the TFJob controller (once) and creating its CRD ...")
+        binary = install_tfjob_crd(kube)
+        for contender in ("tfjob", "floor"):
+            namespaces.append(namespace_with_storage(kube, contender))
+        sides = [TFJobSide(kube, namespaces[0], binary), FloorSide(kube, namespaces[1], images[0])]
+        for side in sides:
+            result = Result(side.name)
+            say(f"{side.name}: the reference run (no faults)")
+            result.reference_s, _ = run_side_job(side, 0)
+            say(f"{side.name}: {FAULTS} faults, one per {FAULT_EVERY:g} s of training")
+            result.faulted_s, result.faults = run_side_job(side, FAULTS)
+            results.append(result)
+    finally:
+        for side in sides:
+            side.close()
+        for namespace in namespaces:
+            remove_namespace(kube, namespace)
+        remove_tfjob_crd(kube)
+        resume()
+    return results
+
+
 def table(results: list[Result]) -> str:
     rows = [
         f"| contender | reference (s) | with {FAULTS} faults, one per {FAULT_EVERY:g} s (s) | goodput | "
@@ -363,7 +491,8 @@ def phase_table(results: list[Result]) -> str:
 
 def main() -> None:
     kube = ClusterClient()
-    say(f"goodput: {len(CONTENDERS)} contenders, {FAULTS} faults (K={FAULT_EVERY:g} s), trainer args {ARGS}")
+    contenders = [*CONTENDERS, *(("tfjob-tuned", "floor") if PEERS else ())]
+    say(f"goodput: {', '.join(contenders)}; {FAULTS} faults (K={FAULT_EVERY:g} s), trainer args {ARGS}")
     results = []
     for contender in CONTENDERS:
         result = Result(contender)
@@ -372,6 +501,8 @@ def main() -> None:
         say(f"{contender}: {FAULTS} faults, one per {FAULT_EVERY:g} s of training")
         result.faulted_s, result.faults, _ = run_job(kube, contender, FAULTS)
         results.append(result)
+    if PEERS:
+        results += run_peers(kube)
     print(table(results), flush=True)
     print("\nWhere a failure's time goes, seconds (median of the faults of each kind):", flush=True)
     print(phase_table(results), flush=True)

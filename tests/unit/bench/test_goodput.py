@@ -87,3 +87,15 @@ def test_the_step_resumed_from_is_the_chiefs_first_after_the_fault() -> None:
     assert resumed_step(gang(), FAULT) == 300
     assert resumed_step(gang(), 40.0) == 0  # attempt 0's, before it
     assert resumed_step({1: gang()[1]}, FAULT) is None
+
+
+def test_a_peers_restart_has_no_detect_and_its_start_spans_it_in_lines_of_any_attempt() -> None:
+    """TFJob's and the floor's pods say no attempt the bench can match, and no status says
+    when their restart was decided: the phases run from the fault in whatever lines follow."""
+    logs = gang()
+    phases = split(FAULT, None, logs, None, steps_lost=0, step_seconds=0.04)
+    assert phases["detect"] is None
+    assert phases["start"] == pytest.approx(2.0)  # worker 1's process at 102.0, from the fault
+    assert phases["import"] == pytest.approx(3.5) and phases["first step"] == pytest.approx(0.5)
+    # Lines before the fault are never the restart's, whatever their attempt.
+    assert split(200.0, None, logs, None, steps_lost=0, step_seconds=0.04)["start"] is None
