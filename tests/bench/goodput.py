@@ -90,6 +90,12 @@ COMMAND = ["python3", "-m", "tfmw_trainer"]
 SAMPLE = REPO / "deploy" / "samples" / "mnist-2-workers.yaml"
 CONTENDERS = ("tfmw-in-place", "tfmw-recreate")
 PEERS = os.environ.get("TFMW_BENCH_GOODPUT_PEERS", "1") not in ("", "0")
+# TFMW_BENCH_GOODPUT_ONLY=tfjob-tuned,floor: those contenders alone (a rerun of one part).
+ONLY = set(filter(None, os.environ.get("TFMW_BENCH_GOODPUT_ONLY", "").split(","))) or {
+    *CONTENDERS,
+    "tfjob-tuned",
+    "floor",
+}
 PEER_BOUND = 240.0  # a fault -> a peer's chief training again (TFJob's took 36.7 s in run G)
 KINDS = ("SIGKILL", "pod deleted")
 JOB_TIMEOUT = 600.0
@@ -123,14 +129,19 @@ class Result:
     reference_s: float = 0.0
     faulted_s: float = 0.0
     faults: list[Fault] = field(default_factory=list)
+    # The faulted job did not train again within PEER_BOUND after its last fault (what its
+    # workers said then): it was deleted, and it has no goodput.
+    stuck: str = ""
 
     @property
     def goodput(self) -> float:
-        return self.reference_s / self.faulted_s if self.faulted_s else 0.0
+        return self.reference_s / self.faulted_s if self.faulted_s and not self.stuck else 0.0
 
     @property
     def lost_per_failure_s(self) -> float:
-        return (self.faulted_s - self.reference_s) / len(self.faults) if self.faults else 0.0
+        if self.stuck or not self.faults:
+            return 0.0
+        return (self.faulted_s - self.reference_s) / len(self.faults)
 
 
 def manifest(name: str, contender: str) -> Json:
@@ -372,9 +383,25 @@ def side_uids(side: Side, job: str) -> set[str]:
     return {p.metadata.uid for p in pods.items}
 
 
-def run_side_job(side: Side, faults: int) -> tuple[float, list[Fault]]:
+def last_words(side: Side, job: str) -> str:
+    """Each of the job's pods now (phase, restarts) and its log's last lines: why a peer's
+    gang did not train again."""
+    said = []
+    for record in side.timeline.records(job, side.job_label):
+        lines = side.timeline.log(record.uid)[-3:]
+        marks = ", ".join(sorted(record.marks))
+        said.append(
+            f"{record.name} {record.uid[:8]} ({marks}; exit {record.exit}): "
+            + " | ".join(t for _, t in lines)
+        )
+    return "\n    ".join(said)
+
+
+def run_side_job(side: Side, faults: int) -> tuple[float, list[Fault], str]:
     """One job of a peer with `faults` faults, as run_job does it for tfmw: its wall time
-    (the create call -> Succeeded as the side sees it) and the faults."""
+    (the create call -> Succeeded as the side sees it), the faults, and, when it did not
+    train again within PEER_BOUND after a fault, what its pods said then (the job is then
+    deleted and its wall time is that of the give-up)."""
     job = f"goodput-{side.name.split('-')[0]}-{uuid.uuid4().hex[:5]}"
     started = side.create(job, ARGS)
     try:
@@ -393,7 +420,16 @@ def run_side_job(side: Side, faults: int) -> tuple[float, list[Fault]]:
             else:
                 at = time.time()
                 kubectl("delete", "pod", f"{job}-worker-1", "-n", side.namespace, "--wait=false")
-            trained_at = until("training again", lambda a=at: chief_stepped(side, job, a), PEER_BOUND)
+            try:
+                trained_at = until("training again", lambda a=at: chief_stepped(side, job, a), PEER_BOUND)
+            except TimeoutError:
+                stuck = (
+                    f"not training again {PEER_BOUND:.0f} s after fault {number + 1} ({fault.kind}):\n    "
+                )
+                stuck += last_words(side, job)
+                say(f"{job}: {stuck}")
+                done.append(fault)
+                return time.time() - started.created_at, done, stuck
             fault.training_s = trained_at - at
             time.sleep(1)  # the other workers' lines of the same moment
             fault.kept_pods = len(before & side_uids(side, job))
@@ -409,7 +445,7 @@ def run_side_job(side: Side, faults: int) -> tuple[float, list[Fault]]:
         succeeded = until("Succeeded", lambda: side.succeeded_at(job))
         wall = float(succeeded) - started.created_at
         say(f"{job}: Succeeded in {wall:.1f} s with {len(done)} fault(s)")
-        return wall, done
+        return wall, done, ""
     finally:
         with contextlib.suppress(Exception):
             side.delete(job)
@@ -429,12 +465,12 @@ def run_peers(kube: ClusterClient) -> list[Result]:
         for contender in ("tfjob", "floor"):
             namespaces.append(namespace_with_storage(kube, contender))
         sides = [TFJobSide(kube, namespaces[0], binary), FloorSide(kube, namespaces[1], images[0])]
-        for side in sides:
+        for side in (s for s in sides if s.name in ONLY):
             result = Result(side.name)
             say(f"{side.name}: the reference run (no faults)")
-            result.reference_s, _ = run_side_job(side, 0)
+            result.reference_s, _, _ = run_side_job(side, 0)
             say(f"{side.name}: {FAULTS} faults, one per {FAULT_EVERY:g} s of training")
-            result.faulted_s, result.faults = run_side_job(side, FAULTS)
+            result.faulted_s, result.faults, result.stuck = run_side_job(side, FAULTS)
             results.append(result)
     finally:
         for side in sides:
@@ -453,12 +489,21 @@ def table(results: list[Result]) -> str:
         "| --- | --- | --- | --- | --- | --- | --- | --- |",
     ]
     for r in results:
-        again = statistics.median(f.training_s for f in r.faults) if r.faults else 0.0
+        trained = [f.training_s for f in r.faults if f.training_s]
+        again = f"{statistics.median(trained):.1f}" if trained else "-"
         lost = [f.steps_lost for f in r.faults if f.steps_lost is not None]
         kept = ", ".join(str(f.kept_pods) for f in r.faults)
+        if r.stuck:
+            faulted, goodput, per_failure = f"stuck ({r.stuck.splitlines()[0]})", "-", "-"
+        else:
+            faulted, goodput, per_failure = (
+                f"{r.faulted_s:.1f}",
+                f"{r.goodput:.2f}",
+                f"{r.lost_per_failure_s:.1f}",
+            )
         rows.append(
-            f"| {r.contender} | {r.reference_s:.1f} | {r.faulted_s:.1f} | {r.goodput:.2f} | "
-            f"{r.lost_per_failure_s:.1f} | {again:.1f} | {kept} | {statistics.median(lost) if lost else '-'} |"
+            f"| {r.contender} | {r.reference_s:.1f} | {faulted} | {goodput} | "
+            f"{per_failure} | {again} | {kept} | {statistics.median(lost) if lost else '-'} |"
         )
     return "\n".join(rows)
 
@@ -494,14 +539,14 @@ def main() -> None:
     contenders = [*CONTENDERS, *(("tfjob-tuned", "floor") if PEERS else ())]
     say(f"goodput: {', '.join(contenders)}; {FAULTS} faults (K={FAULT_EVERY:g} s), trainer args {ARGS}")
     results = []
-    for contender in CONTENDERS:
+    for contender in (c for c in CONTENDERS if c in ONLY):
         result = Result(contender)
         say(f"{contender}: the reference run (no faults)")
         result.reference_s, _, _ = run_job(kube, contender, 0)
         say(f"{contender}: {FAULTS} faults, one per {FAULT_EVERY:g} s of training")
         result.faulted_s, result.faults, _ = run_job(kube, contender, FAULTS)
         results.append(result)
-    if PEERS:
+    if PEERS and ONLY & {"tfjob-tuned", "floor"}:
         results += run_peers(kube)
     print(table(results), flush=True)
     print("\nWhere a failure's time goes, seconds (median of the faults of each kind):", flush=True)
