@@ -710,6 +710,7 @@ class ControllerSide(Side):
 class TFJobSide(ControllerSide):
     name = "tfjob-tuned"
     job_label = TFJOB_JOB_LABEL
+    backoff_limit: int | None = None  # the sample's unless set (Kubeflow counts every worker's retry)
 
     def __init__(self, kube: ClusterClient, namespace: str, binary: str) -> None:
         super().__init__(kube, namespace)
@@ -730,8 +731,9 @@ class TFJobSide(ControllerSide):
         manifest = self.controller.job(job, WORKERS)
         # The sample's run policy, where TFJob has the same field.
         run = sample["spec"]["runPolicy"]
+        limit = run["backoffLimit"] if self.backoff_limit is None else self.backoff_limit
         manifest["spec"]["runPolicy"].update(
-            backoffLimit=run["backoffLimit"], activeDeadlineSeconds=run["activeDeadlineSeconds"]
+            backoffLimit=limit, activeDeadlineSeconds=run["activeDeadlineSeconds"]
         )
         self.controller.check_alive()
         group, version, plural = self.controller.api
