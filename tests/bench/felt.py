@@ -1235,6 +1235,14 @@ def remove_namespace(kube: ClusterClient, namespace: str) -> None:
     shutil.rmtree(SHARED_DIR / namespace, ignore_errors=True)
 
 
+def tear_down(kube: ClusterClient, sides: Sequence[Side], namespaces: Sequence[str]) -> None:
+    """The sides' watches and controllers stopped, then their namespaces and storage removed."""
+    for side in sides:
+        side.close()
+    for namespace in namespaces:
+        remove_namespace(kube, namespace)
+
+
 def attempt(side: Side, measure: Callable[[Side, str], Json], job: str) -> Json:
     """One job's measures; a job that fails is reported as such (its measures missing), its
     objects deleted, and the run goes on."""

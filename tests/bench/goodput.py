@@ -73,7 +73,7 @@ from bench.felt import (
     kill_worker,
     namespace_with_storage,
     parse_log_line,
-    remove_namespace,
+    tear_down,
 )
 from bench.peer import install_tfjob_crd, remove_tfjob_crd
 from bench.stats import say
@@ -482,10 +482,7 @@ def run_peers(kube: ClusterClient) -> list[Result]:
             result.faulted_s, result.faults, result.stuck = run_side_job(side, FAULTS)
             results.append(result)
     finally:
-        for side in sides:
-            side.close()
-        for namespace in namespaces:
-            remove_namespace(kube, namespace)
+        tear_down(kube, sides, namespaces)
         remove_tfjob_crd(kube)
         resume()
     return results

@@ -73,7 +73,7 @@ from bench.felt import (
     progress_epoch,
     quiet_machine,
     rel,
-    remove_namespace,
+    tear_down,
     tfjob_template,
     tfmw_manifest,
     wait_first_step,
@@ -541,8 +541,5 @@ def real_node(kube: ClusterClient, binary: str) -> Json:
                 this["death"]["floor"] = {"-": attempt(death_job, floor, f"death-{run}")}
             runs.append(this)
     finally:
-        for side in sides:
-            side.close()
-        for namespace in namespaces:
-            remove_namespace(kube, namespace)
+        tear_down(kube, sides, namespaces)
     return {"runs": RUNS, "death_runs": DEATH_RUNS, "summary": summarise(runs), "per_run": runs}
