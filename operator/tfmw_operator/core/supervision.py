@@ -183,7 +183,7 @@ def reported_ends(job: JobSpec, reports: Sequence[PodReport] | None, attempt: in
         end = report.end
         if member is None or report.state != REPORT_EXITED or end is None:
             continue
-        if report.attempt == attempt and end.attempt == attempt and end.exit_code != 0:
+        if report.attempt == attempt and end.exit_code != 0:  # an exited report's end is its attempt's
             ends[member] = end.exit_code
     return ends
 
