@@ -77,7 +77,7 @@ from bench.felt import (
 )
 from bench.peer import install_tfjob_crd, remove_tfjob_crd
 from bench.stats import say
-from bench.tfjob_node import deployed_images, worker_index
+from bench.tfjob_node import after, deployed_images, worker_index
 from kube import REPO, SHARED_DIR, ClusterClient, kubectl, pause_deployed_operator
 
 Json = dict[str, Any]
@@ -156,12 +156,17 @@ def manifest(name: str, contender: str) -> Json:
     return job
 
 
-def progress(name: str) -> Json:
+def read_progress(folder: Path) -> Json:
+    """The job's progress.json in its folder on the shared storage; {} while there is none."""
     try:
-        document = json.loads((SHARED_DIR / NAMESPACE / name / "progress.json").read_text())
+        document = json.loads((folder / "progress.json").read_text())
     except (OSError, ValueError):
         return {}
     return document if isinstance(document, dict) else {}
+
+
+def progress(name: str) -> Json:
+    return read_progress(SHARED_DIR / NAMESPACE / name)
 
 
 def until(what: str, probe: Any, timeout: float = JOB_TIMEOUT) -> Any:
@@ -366,16 +371,7 @@ def side_logs(side: Side, job: str) -> dict[int, list[LogLine]]:
 
 def chief_stepped(side: Side, job: str, since: float) -> float | None:
     """The chief's first `first_step` line stamped after `since`, from any of its pods."""
-    lines = side_logs(side, job).get(0, [])
-    return min((at for at, text in lines if at > since and FIRST_STEP.match(text)), default=None)
-
-
-def side_progress(side: Side, job: str) -> Json:
-    try:
-        document = json.loads((side.folder(job) / "progress.json").read_text())
-    except (OSError, ValueError):
-        return {}
-    return document if isinstance(document, dict) else {}
+    return after(side_logs(side, job).get(0, []), FIRST_STEP, since)
 
 
 def side_uids(side: Side, job: str) -> set[str]:
@@ -412,7 +408,7 @@ def run_side_job(side: Side, faults: int) -> tuple[float, list[Fault], str]:
             if side.succeeded_at(job) is not None:
                 say(f"{job}: ended before fault {number + 1}; make the job longer (TFMW_BENCH_EPOCHS)")
                 break
-            at_fault = side_progress(side, job)
+            at_fault = read_progress(side.folder(job))
             fault = Fault(KINDS[number % len(KINDS)], at_step=int(at_fault.get("step") or 0))
             before = side_uids(side, job)
             if fault.kind == "SIGKILL":
