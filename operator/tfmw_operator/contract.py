@@ -38,6 +38,16 @@ PROGRESS_PATH_ENV: Final = "TFMW_PROGRESS_PATH"
 EVALUATION_PATH_ENV: Final = "TFMW_EVALUATION_PATH"  # the evaluator's metrics
 STEP_TIMES_PATH_ENV: Final = "TFMW_STEP_TIMES_PATH"  # each training pod's own compute time per step
 STACKS_PATH_ENV: Final = "TFMW_STACKS_PATH"  # where a program dumps its threads' stacks on SIGUSR1
+
+# ---- a default the operator gives every container, kept out when the template sets it ----
+
+# TensorFlow reads its gRPC channels' defaults from this variable (tsl's grpc_channel.cc,
+# CreateDefaultChannelArguments): comma-separated `name=value`.
+GRPC_OPTIONS_ENV: Final = "TF_GRPC_DEFAULT_OPTIONS"
+# gRPC waits its initial reconnect backoff, 1 s, before it calls a peer again that refused a
+# connection: a worker whose TensorFlow came up before the chief's coordination service
+# listened lost that second in every start and restart (docs/benchmarks.md, "cluster up").
+GRPC_OPTIONS: Final = "grpc.initial_reconnect_backoff_ms=50"
 # The pod's own UID (the downward API's metadata.uid), for the in-pod supervisor: its reports
 # name the pod incarnation that wrote them.
 POD_UID_ENV: Final = "TFMW_POD_UID"

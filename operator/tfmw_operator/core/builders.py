@@ -221,6 +221,10 @@ def _with_injections(container: Json, env: list[Json], mount: Json | None) -> Js
     container["env"] = [
         e for e in own if not (isinstance(e.get("name"), str) and e["name"] in injected)
     ] + env
+    # A default, not an injection: the template's own value wins, and so may an envFrom
+    # source's, which an env entry would override.
+    if not container.get("envFrom") and all(e.get("name") != contract.GRPC_OPTIONS_ENV for e in own):
+        container["env"].append({"name": contract.GRPC_OPTIONS_ENV, "value": contract.GRPC_OPTIONS})
     mounts = [m for m in container.get("volumeMounts") or [] if m.get("name") != SHARED_VOLUME_NAME]
     container["volumeMounts"] = [*mounts, mount] if mount is not None else mounts
     # Without a termination-log file of its own, a failed container's message is the tail of

@@ -168,6 +168,45 @@ def test_env_injected_into_every_container_and_init_container() -> None:
     ]
 
 
+def test_every_container_gets_fast_grpc_reconnects_unless_its_template_sets_them() -> None:
+    template = {
+        "spec": {
+            "initContainers": [{"name": "fetch", "image": "busybox"}],
+            "containers": [
+                {"name": "tensorflow", "image": "tfmw-trainer:dev"},
+                {
+                    "name": "own",
+                    "image": "busybox",
+                    "env": [{"name": "TF_GRPC_DEFAULT_OPTIONS", "value": "grpc.keepalive_time_ms=1"}],
+                },
+                {
+                    "name": "from-secret",
+                    "image": "busybox",
+                    "env": [
+                        {
+                            "name": "TF_GRPC_DEFAULT_OPTIONS",
+                            "valueFrom": {"secretKeyRef": {"name": "s", "key": "k"}},
+                        }
+                    ],
+                },
+                {"name": "from-map", "image": "busybox", "envFrom": [{"configMapRef": {"name": "grpc"}}]},
+            ],
+        },
+    }
+    pod = build_pod(parse_job(job("mnist").template(template).obj()), Member.worker(0), 0)
+    fetch, tensorflow, own, from_secret, from_map = pod["spec"]["initContainers"] + pod["spec"]["containers"]
+    for container in (fetch, tensorflow):
+        assert container_env(container)["TF_GRPC_DEFAULT_OPTIONS"] == "grpc.initial_reconnect_backoff_ms=50"
+    assert [e for e in own["env"] if e["name"] == "TF_GRPC_DEFAULT_OPTIONS"] == [
+        {"name": "TF_GRPC_DEFAULT_OPTIONS", "value": "grpc.keepalive_time_ms=1"}
+    ]
+    assert [e for e in from_secret["env"] if e["name"] == "TF_GRPC_DEFAULT_OPTIONS"] == [
+        {"name": "TF_GRPC_DEFAULT_OPTIONS", "valueFrom": {"secretKeyRef": {"name": "s", "key": "k"}}}
+    ]
+    # An env entry would override what the ConfigMap may set.
+    assert "TF_GRPC_DEFAULT_OPTIONS" not in {e["name"] for e in from_map["env"]}
+
+
 def test_port_goes_to_first_container_without_one_named_tensorflow() -> None:
     template = {"spec": {"containers": [{"name": "train", "image": "x"}, {"name": "side", "image": "y"}]}}
     pod = build_pod(parse_job(job().template(template).obj()), Member.worker(0), 0)
