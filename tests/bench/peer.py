@@ -18,7 +18,7 @@ import tempfile
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, ClassVar
 
 import tfmw_operator
 import yaml
@@ -80,6 +80,8 @@ class Contender:
     process: subprocess.Popen[bytes] | None = None
     log: Path | None = None
     started_at: float = 0.0
+    # Its gangs restart in place under the in-pod supervisor (tfmw with --supervisor-image).
+    in_place: ClassVar[bool] = False
 
     def job(self, name: str, workers: int) -> Json:
         raise NotImplementedError
@@ -162,6 +164,18 @@ class Tfmw(Contender):
 
     def services(self, name: str, workers: int) -> int:
         return 1  # one headless Service for the whole gang
+
+
+class TfmwInPlace(Tfmw):
+    """The operator of this tree with supervision on (`--supervisor-image`): the template gives
+    its command, so each gang restarts in place. On kwok no supervisor runs: the scale bench
+    writes their reports (bench.supervisors)."""
+
+    in_place: ClassVar[bool] = True
+
+    def __init__(self, namespace: str, shared_root: Path) -> None:
+        super().__init__(namespace, shared_root, name="tfmw-in-place")
+        self.command = [*self.command, "--supervisor-image", "tfmw-operator:dev"]
 
 
 class TfmwTFJob(Tfmw):

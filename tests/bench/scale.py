@@ -53,6 +53,7 @@ from bench.peer import (
     Contender,
     TFJob,
     Tfmw,
+    TfmwInPlace,
     cpu_seconds,
     install_tfjob_crd,
     machine_busy_percent,
@@ -72,6 +73,8 @@ from bench.stats import (
     write_counts,
     writes_between,
 )
+from bench.supervisors import MARKS as IN_PLACE_MARKS
+from bench.supervisors import EmulatedSupervisors
 from kube import (
     LOCAL_KUBECONFIG,
     REPO,
@@ -399,6 +402,18 @@ class Tracker:
     def pod_uid(self, job: str, name: str) -> str:
         with self.lock:
             return self.pods[job][name].uid
+
+    def gang(self, job: str) -> dict[str, tuple[str, str]]:
+        """The job's pods: stem (worker-<i>) -> (pod name, pod UID)."""
+        with self.lock:
+            return {name.removeprefix(f"{job}-"): (name, p.uid) for name, p in self.pods[job].items()}
+
+    def reach(self, job: str, milestone: str, seconds: float) -> None:
+        """A milestone the benchmark sees itself (the emulated supervisors' reports)."""
+        with self.lock:
+            milestones = self.milestones
+            if milestones is not None and job in milestones.triggered:
+                milestones.reached[milestone].setdefault(job, seconds)
 
 
 def medians(marks: dict[str, dict[str, float]], names: Collection[str]) -> dict[str, float]:
@@ -829,11 +844,19 @@ def run_contender(
         rss.step = "2 restarts"
         losers = names[:: round(1 / LOSS_FRACTION)]
         say(f"{contender.name}: {len(losers)} jobs lose one worker ...")
-        milestones = tracker.expect({"running": tracker.gang_running})
+        # In place the pods stay: the gang runs again when its supervisors (emulated: kwok runs
+        # no process) all run the new attempt's child.
+        in_place = contender.in_place
+        milestones = tracker.expect({"running": (lambda job: False) if in_place else tracker.gang_running})
+        if in_place:
+            supervisors = EmulatedSupervisors(
+                shared, namespace, lambda job, seconds: tracker.reach(job, "running", seconds)
+            )
 
         def lose(i_name: tuple[int, str]) -> None:
             i, name = i_name
-            pod = f"{name}-worker-{1 + i % (WORKERS - 1)}"
+            stem = f"worker-{1 + i % (WORKERS - 1)}"
+            pod = f"{name}-{stem}"
             uid = tracker.pod_uid(name, pod)
 
             def before() -> None:
@@ -841,9 +864,16 @@ def run_contender(
                 tracker.old_pods[name] = {p.uid for p in tracker.pods[name].values()}
 
             tracker.trigger(name, before=before)
-            kubelet.exit(namespace, pod, DEAD_EXIT_CODE)
+            if in_place:
+                supervisors.kill(name, tracker.uids[name], tracker.gang(name), stem)
+            else:
+                kubelet.exit(namespace, pod, DEAD_EXIT_CODE)
 
         machine = machine_ticks()
+        writes_before_restarts, deletions_before_restarts = (
+            write_counts(metrics_text(), SCHEDULER_EVENTS),
+            kubelet.deletions_sent,
+        )
         list(pool.map(lose, enumerate(losers)))
         took = wait_milestone(tracker, milestones, "running", len(losers), timeout, "gangs Running again")
         out["worker_death_to_gang_running"] = {
@@ -854,11 +884,31 @@ def run_contender(
         with tracker.lock:
             marks = dict(tracker.restart_marks)
             tracker.old_pods.clear()
-        out["worker_death_breakdown_median_s"] = medians(marks, RESTART_MARKS)
+        if in_place:
+            supervisors.close()
+            marks = supervisors.marks()
+        out["worker_death_breakdown_median_s"] = medians(marks, IN_PLACE_MARKS if in_place else RESTART_MARKS)
         say(f"{contender.name}: all {len(losers)} gangs Running again in {took:.1f} s")
         say(
             f"{contender.name}:   where the time went (median s from the death): {out['worker_death_breakdown_median_s']}"
         )
+        # The restarts' own writes: from the first death until the contender is quiet again
+        # (its status writes and Events trail the pods).
+        writes_settled()
+        restart_writes = writes_between(
+            writes_before_restarts, write_counts(metrics_text(), SCHEDULER_EVENTS), NOT_THE_CONTENDERS
+        )
+        restart_writes["DELETE pods"] = restart_writes.get("DELETE pods", 0) - (
+            kubelet.deletions_sent - deletions_before_restarts
+        )
+        restart_writes = {k: v for k, v in sorted(restart_writes.items()) if v > 0}
+        out["api_writes_restarts"] = restart_writes
+        out["api_writes_per_restart"] = round(sum(restart_writes.values()) / len(losers), 1)
+        say(f"{contender.name}: API writes per restart {out['api_writes_per_restart']}: {restart_writes}")
+        if in_place:
+            # Steps 3 and 4 are the re-created contender's own (its completion and clean-up
+            # code): not run again, and no supervisor here would exit on the control file.
+            return out
 
         # 3. with N jobs running, one chief at a time -> Succeeded
         rss.step = "3 completions"
@@ -970,6 +1020,7 @@ ROWS = (
     ("controller writes go on after every status said Running (s)", "writes_settled_after_statuses_s", None),
     ("controller idle CPU, N running (% of a core)", "idle_cpu_percent_with_all_running", None),
     ("API writes per job", "api_writes_per_job", None),
+    ("API writes per restart (step 2)", "api_writes_per_restart", None),
     ("API server latency, reads p50 (ms)", "apiserver_latency", "reads_p50_ms"),
     ("API server latency, reads p99 (ms)", "apiserver_latency", "reads_p99_ms"),
     ("API server latency, writes p50 (ms)", "apiserver_latency", "writes_p50_ms"),
@@ -992,33 +1043,43 @@ def figure(result: dict[str, Any], key: str, sub: str | None) -> float | None:
     return value if isinstance(value, int | float) else None
 
 
+def pairs(names: list[str]) -> list[tuple[str, str]]:
+    """Which ratios a run shows: each tfmw side over each other contender, and tfmw in place
+    over tfmw re-created."""
+    ours = [n for n in names if n.startswith("tfmw")]
+    theirs = [n for n in names if not n.startswith("tfmw")]
+    found = [(a, b) for a in ours for b in theirs]
+    if "tfmw-in-place" in names and "tfmw" in names:
+        found.append(("tfmw-in-place", "tfmw"))
+    return found
+
+
 def ratios(side: dict[str, dict[str, Any]]) -> dict[str, dict[str, float | None]]:
-    """tfmw's figure over each other contender's, per row."""
+    """Each pair's figure over the other's, per row (pairs)."""
     return {
-        f"tfmw/{other}": {
-            label: compared(figure(side["tfmw"], key, sub), figure(side[other], key, sub), key)
+        f"{a}/{b}": {
+            label: compared(figure(side[a], key, sub), figure(side[b], key, sub), key)
             for label, key, sub in ROWS
         }
-        for other in side
-        if other != "tfmw" and "tfmw" in side
+        for a, b in pairs(list(side))
     }
 
 
 def table(side: dict[str, dict[str, Any]]) -> str:
     names = list(side)
-    others = [n for n in names if n != "tfmw"]
+    rated = pairs(names)
     header = (
         f"{'measure':<50}"
         + "".join(f"{n:>15}" for n in names)
-        + "".join(f"{'tfmw/' + n:>20}" for n in others)
+        + "".join(f"{a + '/' + b:>26}" for a, b in rated)
     )
     lines = [header, "-" * len(header)]
     for label, key, sub in ROWS:
         values = [figure(side[n], key, sub) for n in names]
         cells = "".join(f"{'-' if v is None else format(v, '.4g'):>15}" for v in values)
         rates = "".join(
-            f"{'-' if (r := compared(values[0], figure(side[n], key, sub), key)) is None else format(r, '.3f'):>20}"
-            for n in others
+            f"{'-' if (r := compared(figure(side[a], key, sub), figure(side[b], key, sub), key)) is None else format(r, '.3f'):>26}"
+            for a, b in rated
         )
         lines.append(f"{label:<50}{cells}{rates}")
     for n in names:
@@ -1030,15 +1091,15 @@ def table(side: dict[str, dict[str, Any]]) -> str:
 def markdown(side: dict[str, dict[str, Any]]) -> str:
     """The table as docs/benchmarks.md shows it."""
     names = list(side)
-    others = [n for n in names if n != "tfmw"]
+    rated = pairs(names)
     lines = [
-        "| measure | " + " | ".join(names) + "".join(f" | tfmw / {n}" for n in others) + " |",
-        "| --- |" + " --- |" * (len(names) + len(others)),
+        "| measure | " + " | ".join(names) + "".join(f" | {a} / {b}" for a, b in rated) + " |",
+        "| --- |" + " --- |" * (len(names) + len(rated)),
     ]
     for label, key, sub in ROWS:
         values = [figure(side[n], key, sub) for n in names]
         cells = ["-" if v is None else format(v, ".4g") for v in values]
-        rates = [compared(values[0], figure(side[n], key, sub), key) for n in others]
+        rates = [compared(figure(side[a], key, sub), figure(side[b], key, sub), key) for a, b in rated]
         lines.append(
             f"| {label} | "
             + " | ".join(cells)
@@ -1065,6 +1126,7 @@ def main() -> None:
     shared = Path(tempfile.mkdtemp(prefix="tfmw-bench-scale-"))
     contenders: dict[str, tuple[Callable[[str], Contender], float]] = {
         "tfmw": (lambda ns: Tfmw(ns, shared), TIMEOUT),
+        "tfmw-in-place": (lambda ns: TfmwInPlace(ns, shared), TIMEOUT),
     }
     if BASELINE:
         # Another tree's operator (`git archive <commit> operator | tar -x -C DIR`, then

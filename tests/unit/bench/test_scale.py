@@ -12,6 +12,7 @@ from bench.scale import (
     gang_running,
     kwok_template,
     markdown,
+    pairs,
     ratios,
     table,
     with_shared_volume,
@@ -75,3 +76,14 @@ def test_ratios_and_table_say_tfmw_over_each_other_and_mark_what_is_missing() ->
         == "| measure | tfmw | tfjob-tuned | tfjob-shipped | tfmw / tfjob-tuned | tfmw / tfjob-shipped |"
     )
     assert rows[2] == "| create -> gang Running, median (s) | 1 | 4 | - | 0.25 | - |"
+
+
+def test_in_place_is_rated_against_every_peer_and_against_tfmw_re_created() -> None:
+    assert pairs(["tfmw", "tfmw-in-place", "tfjob-tuned", "floor"]) == [
+        ("tfmw", "tfjob-tuned"),
+        ("tfmw", "floor"),
+        ("tfmw-in-place", "tfjob-tuned"),
+        ("tfmw-in-place", "floor"),
+        ("tfmw-in-place", "tfmw"),
+    ]
+    assert pairs(["tfmw-in-place", "tfjob-tuned"]) == [("tfmw-in-place", "tfjob-tuned")]
