@@ -249,6 +249,10 @@ class Tracker:
         # Step 1's jobs: when each job's pods were all created, scheduled, Running (LAUNCH_MARKS).
         self.launching = False
         self.launch_marks: dict[str, dict[str, float]] = defaultdict(dict)
+        # A contender whose gangs restart in place: its pods' supervisors, emulated; told of
+        # each pod of the first attempt once it is Running.
+        self.supervisors: EmulatedSupervisors | None = None
+        self.reported: set[str] = set()
         group, version, plural = contender.api
         follow_in_thread(
             kube.core.list_namespaced_pod,
@@ -289,6 +293,13 @@ class Tracker:
             self._check(job)
             self._mark_restart(job)
             self._mark_launch(job)
+            started = (
+                kind != "DELETED" and status.get("phase") == "Running" and meta["uid"] not in self.reported
+            )
+            if self.supervisors is not None and started:
+                self.reported.add(meta["uid"])
+                owner = (meta.get("ownerReferences") or [{}])[0].get("uid", "")
+                self.supervisors.pod_running(job, owner, meta["name"], meta["uid"])
         # kwok leaves deletions to us (hack/kwok.sh): confirmed by UID, as a kubelet does.
         self.kubelet.confirm_later(kind, obj)
 
@@ -766,6 +777,13 @@ def run_contender(
     # at once as KUBELETS_CONFIRMING (each of the 100 nodes' kubelets confirms its own).
     kubelet = SimulatedKubelet(kube, grace_cap_seconds=0, confirming_at_once=KUBELETS_CONFIRMING)
     tracker = Tracker(kube, contender, namespace, kubelet)
+    supervisors = None
+    if contender.in_place:
+        # kwok runs no process: the bench writes each supervised pod's reports (bench.supervisors).
+        supervisors = EmulatedSupervisors(
+            shared, namespace, lambda job, seconds: tracker.reach(job, "running", seconds)
+        )
+        tracker.supervisors = supervisors
     out: dict[str, Any] = {"jobs": JOBS, "workers": WORKERS}
     names = [f"s{i}" for i in range(JOBS)]
     pool = ThreadPoolExecutor(THREADS)
@@ -846,12 +864,8 @@ def run_contender(
         say(f"{contender.name}: {len(losers)} jobs lose one worker ...")
         # In place the pods stay: the gang runs again when its supervisors (emulated: kwok runs
         # no process) all run the new attempt's child.
-        in_place = contender.in_place
+        in_place = supervisors is not None
         milestones = tracker.expect({"running": (lambda job: False) if in_place else tracker.gang_running})
-        if in_place:
-            supervisors = EmulatedSupervisors(
-                shared, namespace, lambda job, seconds: tracker.reach(job, "running", seconds)
-            )
 
         def lose(i_name: tuple[int, str]) -> None:
             i, name = i_name
@@ -864,7 +878,7 @@ def run_contender(
                 tracker.old_pods[name] = {p.uid for p in tracker.pods[name].values()}
 
             tracker.trigger(name, before=before)
-            if in_place:
+            if supervisors is not None:
                 supervisors.kill(name, tracker.uids[name], tracker.gang(name), stem)
             else:
                 kubelet.exit(namespace, pod, DEAD_EXIT_CODE)
@@ -884,8 +898,7 @@ def run_contender(
         with tracker.lock:
             marks = dict(tracker.restart_marks)
             tracker.old_pods.clear()
-        if in_place:
-            supervisors.close()
+        if supervisors is not None:
             marks = supervisors.marks()
         out["worker_death_breakdown_median_s"] = medians(marks, IN_PLACE_MARKS if in_place else RESTART_MARKS)
         say(f"{contender.name}: all {len(losers)} gangs Running again in {took:.1f} s")
@@ -981,6 +994,8 @@ def run_contender(
             rss.stop.set()
         contender.stop()
         tracker.stop.set()
+        if supervisors is not None:
+            supervisors.close()
         kubelet.stop()
         # No kubelet left to finish graceful deletions (kwok leaves them to it): at once.
         with contextlib.suppress(ApiException):

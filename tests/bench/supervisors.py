@@ -110,6 +110,8 @@ class EmulatedSupervisors:
         self.on_running = on_running
         self.lock = threading.Lock()
         self.gangs: dict[str, Gang] = {}
+        self.starting: list[tuple[str, str, str, str]] = []  # pod_running's, not yet reported
+        self.folders: dict[str, JobFolder] = {}
         self.stop = threading.Event()
         self.thread = threading.Thread(target=self._run, name="supervisors", daemon=True)
         self.thread.start()
@@ -122,13 +124,19 @@ class EmulatedSupervisors:
             s: PodState(pod=name, uid=uid, attempt=0, state=STATE_RUNNING, started_at=wall)
             for s, (name, uid) in pods.items()
         }
-        gang = Gang(job, job_uid, JobFolder(str(self.root / job)), states, awaited=1, died_at=now)
+        gang = Gang(job, job_uid, self._folder(job), states, awaited=1, died_at=now)
         dead = states[stem]
         dead.state, dead.end = STATE_EXITED, ended(0, dead.started_at)
         gang.signature = gang.folder.control_signature()
         gang.folder.write_report(stem, report(gang, stem))
         with self.lock:
             self.gangs[job] = gang
+
+    def pod_running(self, job: str, job_uid: str, pod: str, uid: str) -> None:
+        """A pod of attempt 0 is Running: its supervisor starts the child and reports
+        `running` (within one poll here, as its start-up takes)."""
+        with self.lock:
+            self.starting.append((job, job_uid, pod, uid))
 
     def marks(self) -> dict[str, dict[str, float]]:
         with self.lock:
@@ -142,8 +150,28 @@ class EmulatedSupervisors:
         while not self.stop.wait(DEFAULT_POLL_SECONDS):
             with self.lock:
                 gangs = [g for g in self.gangs.values() if "all running" not in g.marks]
+                starting, self.starting = self.starting, []
+            for job, job_uid, pod, uid in starting:
+                self._start(job, job_uid, pod, uid)
             for gang in gangs:
                 self._poll(gang)
+
+    def _start(self, job: str, job_uid: str, pod: str, uid: str) -> None:
+        stem = pod.removeprefix(f"{job}-")
+        gang = Gang(
+            job, job_uid, self._folder(job), {stem: PodState(pod, uid, 0, STATE_RUNNING, time.time())}
+        )
+        try:
+            gang.folder.write_report(stem, report(gang, stem))
+        except OSError:
+            with self.lock:  # the job's folder is not there yet: the next poll
+                self.starting.append((job, job_uid, pod, uid))
+                self.folders.pop(job, None)
+
+    def _folder(self, job: str) -> JobFolder:
+        """One per job, its directory held open for the run (as each pod's supervisor holds it)."""
+        with self.lock:
+            return self.folders.setdefault(job, JobFolder(str(self.root / job)))
 
     def _poll(self, gang: Gang) -> None:
         """One poll of the gang's control file, as each of its supervisors makes it."""

@@ -69,3 +69,20 @@ def test_a_control_file_of_another_job_or_an_older_attempt_is_not_obeyed(tmp_pat
     supervisors._poll(gang)
     assert gang.marks == {}
     assert sorted(p.name for p in (folder / ".tfmw" / "pods").iterdir()) == ["worker-2.json"]
+
+
+def test_a_pod_running_in_the_first_attempt_reports_its_child_running(tmp_path: Path) -> None:
+    supervisors = EmulatedSupervisors(tmp_path, "ns", lambda job, seconds: None)
+    supervisors.close()
+    supervisors._start("s0", JOB_UID, "s0-worker-0", "pod-uid-0")  # no folder yet: kept for later
+    assert supervisors.starting == [("s0", JOB_UID, "s0-worker-0", "pod-uid-0")]
+    (tmp_path / "ns" / "s0").mkdir(parents=True)
+    supervisors._start(*supervisors.starting.pop())
+    raw = (tmp_path / "ns" / "s0" / ".tfmw" / "pods" / "worker-0.json").read_bytes()
+    report = parse_report(raw, JOB_UID, "worker-0")
+    assert report is not None and (report.state, report.attempt, report.pod_uid) == (
+        "running",
+        0,
+        "pod-uid-0",
+    )
+    assert report.started_at is not None
