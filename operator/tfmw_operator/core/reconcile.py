@@ -1013,6 +1013,13 @@ def _restart(step: _Step, job: JobSpec, verdict: Restart, current: Sequence[Obse
         gone = gone_at_raise(current, step.now)
         off = [p for p in current if p.node in kept_out and not p.deleting and p not in gone]
         step.delete([*gone, *off], grace_seconds=grace)
+        kept = [p for p in current if not p.gone and not p.deleting]
+        if not gone and not off and {p.member for p in kept} >= set(job.members):
+            # Every pod runs on and none is to be made: the new attempt is launched in this
+            # same decision, one status write where _launch's would be a second.
+            step.update(launched_attempt=over + 1)
+            message = f"attempt {over + 1} restarted in place: {len(current)} pods run on, 0 created again"
+            step.condition(ConditionType.CREATED, True, "PodsCreated", message)
         return
     # Named by the pods (the queue label may be gone from the job) and by the attempt
     # (Kueue may have deleted the pods already).

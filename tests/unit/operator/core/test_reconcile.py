@@ -1072,3 +1072,25 @@ def test_a_pod_made_again_within_the_attempt_names_its_peers_by_their_own_hostna
     ]
     (control,) = [a for a in decision.actions if isinstance(a, WriteControl)]
     assert control.hosts == {"worker-0": "worker-0-a2", "worker-1": "worker-1-a1"}
+
+
+def test_a_restart_in_place_that_keeps_every_pod_is_launched_in_the_decision_that_raises_it() -> None:
+    """Worker 1's command was SIGKILLed, every pod runs on: the raise launches the new attempt
+    too, so the restart costs two status writes (the raise, then Running), not three."""
+    j = job().commanded().launched(phase="Running").obj()
+    pods = [pod(j, 0).running().obj(), pod(j, 1).running().obj()]
+    raised = decide(j, pods, reports=(report(pods[0], "running", 0), report(pods[1], "exited", 0, 137)))
+    assert (raised.status.attempt, raised.status.launched_attempt) == (1, 1)
+    assert (
+        condition(raised, "Created").message == "attempt 1 restarted in place: 2 pods run on, 0 created again"
+    )
+    j["status"] = raised.status.to_json()
+    waiting = (report(pods[0], "waiting", 1), report(pods[1], "waiting", 1))
+    # The counts alone wait COUNTS_WRITE_SECONDS, as ever: the barrier opens well within it.
+    held = decide(j, pods, reports=waiting, now=at(20.5), status_written_at=at(20))
+    assert held.status == raised.status and not held.events
+    # A pod still going is made again for the new attempt: the launch waits for it to be gone.
+    k = job().commanded().launched(phase="Running").obj()
+    going = [pod(k, 0).running().obj(), pod(k, 1).running().deleting(15).obj()]
+    deleted = decide(k, going, reports=(report(going[0], "running", 0), report(going[1], "running", 0)))
+    assert (deleted.status.attempt, deleted.status.launched_attempt) == (1, 0)
