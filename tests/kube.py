@@ -32,6 +32,26 @@ Json = dict[str, Any]
 T = TypeVar("T")
 
 
+def trainer_pids(job_uid: str, index: int) -> list[int]:
+    """On this node, the processes of worker `index`'s trainer (`python3 -m tfmw_trainer`): the
+    trainer and the training process it forks. Not its supervisor, and not a warm standby
+    still waiting for its attempt (the supervisor's child, with no child of its own): a
+    standby that became the trainer runs `python3 -c ... -m tfmw_trainer`, and its training
+    process is its child."""
+    found: dict[int, int] = {}  # pid -> parent pid
+    for environ in Path("/proc").glob("[0-9]*/environ"):
+        try:
+            env = environ.read_bytes().split(b"\0")
+            cmdline = (environ.parent / "cmdline").read_bytes().split(b"\0")
+            parent = int((environ.parent / "stat").read_text().rsplit(")", 1)[1].split()[1])
+        except (OSError, ValueError, IndexError):
+            continue
+        ours = f"TFMW_JOB_UID={job_uid}".encode() in env and f"TFMW_WORKER_INDEX={index}".encode() in env
+        if ours and b"tfmw_trainer" in cmdline and cmdline[1:2] != [b"-I"]:
+            found[int(environ.parent.name)] = parent
+    return sorted(pid for pid, parent in found.items() if parent in found or pid in found.values())
+
+
 def kubectl(*args: str, check: bool = True, input: str | None = None) -> subprocess.CompletedProcess[str]:
     result = subprocess.run(
         ["kubectl", *args], capture_output=True, text=True, input=input, timeout=120, check=False

@@ -59,6 +59,7 @@ import os  # noqa: E402
 import re  # noqa: E402
 import select  # noqa: E402
 import selectors  # noqa: E402
+import socket  # noqa: E402
 import stat  # noqa: E402
 import sys  # noqa: E402
 import threading  # noqa: E402
@@ -839,6 +840,80 @@ class ChildEnd:
         }
 
 
+# ---- a warm start: the next attempt's Python, its imports done while this one runs ----
+
+PYTHON_NAME = re.compile(r"python[0-9.]*\Z")
+MODULE_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*(?:\.[A-Za-z_][A-Za-z0-9_]*)*\Z")
+MAX_WARM_MODULES = 16
+# A standby is started this long after a child: never beside the child's own imports.
+STANDBY_DELAY_SECONDS = 10.0
+STANDBY_CHANNEL_FD = 3  # the standby's end of its socket pair to the supervisor
+# Run as `python -c STANDBY_CODE MODULES MODE TARGET ARG...`: imports MODULES, says `ready`,
+# waits for the attempt's environment (JSON, one line), then runs TARGET as `python MODE
+# TARGET ARG...` would: `-m` a module, `-` (here) a script's path.
+STANDBY_CODE = """import os, sys
+channel, modules, mode, target, rest = 3, sys.argv[1], sys.argv[2], sys.argv[3], sys.argv[4:]
+for name in modules.split(","):
+    __import__(name)
+os.write(channel, b"ready\\n")
+data = b""
+while not data.endswith(b"\\n"):
+    chunk = os.read(channel, 1 << 20)
+    if not chunk:
+        os._exit(0)
+    data += chunk
+os.close(channel)
+import json, runpy
+environ = json.loads(data.decode())
+os.environ.clear()
+os.environ.update(environ)
+sys.argv = [target, *rest]
+if mode == "-m":
+    sys.path[0] = os.getcwd()
+    runpy.run_module(target, run_name="__main__", alter_sys=True)
+else:
+    sys.path[0] = os.path.dirname(os.path.abspath(target))
+    runpy.run_path(target, run_name="__main__")
+"""
+
+
+def python_invocation(command: Sequence[str]) -> tuple[str, str, list[str]] | None:
+    """`python3 -m MODULE ARG...` as ("-m", MODULE, ARGs), `python3 SCRIPT ARG...` as ("-",
+    SCRIPT, ARGs): the commands a standby can run after importing ahead. None for any other
+    (interpreter options, `-c`, a shell, another program)."""
+    if len(command) < 2 or not PYTHON_NAME.match(os.path.basename(command[0])):
+        return None
+    if command[1] == "-m":
+        if len(command) < 3 or not MODULE_NAME.match(command[2]):
+            return None
+        return ("-m", command[2], list(command[3:]))
+    if command[1].startswith("-") or not command[1]:
+        return None
+    return ("-", command[1], list(command[2:]))
+
+
+def warm_modules(text: str) -> tuple[str, ...]:
+    """`--warm-start`'s comma-separated module names; ValueError naming the bad one."""
+    names = tuple(n for n in text.split(",") if n)
+    if not names or len(names) > MAX_WARM_MODULES:
+        raise ValueError(f"1 to {MAX_WARM_MODULES} module names, comma-separated")
+    for name in names:
+        if not MODULE_NAME.match(name) or len(name) > 128:
+            raise ValueError(f"{name!r} is not a module name")
+    return names
+
+
+@dataclasses.dataclass
+class Standby:
+    """The next attempt's process, importing or ready, not yet given its attempt."""
+
+    pid: int
+    channel: int  # our end of its socket pair
+    pipes: dict[int, int]  # its output, as Child.pipes; read once it is a child
+    started: float = 0.0  # monotonic
+    ready: bool = False  # it said so on its channel
+
+
 @dataclasses.dataclass
 class Child:
     pid: int
@@ -860,6 +935,8 @@ class Settings:
     log_max_bytes: int
     exited_wait_seconds: float
     poll_seconds: float
+    warm_start: tuple[str, ...] = ()  # modules a standby imports ahead of the next attempt
+    warm_start_delay: float = STANDBY_DELAY_SECONDS
 
 
 @dataclasses.dataclass(frozen=True)
@@ -924,6 +1001,13 @@ class Supervisor:
         self.retry_report_at: float | None = None  # monotonic: a report that failed is written again
         self.reports_failing = False
         self.exit_code: int | None = None
+        self.standby: Standby | None = None
+        self.standby_at: float | None = None  # monotonic: start the next attempt's standby then
+        self.invocation = python_invocation(settings.command) if settings.warm_start else None
+        if settings.warm_start and self.invocation is None:
+            say(
+                "--warm-start: the command is not `python3 -m MODULE ...` or `python3 SCRIPT ...`: no standby"
+            )
 
     def _wake(self) -> None:
         with contextlib.suppress(OSError):  # the pipe is full: the main loop wakes anyway
@@ -955,7 +1039,9 @@ class Supervisor:
 
     def _wait(self) -> None:
         deadlines = [
-            d for d in (self.terminate_deadline, self.exited_deadline, self.retry_report_at) if d is not None
+            d
+            for d in (self.terminate_deadline, self.exited_deadline, self.retry_report_at, self.standby_at)
+            if d is not None
         ]
         if self.child is not None and self.child.kill_at is not None:
             deadlines.append(self.child.kill_at)
@@ -965,6 +1051,8 @@ class Supervisor:
                 self._drain_wake()
             elif self.child is not None and key.fd in self.child.pipes:
                 self._pump(self.child, key.fd)
+            elif self.standby is not None and key.fd == self.standby.channel:
+                self._hear_standby(self.standby)
 
     def _drain_wake(self) -> None:
         try:
@@ -1010,6 +1098,8 @@ class Supervisor:
                 continue  # the loop reaps next
             child = self.child if self.child is not None and self.child.status is None else None
             if signum in (signal.SIGTERM, signal.SIGINT):
+                self._kill_standby()
+                self.standby_at = None
                 if self.terminating is None:
                     self.terminating = signum
                     grace = self.settings.grace_seconds
@@ -1049,6 +1139,9 @@ class Supervisor:
             if self.child is not None and pid == self.child.pid and self.child.status is None:
                 self.child.status = status
                 self._child_ended(self.child)
+            elif self.standby is not None and pid == self.standby.pid:
+                say(f"the warm standby (pid {pid}) ended before its attempt: the next starts cold")
+                self._close_standby()
 
     def _handle_deadlines(self) -> None:
         now = time.monotonic()
@@ -1060,6 +1153,10 @@ class Supervisor:
         if self.retry_report_at is not None and now >= self.retry_report_at:
             self.retry_report_at = None
             self._report_current()
+        if self.standby_at is not None and now >= self.standby_at:
+            self.standby_at = None
+            if self.standby is None and self.terminating is None and not self.exit_requested:
+                self._spawn_standby()
         if self.exited_deadline is not None and now >= self.exited_deadline and self.child is None:
             waited = self.settings.exited_wait_seconds
             say(f"nothing asked of this pod in {waited:g} s since its command ended: exiting")
@@ -1100,6 +1197,13 @@ class Supervisor:
         self.target = max(self.target, attempt)
         self.waiting_reported = None
         self.exited_deadline = None
+        warm = self._promote_standby(env) if pipes else None
+        if warm is not None:
+            for fd in list(pipes) + ends:
+                os.close(fd)
+            pid, pipes, ends = warm.pid, warm.pipes, []
+            self._start_child(pid, attempt, started_at, oom_before, pipes, "warm: imported ahead")
+            return
         try:
             pid = os.posix_spawnp(
                 self.settings.command[0],
@@ -1120,18 +1224,143 @@ class Supervisor:
         finally:
             for fd in ends:
                 os.close(fd)
+        self._start_child(pid, attempt, started_at, oom_before, pipes, "")
+
+    def _start_child(
+        self,
+        pid: int,
+        attempt: int,
+        started_at: float,
+        oom_before: int | None,
+        pipes: dict[int, int],
+        how: str,
+    ) -> None:
         self.child = Child(pid, attempt, started_at, oom_before, pipes)
         for fd in pipes:
             os.set_blocking(fd, False)
             self.selector.register(fd, selectors.EVENT_READ)
         self.state = STATE_RUNNING
         if self.volume is not None:
-            self._say(f"attempt {attempt}: started {os.path.basename(self.settings.command[0])} (pid {pid})")
+            name = os.path.basename(self.settings.command[0])
+            self._say(f"attempt {attempt}: started {name} (pid {pid}{', ' + how if how else ''})")
             self._report(STATE_RUNNING, attempt, fatal=False)
         if self.terminating is not None:  # a SIGTERM came while it was being started
             self._signal_child(self.child, self.terminating)
             self.child.stopping = True
             self.child.kill_at = self.terminate_deadline
+        elif self.invocation is not None and self.standby is None:
+            self.standby_at = time.monotonic() + self.settings.warm_start_delay
+
+    # ---- the warm standby ----
+
+    def _spawn_standby(self) -> None:
+        """The next attempt's Python, importing --warm-start's modules now, in a process group
+        of its own; its output waits in its pipes until it becomes the child."""
+        assert self.invocation is not None
+        mode, target, rest = self.invocation
+        ours, theirs = socket.socketpair()
+        pipes: dict[int, int] = {}
+        ends: list[int] = []
+        file_actions: list[tuple[int, int, int]] = [
+            (os.POSIX_SPAWN_DUP2, theirs.fileno(), STANDBY_CHANNEL_FD)
+        ]
+        for target_fd in (1, 2):
+            read_end, write_end = os.pipe()
+            pipes[read_end] = target_fd
+            ends.append(write_end)
+            file_actions.append((os.POSIX_SPAWN_DUP2, write_end, target_fd))
+        argv = [
+            self.settings.command[0],
+            "-c",
+            STANDBY_CODE,
+            ",".join(self.settings.warm_start),
+            mode,
+            target,
+        ]
+        try:
+            pid = os.posix_spawnp(
+                self.settings.command[0],
+                [*argv, *rest],
+                dict(self.environ),
+                file_actions=file_actions,
+                setpgroup=0,
+                setsigdef=RESET_SIGNALS,
+            )
+        except OSError as error:
+            say(f"the warm standby cannot be started: {error.strerror}; the next attempt starts cold")
+            ours.close()
+            for fd in pipes:
+                os.close(fd)
+            return
+        finally:
+            theirs.close()
+            for fd in ends:
+                os.close(fd)
+        channel = ours.detach()
+        os.set_blocking(channel, False)
+        self.standby = Standby(pid, channel, pipes, started=time.monotonic())
+        self.selector.register(channel, selectors.EVENT_READ)
+        say(f"warm standby (pid {pid}) importing {', '.join(self.settings.warm_start)} for the next attempt")
+
+    def _hear_standby(self, standby: Standby) -> None:
+        """Its one word, `ready`, once its imports are done; nothing (its end) if they failed."""
+        try:
+            word = os.read(standby.channel, 64)
+        except BlockingIOError:
+            return
+        except OSError:
+            word = b""
+        with contextlib.suppress(KeyError, ValueError):  # heard already: its end
+            self.selector.unregister(standby.channel)
+        if word.startswith(b"ready"):
+            standby.ready = True
+            took = time.monotonic() - standby.started
+            modules = ", ".join(self.settings.warm_start)
+            say(f"warm standby (pid {standby.pid}) ready: {modules} imported in {took:.1f} s")
+
+    def _promote_standby(self, env: Mapping[str, str]) -> Standby | None:
+        """The standby, given the attempt's environment, when it has finished its imports; else
+        None, and a standby still importing is killed (the attempt starts cold)."""
+        standby = self.standby
+        if standby is None:
+            return None
+        if not standby.ready:
+            self._hear_standby(standby)
+        if not standby.ready:
+            say(f"the warm standby (pid {standby.pid}) has not finished its imports: the attempt starts cold")
+            self._kill_standby()
+            return None
+        message = (json.dumps(dict(env)) + "\n").encode()
+        try:
+            os.set_blocking(standby.channel, True)
+            _write_all(standby.channel, message)
+        except OSError as error:
+            say(f"the warm standby (pid {standby.pid}) cannot be told its attempt: {error}; starting cold")
+            self._kill_standby()
+            return None
+        os.close(standby.channel)
+        self.standby = None
+        return standby
+
+    def _kill_standby(self) -> None:
+        standby = self.standby
+        if standby is None:
+            return
+        with contextlib.suppress(OSError):
+            os.killpg(standby.pid, signal.SIGKILL)
+        with contextlib.suppress(OSError):
+            os.kill(standby.pid, signal.SIGKILL)
+        self._close_standby()  # reaped by the loop as an orphan would be
+
+    def _close_standby(self) -> None:
+        standby, self.standby = self.standby, None
+        if standby is None:
+            return
+        with contextlib.suppress(KeyError, ValueError):
+            self.selector.unregister(standby.channel)
+        for fd in [standby.channel, *standby.pipes]:
+            with contextlib.suppress(OSError):
+                os.close(fd)
 
     def _child_ended(self, child: Child) -> None:
         finished_at = time.time()
@@ -1270,6 +1499,8 @@ class Supervisor:
         if self.exit_requested:
             return
         self.exit_requested = True
+        self._kill_standby()
+        self.standby_at = None
         child = self.child
         if child is None:
             say("the operator asked this pod to exit")
@@ -1363,6 +1594,7 @@ class Supervisor:
         self.volume.report(doc, state, attempt, fatal)
 
     def _finish(self, code: int) -> int:
+        self._kill_standby()
         if self.volume is not None:
             self.volume.stop()
             if self.terminate_deadline is not None:
@@ -1394,6 +1626,13 @@ def parse_args(argv: Sequence[str]) -> Settings:
     parser.add_argument("--log-max-bytes", type=int, default=DEFAULT_LOG_MAX_BYTES)
     parser.add_argument("--exited-wait-seconds", type=float, default=DEFAULT_EXITED_WAIT_SECONDS)
     parser.add_argument("--poll-seconds", type=float, default=DEFAULT_POLL_SECONDS)
+    parser.add_argument(
+        "--warm-start",
+        default="",
+        metavar="MODULE[,MODULE...]",
+        help="keep the next attempt's Python ready, these modules imported (docs/supervisor.md)",
+    )
+    parser.add_argument("--warm-start-delay", type=float, default=STANDBY_DELAY_SECONDS)
     args = parser.parse_args(options)
     if not command:
         parser.error("no command: supervisor.py [options] -- COMMAND [ARG...]")
@@ -1403,6 +1642,12 @@ def parse_args(argv: Sequence[str]) -> Settings:
         parser.error("--log-max-bytes is 4096 to 2**40")
     if not 0 <= args.exited_wait_seconds <= 10**7 or not 0.01 <= args.poll_seconds <= 10:
         parser.error("--exited-wait-seconds is 0 (for ever) to 10**7; --poll-seconds 0.01 to 10")
+    if not 0 <= args.warm_start_delay <= 86400:
+        parser.error("--warm-start-delay is 0 to 86400")
+    try:
+        warm = warm_modules(args.warm_start) if args.warm_start else ()
+    except ValueError as error:
+        parser.error(f"--warm-start: {error}")
     return Settings(
         command=tuple(command),
         grace_seconds=args.grace_seconds,
@@ -1410,6 +1655,8 @@ def parse_args(argv: Sequence[str]) -> Settings:
         log_max_bytes=args.log_max_bytes,
         exited_wait_seconds=args.exited_wait_seconds,
         poll_seconds=args.poll_seconds,
+        warm_start=warm,
+        warm_start_delay=args.warm_start_delay,
     )
 
 

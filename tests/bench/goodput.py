@@ -6,10 +6,12 @@ node with the real trainer image (issue 39).
     (or, with the cluster up and the operator deployed, `make deploy`:
      TFMW_BENCH_FAULTS=2 TFMW_BENCH_FAULT_EVERY=20 PYTHONPATH=tests python3 -m bench.goodput)
 
-Two contenders, both the deployed operator and the same 2-worker trainer job in the default
+Three contenders, all the deployed operator and the same 2-worker trainer job in the default
 namespace (its tfmw-shared claim), taken in turn:
   - tfmw-in-place: the template gives its command (`python3 -m tfmw_trainer`), so the gang
     runs under the in-pod supervisor and a gang restart keeps the pods that run;
+  - tfmw-warm: the same, with `runPolicy.warmStart: {}`: each supervisor keeps the next
+    attempt's Python ready, TensorFlow imported (docs/supervisor.md, "A warm start");
   - tfmw-recreate: the same job with only `args` (the image's entrypoint): every gang restart
     deletes and re-creates every pod, as before the supervisor.
 Each runs the job twice: once without faults (its wall time, create call -> Succeeded, is the
@@ -78,7 +80,7 @@ from bench.felt import (
 from bench.peer import install_tfjob_crd, remove_tfjob_crd
 from bench.stats import say
 from bench.tfjob_node import after, deployed_images, worker_index
-from kube import REPO, SHARED_DIR, ClusterClient, kubectl, pause_deployed_operator
+from kube import REPO, SHARED_DIR, ClusterClient, kubectl, pause_deployed_operator, trainer_pids
 
 Json = dict[str, Any]
 NAMESPACE = "default"
@@ -88,7 +90,7 @@ EPOCHS = int(os.environ.get("TFMW_BENCH_EPOCHS", "30"))  # room for 2 faults 20 
 ARGS = [f"--epochs={EPOCHS}", "--steps-per-epoch=100", "--batch-size=8", "--step-pause=0.02"]
 COMMAND = ["python3", "-m", "tfmw_trainer"]
 SAMPLE = REPO / "deploy" / "samples" / "mnist-2-workers.yaml"
-CONTENDERS = ("tfmw-in-place", "tfmw-recreate")
+CONTENDERS = ("tfmw-in-place", "tfmw-warm", "tfmw-recreate")
 PEERS = os.environ.get("TFMW_BENCH_GOODPUT_PEERS", "1") not in ("", "0")
 # TFMW_BENCH_GOODPUT_ONLY=tfjob-tuned,floor: those contenders alone (a rerun of one part).
 ONLY = set(filter(None, os.environ.get("TFMW_BENCH_GOODPUT_ONLY", "").split(","))) or {
@@ -150,8 +152,10 @@ def manifest(name: str, contender: str) -> Json:
     job["metadata"] = {"name": name}
     container = job["spec"]["template"]["spec"]["containers"][0]
     container["args"] = list(ARGS)
-    if contender == "tfmw-in-place":
+    if contender in ("tfmw-in-place", "tfmw-warm"):
         container["command"] = list(COMMAND)
+    if contender == "tfmw-warm":
+        job["spec"]["runPolicy"]["warmStart"] = {}  # TensorFlow imported ahead of each attempt
     job["spec"]["runPolicy"]["backoffLimit"] = FAULTS + 2
     return job
 
@@ -185,20 +189,12 @@ def uids(kube: ClusterClient, name: str) -> set[str]:
 
 def kill_trainer(uid: str, index: int) -> None:
     """SIGKILL to worker `index`'s trainer processes (its command, not its supervisor)."""
-    killed = 0
-    for environ in Path("/proc").glob("[0-9]*/environ"):
-        try:
-            env = environ.read_bytes().split(b"\0")
-            cmdline = (environ.parent / "cmdline").read_bytes().split(b"\0")
-        except OSError:
-            continue
-        ours = f"TFMW_JOB_UID={uid}".encode() in env and f"TFMW_WORKER_INDEX={index}".encode() in env
-        if ours and [c.decode(errors="replace") for c in cmdline[:3]] == COMMAND:
-            with contextlib.suppress(ProcessLookupError):
-                os.kill(int(environ.parent.name), signal.SIGKILL)
-                killed += 1
-    if not killed:
+    pids = trainer_pids(uid, index)
+    if not pids:
         raise RuntimeError(f"worker {index}'s trainer is not on this node")
+    for pid in pids:
+        with contextlib.suppress(ProcessLookupError):
+            os.kill(pid, signal.SIGKILL)
 
 
 def worker_logs(kube: ClusterClient, name: str) -> dict[int, list[LogLine]]:
@@ -302,7 +298,8 @@ def phase(kube: ClusterClient, name: str) -> str:
 
 def run_job(kube: ClusterClient, contender: str, faults: int) -> tuple[float, list[Fault], Json]:
     """One job of `contender` with `faults` faults: its wall time, the faults, its status."""
-    name = f"goodput-{'ip' if contender == 'tfmw-in-place' else 'rc'}-{uuid.uuid4().hex[:5]}"
+    short = {"tfmw-in-place": "ip", "tfmw-warm": "warm", "tfmw-recreate": "rc"}[contender]
+    name = f"goodput-{short}-{uuid.uuid4().hex[:5]}"
     try:
         started = time.monotonic()
         job = kube.create_job(NAMESPACE, manifest(name, contender))

@@ -19,7 +19,7 @@ from typing import Any
 import pytest
 from e2e.test_stall import DEADLINE, attempt_of, progress, slowed, timed, training_job
 from e2e.test_training import NAMESPACE, TRAINING_TIMEOUT, epoch_lines, logs, submit
-from kube import ClusterClient, kubectl, wait_for
+from kube import ClusterClient, kubectl, trainer_pids, wait_for
 from tfmw_operator import contract
 
 Json = dict[str, Any]
@@ -43,24 +43,8 @@ def condition(kube: ClusterClient, name: str, kind: str) -> Json:
     return found[0] if found else {}
 
 
-def trainer_commands(uid: str, index: int) -> list[int]:
-    """The processes of worker `index`'s command (the trainer and its training process), not
-    its supervisor: their command line starts with the trainer's."""
-    found = []
-    for environ in Path("/proc").glob("[0-9]*/environ"):
-        try:
-            env = environ.read_bytes().split(b"\0")
-            cmdline = (environ.parent / "cmdline").read_bytes().split(b"\0")
-        except OSError:
-            continue
-        ours = f"TFMW_JOB_UID={uid}".encode() in env and f"TFMW_WORKER_INDEX={index}".encode() in env
-        if ours and [c.decode(errors="replace") for c in cmdline[:3]] == COMMAND:
-            found.append(int(environ.parent.name))
-    return found
-
-
 def kill_worker(uid: str, index: int) -> float:
-    pids = trainer_commands(uid, index)
+    pids = trainer_pids(uid, index)
     assert pids, f"worker {index}'s trainer is not on this node"
     for pid in pids:
         os.kill(pid, signal.SIGKILL)
@@ -119,6 +103,41 @@ def test_a_killed_worker_restarts_in_place_and_the_pods_are_kept(
         assert epoch_lines(output)[-1].startswith("epoch=4 "), output[-2000:]
     # Each attempt's output is in its own file, the kill's attempt too.
     assert (shared_dir / NAMESPACE / name / "logs" / "attempt-0" / "worker-1.log").read_text()
+
+
+@on_this_node
+def test_with_warm_start_a_killed_workers_gang_restarts_in_processes_that_imported_ahead(
+    kube: ClusterClient, shared_dir: Path, fresh_name: Callable[[str], str]
+) -> None:
+    """runPolicy.warmStart: each supervisor keeps the next attempt's Python with TensorFlow
+    imported; after worker 1's SIGKILL both commands of attempt 1 are those standbys, and the
+    trainer (which forks its training process) trains on to the end."""
+    name = fresh_name("inplace-warm")
+    manifest = supervised(slowed(training_job(name, 6, warmStart={})))
+    job = submit(kube, manifest, name)
+    pods = [f"{name}-worker-{i}" for i in (0, 1)]
+
+    def standbys_ready() -> bool:
+        return all(
+            "ready: tensorflow imported in" in kubectl("logs", "-n", NAMESPACE, pod, check=False).stdout
+            for pod in pods
+        )
+
+    wait_for("both standbys ready", standbys_ready, timeout=TRAINING_TIMEOUT, interval=0.5)
+    running_epoch(shared_dir, name, 1)
+    killed_at = kill_worker(job["metadata"]["uid"], 1)
+    decided, trained = lost(kube, shared_dir, name, killed_at)
+    status = kube.wait_phase(NAMESPACE, name, "Succeeded", timeout=TRAINING_TIMEOUT)
+    print(
+        f"\n{name}: warm, in place, SIGKILL to worker 1: restart decided {decided:.1f} s after the kill, "
+        f"new gang training {trained:.1f} s after it"
+    )
+    assert status["restarts"] == 1 and status["history"][0].get("restart") == "InPlace", status
+    for index in (0, 1):
+        output = (shared_dir / NAMESPACE / name / "logs" / "attempt-1" / f"worker-{index}.log").read_text()
+        assert "warm: imported ahead" in output, output[-2000:]
+        assert "attempt=1" in output and "resumed_from_epoch=" in output, output[-2000:]
+        assert epoch_lines(output)[-1].startswith("epoch=6 "), output[-2000:]
 
 
 def test_a_deleted_worker_pod_alone_is_made_again(

@@ -362,10 +362,18 @@ INVALID += [
         rules(*({"action": "Fail", "onExitCodes": [c]} for c in range(1, 34))),
         "spec.runPolicy.failureRules",
     ),
+    ("warm start of no module", run_policy(warmStart={"preload": []}), "spec.runPolicy.warmStart.preload"),
+    (
+        "warm start of something not a module",
+        run_policy(warmStart={"preload": ["os; import shutil"]}),
+        "spec.runPolicy.warmStart.preload[0]",
+    ),
 ]
 
 VALID: list[tuple[str, Callable[[Json], None]]] = [
     ("a chief of its own", spec(chief={"template": template()})),
+    ("a warm start, its modules the default", run_policy(warmStart={})),
+    ("a warm start of named modules", run_policy(warmStart={"preload": ["tensorflow", "numpy.linalg"]})),
     (
         "chief, parameter servers and an evaluator",
         spec(

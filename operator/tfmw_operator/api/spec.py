@@ -7,6 +7,7 @@ the core never depends on which API server version served the object.
 from __future__ import annotations
 
 import dataclasses
+import re
 from collections.abc import Iterable
 from dataclasses import dataclass
 from enum import StrEnum
@@ -157,6 +158,8 @@ class RunPolicy:
     progress_deadline_policy: ProgressDeadlinePolicy = ProgressDeadlinePolicy.RESTART
     failure_rules: tuple[FailureRule, ...] = ()  # the user's, tried before restartPolicy's own
     node_exclusion: NodeExclusion | None = None  # None: no node is ever kept out
+    # Modules the next attempt's Python imports ahead (the supervisor's standby); (): none.
+    warm_start: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -460,6 +463,29 @@ def parse_node_exclusion(raw: object) -> NodeExclusion | None:
     )
 
 
+WARM_MODULE = re.compile(r"[A-Za-z_][A-Za-z0-9_]*(?:\.[A-Za-z_][A-Za-z0-9_]*)*\Z")
+MAX_WARM_MODULES = 16  # the supervisor's own bound
+DEFAULT_WARM_MODULES = ("tensorflow",)
+
+
+def parse_warm_start(raw: object) -> tuple[str, ...]:
+    """runPolicy.warmStart: present (even `{}`) turns it on; the modules to import ahead."""
+    if raw is None:
+        return ()
+    field = "spec.runPolicy.warmStart"
+    if not isinstance(raw, dict):
+        raise SpecError(f"{field} must be an object: {{preload: [module, ...]}}")
+    preload = raw.get("preload", list(DEFAULT_WARM_MODULES))
+    if not isinstance(preload, list) or not 1 <= len(preload) <= MAX_WARM_MODULES:
+        raise SpecError(f"{field}.preload must be a list of 1 to {MAX_WARM_MODULES} module names")
+    for index, name in enumerate(preload):
+        if not isinstance(name, str) or len(name) > 128 or not WARM_MODULE.match(name):
+            raise SpecError(
+                f"{field}.preload[{index}] must be a Python module name such as tensorflow, got {name!r}"
+            )
+    return tuple(preload)
+
+
 def _min_workers(raw: object, workers: int, parameter_servers: int) -> int | None:
     if raw is None:
         return None
@@ -566,6 +592,7 @@ def parse_job(job: Json, folder_check_image: str = "", supervisor_image: str = "
             progress_deadline_policy=deadline_policy,
             failure_rules=parse_rules(run.get("failureRules")),
             node_exclusion=parse_node_exclusion(run.get("nodeExclusion")),
+            warm_start=parse_warm_start(run.get("warmStart")),
         ),
         template=template,
         queue_name=_text(labels.get(LABEL_QUEUE_NAME), f"metadata.labels[{LABEL_QUEUE_NAME}]", "") or None,

@@ -299,7 +299,10 @@ def _supervise(main: Json, spec: Json, command: list[str], job: JobSpec) -> None
     grace = spec.get("terminationGracePeriodSeconds")
     grace = grace if isinstance(grace, int) and grace >= 0 else 30
     path = contract.supervisor_path(job.mount_path)
-    main["command"] = contract.supervised_command(command, path, ["--grace-seconds", str(grace)])
+    options = ["--grace-seconds", str(grace)]
+    if job.run_policy.warm_start:
+        options += ["--warm-start", ",".join(job.run_policy.warm_start)]
+    main["command"] = contract.supervised_command(command, path, options)
     main.pop("args", None)
 
 

@@ -1115,3 +1115,101 @@ def measure_sigterm_during_start_up(
 
 if __name__ == "__main__":
     measure_sigterm_during_start_up()
+
+
+# ---- a warm start ----
+
+
+def test_only_a_plain_python_module_or_script_command_can_start_warm() -> None:
+    assert supervisor.python_invocation(["python3", "-m", "tfmw_trainer", "--epochs=3"]) == (
+        "-m",
+        "tfmw_trainer",
+        ["--epochs=3"],
+    )
+    assert supervisor.python_invocation(["/usr/bin/python3.11", "train.py"]) == ("-", "train.py", [])
+    for command in (
+        ["python3"],
+        ["python3", "-u", "-m", "x"],
+        ["python3", "-c", "print(1)"],
+        ["python3", "-m", "not a module"],
+        ["bash", "-c", "python3 -m x"],
+        ["pythonista", "x.py"],
+        ["python3", ""],
+    ):
+        assert supervisor.python_invocation(command) is None, command
+    assert supervisor.warm_modules("tensorflow,numpy.linalg") == ("tensorflow", "numpy.linalg")
+    for bad in ("", "a b", "os;rm", ",".join(["m"] * 17), "x" * 129):
+        with pytest.raises(ValueError):
+            supervisor.warm_modules(bad)
+
+
+def _warm_job(job: Job, import_seconds: float = 0.0) -> tuple[str, ...]:
+    """`python -m prog a b` (prints what it sees, exits 170), with `heavy` to import ahead:
+    heavy notes the pid that imported it, after `import_seconds`."""
+    (job.scratch / "heavy.py").write_text(
+        f"import os, time\ntime.sleep({import_seconds})\n"
+        f"open({str(job.scratch / 'imported')!r}, 'a').write(f'{{os.getpid()}}\\n')\n"
+    )
+    (job.scratch / "prog.py").write_text(
+        "import os, sys\n"
+        "print(f\"pid={os.getpid()} warm={'heavy' in sys.modules} argv={sys.argv[1:]} "
+        "attempt={os.environ['TFMW_ATTEMPT']} main={__name__}\", flush=True)\n"
+        "sys.exit(170)\n"
+    )
+    return (PYTHON, "-m", "prog", "a", "b")
+
+
+def _imported(job: Job) -> list[str]:
+    path = job.scratch / "imported"
+    return path.read_text().split() if path.exists() else []
+
+
+def test_with_warm_start_the_next_attempt_runs_in_a_process_that_imported_ahead(job: Job) -> None:
+    options = ("--warm-start", "heavy", "--warm-start-delay", "0.1")
+    run = job.start(*_warm_job(job), options=options)
+    job.wait_report(state="exited", attempt=0)
+    assert "warm=False argv=['a', 'b'] attempt=0 main=__main__" in job.log(0)
+    standby = wait_for(lambda: _imported(job), why="the standby imported heavy")[0]
+    wait_for(
+        lambda: f"warm standby (pid {standby}) ready: heavy imported in" in run.stderr(), why="said ready"
+    )
+    job.control(attempt=1, start=True)
+    job.wait_report(state="exited", attempt=1)
+    assert f"pid={standby} warm=True argv=['a', 'b'] attempt=1 main=__main__" in job.log(1)
+    assert "warm: imported ahead" in job.log(1)
+    # Each attempt has its standby ready for the next.
+    second = wait_for(lambda: _imported(job)[1:], why="a second standby")[0]
+    job.control(attempt=2, start=True)
+    job.wait_report(state="exited", attempt=2)
+    assert f"pid={second} warm=True" in job.log(2)
+    run.process.send_signal(signal.SIGTERM)
+    assert run.code(2) == 170
+
+
+def test_a_standby_still_importing_gives_way_to_a_cold_start(job: Job) -> None:
+    options = ("--warm-start", "heavy", "--warm-start-delay", "0")
+    run = job.start(*_warm_job(job, import_seconds=30), options=options)
+    job.wait_report(state="exited", attempt=0)
+    time.sleep(0.3)  # the standby runs, still importing
+    job.control(attempt=1, start=True)
+    job.wait_report(state="exited", attempt=1)
+    assert "warm=False" in job.log(1) and "warm: imported ahead" not in job.log(1)
+    assert "has not finished its imports" in run.stderr()
+    assert run.alive()
+
+
+def test_pod_deletion_ends_the_standby_with_the_supervisor(job: Job) -> None:
+    options = ("--warm-start", "heavy", "--warm-start-delay", "0")
+    run = job.start(*_warm_job(job), options=options)
+    job.wait_report(state="exited", attempt=0)
+    standby = int(wait_for(lambda: _imported(job), why="the standby imported heavy")[0])
+    run.process.send_signal(signal.SIGTERM)
+    assert run.code(2) == 170
+    wait_for(lambda: not Path(f"/proc/{standby}").exists(), timeout=2, why="the standby gone")
+
+
+def test_a_command_that_cannot_start_warm_runs_as_ever_and_says_why(job: Job) -> None:
+    run = job.start(*sh("echo ran; exit 3"), options=("--warm-start", "heavy", "--warm-start-delay", "0"))
+    job.wait_report(state="exited", attempt=0)
+    assert job.said(0, "ran")
+    assert "--warm-start: the command is not" in run.stderr()

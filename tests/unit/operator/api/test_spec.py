@@ -93,6 +93,38 @@ def test_node_exclusion_defaults_are_the_crds_and_present_means_on() -> None:
     assert chosen.run_policy.node_exclusion == api_spec.NodeExclusion(1, 60)
 
 
+def test_warm_start_present_means_on_with_the_crds_default_modules() -> None:
+    schema = spec_schema()["runPolicy"]["properties"]["warmStart"]["properties"]["preload"]
+    assert tuple(schema["default"]) == api_spec.DEFAULT_WARM_MODULES
+    assert schema["maxItems"] == api_spec.MAX_WARM_MODULES
+    assert parse_job(job().obj()).run_policy.warm_start == ()
+    assert parse_job(job().run_policy(warmStart={}).obj()).run_policy.warm_start == ("tensorflow",)
+    chosen = parse_job(job().run_policy(warmStart={"preload": ["tensorflow", "numpy.linalg"]}).obj())
+    assert chosen.run_policy.warm_start == ("tensorflow", "numpy.linalg")
+
+
+@pytest.mark.parametrize(
+    ("warm", "said"),
+    [
+        ([], "spec.runPolicy.warmStart must be an object"),
+        ({"preload": []}, "spec.runPolicy.warmStart.preload must be a list of 1 to 16 module names"),
+        ({"preload": "tensorflow"}, "spec.runPolicy.warmStart.preload must be a list"),
+        (
+            {"preload": ["tensorflow", "os;rm"]},
+            "spec.runPolicy.warmStart.preload[1] must be a Python module name",
+        ),
+        ({"preload": [1]}, "spec.runPolicy.warmStart.preload[0] must be a Python module name"),
+        ({"preload": ["m"] * 17}, "1 to 16 module names"),
+    ],
+)
+def test_a_warm_start_that_is_not_a_list_of_module_names_is_refused_naming_the_field(
+    warm: Any, said: str
+) -> None:
+    with pytest.raises(api_spec.SpecError) as refused:
+        parse_job(job().run_policy(warmStart=warm).obj())
+    assert said in str(refused.value)
+
+
 def test_min_workers_is_read_and_a_sized_job_keeps_what_was_asked() -> None:
     parsed = parse_job(job().workers(4).spec(minWorkers=2).obj())
     assert parsed.min_workers == 2 and parsed.requested_workers == 4

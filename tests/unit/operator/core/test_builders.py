@@ -436,6 +436,18 @@ def test_the_supervisor_stops_the_command_within_the_pod_s_grace_period(grace: o
     assert command[-7:] == ["--grace-seconds", given, "--", *TRAINER_COMMAND, "--epochs=1"]
 
 
+def test_a_warm_start_reaches_the_supervisor_of_every_supervised_pod() -> None:
+    warm = parse_job(
+        job().commanded().run_policy(warmStart={"preload": ["tensorflow", "numpy"]}).obj(),
+        supervisor_image=SUPERVISOR_IMAGE,
+    )
+    command = build_pod(warm, Member.worker(1), 0)["spec"]["containers"][0]["command"]
+    options = command[: command.index("--")]
+    assert options[-2:] == ["--warm-start", "tensorflow,numpy"]
+    cold = parse_job(job().commanded().obj(), supervisor_image=SUPERVISOR_IMAGE)
+    assert "--warm-start" not in build_pod(cold, Member.worker(1), 0)["spec"]["containers"][0]["command"]
+
+
 def test_a_command_without_args_runs_under_the_supervisor() -> None:
     main = supervised_main(job().container(command=["train"]).obj())
     assert main["command"][-2:] == ["--", "train"] and "args" not in main
