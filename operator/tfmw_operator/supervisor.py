@@ -848,11 +848,16 @@ MAX_WARM_MODULES = 16
 # A standby is started this long after a child: never beside the child's own imports.
 STANDBY_DELAY_SECONDS = 10.0
 STANDBY_CHANNEL_FD = 3  # the standby's end of its socket pair to the supervisor
+STANDBY_OUTPUT_MAX_BYTES = 256 * 1024  # what a standby prints before its attempt, kept for its log
+PROMOTE_SECONDS = 2.0  # to hand a standby its attempt's environment; else the attempt starts cold
+OOM_SCORE_ADJ_MAX = b"1000"  # the OOM killer's first choice: a standby, never the training beside it
 # Run as `python -c STANDBY_CODE MODULES MODE TARGET ARG...`: imports MODULES, says `ready`,
 # waits for the attempt's environment (JSON, one line), then runs TARGET as `python MODE
 # TARGET ARG...` would: `-m` a module, `-` (here) a script's path.
 STANDBY_CODE = """import os, sys
 channel, modules, mode, target, rest = 3, sys.argv[1], sys.argv[2], sys.argv[3], sys.argv[4:]
+os.set_inheritable(channel, False)
+sys.path[0] = os.getcwd() if mode == "-m" else os.path.dirname(os.path.realpath(target))
 for name in modules.split(","):
     __import__(name)
 os.write(channel, b"ready\\n")
@@ -869,10 +874,8 @@ os.environ.clear()
 os.environ.update(environ)
 sys.argv = [target, *rest]
 if mode == "-m":
-    sys.path[0] = os.getcwd()
     runpy.run_module(target, run_name="__main__", alter_sys=True)
 else:
-    sys.path[0] = os.path.dirname(os.path.abspath(target))
     runpy.run_path(target, run_name="__main__")
 """
 
@@ -912,6 +915,9 @@ class Standby:
     pipes: dict[int, int]  # its output, as Child.pipes; read once it is a child
     started: float = 0.0  # monotonic
     ready: bool = False  # it said so on its channel
+    output: list[tuple[int, bytes]] = dataclasses.field(default_factory=list)  # (1 or 2, bytes)
+    output_bytes: int = 0
+    dropped_bytes: int = 0
 
 
 @dataclasses.dataclass
@@ -1003,8 +1009,10 @@ class Supervisor:
         self.exit_code: int | None = None
         self.standby: Standby | None = None
         self.standby_at: float | None = None  # monotonic: start the next attempt's standby then
-        self.invocation = python_invocation(settings.command) if settings.warm_start else None
-        if settings.warm_start and self.invocation is None:
+        # Only where attempts follow one another (a job's folder): alone, there is no next.
+        warm = bool(settings.warm_start) and identity is not None
+        self.invocation = python_invocation(settings.command) if warm else None
+        if warm and self.invocation is None:
             say(
                 "--warm-start: the command is not `python3 -m MODULE ...` or `python3 SCRIPT ...`: no standby"
             )
@@ -1053,6 +1061,8 @@ class Supervisor:
                 self._pump(self.child, key.fd)
             elif self.standby is not None and key.fd == self.standby.channel:
                 self._hear_standby(self.standby)
+            elif self.standby is not None and key.fd in self.standby.pipes:
+                self._keep_standby_output(self.standby, key.fd)
 
     def _drain_wake(self) -> None:
         try:
@@ -1140,8 +1150,7 @@ class Supervisor:
                 self.child.status = status
                 self._child_ended(self.child)
             elif self.standby is not None and pid == self.standby.pid:
-                say(f"the warm standby (pid {pid}) ended before its attempt: the next starts cold")
-                self._close_standby()
+                self._standby_ended(status)
 
     def _handle_deadlines(self) -> None:
         now = time.monotonic()
@@ -1201,8 +1210,13 @@ class Supervisor:
         if warm is not None:
             for fd in list(pipes) + ends:
                 os.close(fd)
-            pid, pipes, ends = warm.pid, warm.pipes, []
-            self._start_child(pid, attempt, started_at, oom_before, pipes, "warm: imported ahead")
+            self._start_child(warm.pid, attempt, started_at, oom_before, warm.pipes, "warm: imported ahead")
+            for target_fd, data in warm.output:  # what it printed while it imported, first
+                _write_all(target_fd, data)
+                if self.volume is not None:
+                    self.volume.output(data)
+            if warm.dropped_bytes:
+                self._say(f"{warm.dropped_bytes} bytes the standby printed before its attempt were dropped")
             return
         try:
             pid = os.posix_spawnp(
@@ -1300,6 +1314,12 @@ class Supervisor:
         os.set_blocking(channel, False)
         self.standby = Standby(pid, channel, pipes, started=time.monotonic())
         self.selector.register(channel, selectors.EVENT_READ)
+        for fd in pipes:
+            os.set_blocking(fd, False)
+            self.selector.register(fd, selectors.EVENT_READ)
+        # Raising one's own child's score needs no privilege.
+        with contextlib.suppress(OSError), open(f"/proc/{pid}/oom_score_adj", "wb") as adj:
+            adj.write(OOM_SCORE_ADJ_MAX)
         say(f"warm standby (pid {pid}) importing {', '.join(self.settings.warm_start)} for the next attempt")
 
     def _hear_standby(self, standby: Standby) -> None:
@@ -1320,27 +1340,95 @@ class Supervisor:
 
     def _promote_standby(self, env: Mapping[str, str]) -> Standby | None:
         """The standby, given the attempt's environment, when it has finished its imports; else
-        None, and a standby still importing is killed (the attempt starts cold)."""
+        None, and a standby still importing (or that cannot take it) is killed: the attempt
+        starts cold."""
         standby = self.standby
         if standby is None:
             return None
         if not standby.ready:
             self._hear_standby(standby)
+        try:
+            ended, status = os.waitpid(standby.pid, os.WNOHANG)
+        except ChildProcessError:
+            ended, status = standby.pid, 0
+        if ended:
+            self._standby_ended(status)
+            return None
         if not standby.ready:
             say(f"the warm standby (pid {standby.pid}) has not finished its imports: the attempt starts cold")
             self._kill_standby()
             return None
-        message = (json.dumps(dict(env)) + "\n").encode()
-        try:
-            os.set_blocking(standby.channel, True)
-            _write_all(standby.channel, message)
-        except OSError as error:
-            say(f"the warm standby (pid {standby.pid}) cannot be told its attempt: {error}; starting cold")
+        if not self._tell_standby(standby, (json.dumps(dict(env)) + "\n").encode()):
             self._kill_standby()
             return None
         os.close(standby.channel)
+        for fd in standby.pipes:
+            self.selector.unregister(fd)
         self.standby = None
         return standby
+
+    @staticmethod
+    def _tell_standby(standby: Standby, message: bytes) -> bool:
+        """Write `message` on its channel within PROMOTE_SECONDS, never blocking longer."""
+        deadline = time.monotonic() + PROMOTE_SECONDS
+        view = memoryview(message)
+        while view:
+            try:
+                view = view[os.write(standby.channel, view) :]
+            except BlockingIOError:
+                pass
+            except OSError as error:
+                say(
+                    f"the warm standby (pid {standby.pid}) cannot be told its attempt: {error}; starting cold"
+                )
+                return False
+            left = deadline - time.monotonic()
+            if view and left <= 0:
+                say(f"the warm standby (pid {standby.pid}) did not take its attempt in time: starting cold")
+                return False
+            if view:
+                select.select([], [standby.channel], [], left)
+        return True
+
+    def _keep_standby_output(self, standby: Standby, fd: int) -> None:
+        """What a standby prints while it imports and waits, kept (bounded) for its attempt's
+        log: a full pipe would stop it before it is ready."""
+        try:
+            data = os.read(fd, READ_CHUNK)
+        except BlockingIOError:
+            return
+        except OSError:
+            data = b""
+        if not data:
+            self.selector.unregister(fd)
+            os.close(fd)
+            del standby.pipes[fd]
+            return
+        room = STANDBY_OUTPUT_MAX_BYTES - standby.output_bytes
+        if room < len(data):
+            standby.dropped_bytes += len(data) - max(room, 0)
+            data = data[: max(room, 0)]
+        if data:
+            standby.output.append((standby.pipes[fd], data))
+            standby.output_bytes += len(data)
+
+    def _standby_ended(self, status: int) -> None:
+        """The standby ended on its own: its imports failed, or the OOM killer chose it (its
+        score makes it the first choice), which the running child's end must not be blamed for."""
+        standby = self.standby
+        assert standby is not None
+        how = (
+            f"signal {os.WTERMSIG(status)}"
+            if os.WIFSIGNALED(status)
+            else f"exit code {os.WEXITSTATUS(status)}"
+        )
+        say(f"the warm standby (pid {standby.pid}) ended ({how}) before its attempt: the next starts cold")
+        child = self.child
+        if child is not None and child.status is None and child.oom_before is not None:
+            counted = self.oom.read()
+            if counted is not None:
+                child.oom_before = max(child.oom_before, counted)
+        self._close_standby()
 
     def _kill_standby(self) -> None:
         standby = self.standby
@@ -1356,8 +1444,9 @@ class Supervisor:
         standby, self.standby = self.standby, None
         if standby is None:
             return
-        with contextlib.suppress(KeyError, ValueError):
-            self.selector.unregister(standby.channel)
+        for fd in [standby.channel, *standby.pipes]:
+            with contextlib.suppress(KeyError, ValueError):
+                self.selector.unregister(fd)
         for fd in [standby.channel, *standby.pipes]:
             with contextlib.suppress(OSError):
                 os.close(fd)

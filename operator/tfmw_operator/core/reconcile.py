@@ -1014,12 +1014,18 @@ def _restart(step: _Step, job: JobSpec, verdict: Restart, current: Sequence[Obse
         off = [p for p in current if p.node in kept_out and not p.deleting and p not in gone]
         step.delete([*gone, *off], grace_seconds=grace)
         kept = [p for p in current if not p.gone and not p.deleting]
-        if not gone and not off and {p.member for p in kept} >= set(job.members):
+        every_pod_kept = not gone and not off and {p.member for p in kept} >= set(job.members)
+        # Launched now unless the launch would wait (a restart's backoff, another object's
+        # names): the next decision's _launch waits and launches as ever.
+        if every_pod_kept and not step.obs.namesakes and judge_restart_backoff(step.status, step.now) is None:
             # Every pod runs on and none is to be made: the new attempt is launched in this
             # same decision, one status write where _launch's would be a second.
+            if job.shared:
+                step.actions.append(EnsureJobDirectory(job.directory, job.uid))
             step.update(launched_attempt=over + 1)
             message = f"attempt {over + 1} restarted in place: {len(current)} pods run on, 0 created again"
             step.condition(ConditionType.CREATED, True, "PodsCreated", message)
+            step.milestones.add(Milestone.RESTARTED)
         return
     # Named by the pods (the queue label may be gone from the job) and by the attempt
     # (Kueue may have deleted the pods already).

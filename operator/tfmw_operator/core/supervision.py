@@ -80,6 +80,13 @@ def supervision_of(job: JobSpec) -> Supervision:
     Kubeflow's controller (a new pod costs a sandbox: docs/benchmarks.md, the TFJob API side by
     side); else every gang restart re-creates the pods."""
     said = _supervisor(job)
+    if not said.in_place and job.run_policy.warm_start:
+        # Said where the user looks for why the pods are not kept: the field asked for more.
+        said = replace(
+            said,
+            message=f"{said.message}; runPolicy.warmStart has no effect: it warms a supervised pod's "
+            "next attempt",
+        )
     if said.in_place or not job.restart_containers or job.parameter_server_training:
         return said
     return Supervision(

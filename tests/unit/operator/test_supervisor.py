@@ -1148,6 +1148,7 @@ def _warm_job(job: Job, import_seconds: float = 0.0) -> tuple[str, ...]:
     heavy notes the pid that imported it, after `import_seconds`."""
     (job.scratch / "heavy.py").write_text(
         f"import os, time\ntime.sleep({import_seconds})\n"
+        "print('heavy says hello', flush=True)\n"
         f"open({str(job.scratch / 'imported')!r}, 'a').write(f'{{os.getpid()}}\\n')\n"
     )
     (job.scratch / "prog.py").write_text(
@@ -1177,6 +1178,8 @@ def test_with_warm_start_the_next_attempt_runs_in_a_process_that_imported_ahead(
     job.wait_report(state="exited", attempt=1)
     assert f"pid={standby} warm=True argv=['a', 'b'] attempt=1 main=__main__" in job.log(1)
     assert "warm: imported ahead" in job.log(1)
+    # What it printed while it imported is its attempt's, in order; the OOM killer takes it first.
+    assert job.log(1).index("heavy says hello") < job.log(1).index(f"pid={standby}")
     # Each attempt has its standby ready for the next.
     second = wait_for(lambda: _imported(job)[1:], why="a second standby")[0]
     job.control(attempt=2, start=True)
@@ -1184,6 +1187,29 @@ def test_with_warm_start_the_next_attempt_runs_in_a_process_that_imported_ahead(
     assert f"pid={second} warm=True" in job.log(2)
     run.process.send_signal(signal.SIGTERM)
     assert run.code(2) == 170
+
+
+def test_a_standby_is_the_oom_killers_first_choice_and_imports_as_the_script_would(job: Job) -> None:
+    """`python3 /app/train.py` from another folder: the script's folder is first on sys.path
+    before anything is imported, as the interpreter has it."""
+    app = job.scratch / "app"
+    app.mkdir()
+    (app / "helper.py").write_text(f"open({str(job.scratch / 'imported')!r}, 'a').write('app\\n')\n")
+    (job.scratch / "helper.py").write_text(f"open({str(job.scratch / 'imported')!r}, 'a').write('cwd\\n')\n")
+    (app / "train.py").write_text(
+        "import sys\nprint('warm', 'helper' in sys.modules, sys.path[0], flush=True)\n"
+    )
+    run = job.start(
+        PYTHON, str(app / "train.py"), options=("--warm-start", "helper", "--warm-start-delay", "0")
+    )
+    job.wait_report(state="exited", attempt=0)
+    wait_for(lambda: "ready: helper imported" in run.stderr(), why="the standby ready")
+    assert _imported(job) == ["app"]
+    pid = int(run.stderr().split("warm standby (pid ")[1].split(")")[0])
+    assert Path(f"/proc/{pid}/oom_score_adj").read_text().strip() == "1000"
+    job.control(attempt=1, start=True)
+    job.wait_report(state="exited", attempt=1)
+    assert job.said(1, f"warm True {app}")
 
 
 def test_a_standby_still_importing_gives_way_to_a_cold_start(job: Job) -> None:
@@ -1206,6 +1232,13 @@ def test_pod_deletion_ends_the_standby_with_the_supervisor(job: Job) -> None:
     run.process.send_signal(signal.SIGTERM)
     assert run.code(2) == 170
     wait_for(lambda: not Path(f"/proc/{standby}").exists(), timeout=2, why="the standby gone")
+
+
+def test_alone_without_a_job_folder_there_is_no_next_attempt_and_no_standby(job: Job) -> None:
+    env = {k: v for k, v in job.env.items() if k != "TFMW_SHARED_DIR"}
+    run = job.start(*_warm_job(job), options=("--warm-start", "heavy", "--warm-start-delay", "0"), env=env)
+    assert run.code(10) == 170
+    assert "warm standby" not in run.stderr() and _imported(job) == []
 
 
 def test_a_command_that_cannot_start_warm_runs_as_ever_and_says_why(job: Job) -> None:

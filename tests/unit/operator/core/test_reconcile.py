@@ -1094,3 +1094,24 @@ def test_a_restart_in_place_that_keeps_every_pod_is_launched_in_the_decision_tha
     going = [pod(k, 0).running().obj(), pod(k, 1).running().deleting(15).obj()]
     deleted = decide(k, going, reports=(report(going[0], "running", 0), report(going[1], "running", 0)))
     assert (deleted.status.attempt, deleted.status.launched_attempt) == (1, 0)
+
+
+def test_a_crash_looping_gang_restarted_in_place_still_backs_off_before_its_launch() -> None:
+    """The second restart in a row of attempts that did not train waits out its backoff, as a
+    re-created gang's launch does: the raise does not launch it, the decision after it waits."""
+    j = job().commanded().launched(phase="Running").obj()
+    pods = [pod(j, 0).running().obj(), pod(j, 1).running().obj()]
+    first = decide(j, pods, reports=(report(pods[0], "running", 0), report(pods[1], "exited", 0, 137)))
+    assert Milestone.RESTARTED in first.milestones and first.status.launched_attempt == 1
+    j["status"] = first.status.to_json()
+    again = (report(pods[0], "running", 1), report(pods[1], "exited", 1, 137))
+    second = decide(j, pods, reports=again, now=at(22))
+    assert (second.status.attempt, second.status.launched_attempt) == (2, 1)
+    assert Milestone.RESTARTED not in second.milestones
+    j["status"] = second.status.to_json()
+    waiting = (report(pods[0], "waiting", 2), report(pods[1], "waiting", 2))
+    held = decide(j, pods, reports=waiting, now=at(23))
+    # 10 s from when the gang began restarting (20 s: the condition stayed true since).
+    assert held.status.launched_attempt == 1 and held.requeue_after == pytest.approx(7)
+    launched = decide(j, pods, reports=waiting, now=at(30))
+    assert launched.status.launched_attempt == 2 and Milestone.RESTARTED in launched.milestones

@@ -213,3 +213,15 @@ def test_every_pod_is_folded_whatever_comes_before_it() -> None:
     folded = with_reports(pods, (report(living_raw, "exited", exit_code=1),), attempt=0)
     assert [p.name for p in folded] == [p.name for p in pods]
     assert folded[0] == evaluator and folded[2].child_ended and folded[2].exit_code == 1
+
+
+def test_a_warm_start_on_a_job_that_is_not_supervised_is_said_to_have_no_effect() -> None:
+    unwrapped = parse_job(job().run_policy(warmStart={}).obj(), supervisor_image=SUPERVISOR_IMAGE)
+    said = supervision_of(unwrapped)
+    assert not said.in_place and said.message.endswith(
+        "runPolicy.warmStart has no effect: it warms a supervised pod's next attempt"
+    )
+    supervised = parse_job(
+        job().commanded().run_policy(warmStart={}).obj(), supervisor_image=SUPERVISOR_IMAGE
+    )
+    assert "warmStart" not in supervision_of(supervised).message
