@@ -111,6 +111,8 @@ class _Step:
     events: list[Event] = field(default_factory=list)
     due: list[datetime] = field(default_factory=list)
     milestones: set[Milestone] = field(default_factory=set)
+    # The pods as observed, before their supervisors' reports were folded in (in_place jobs).
+    unfolded: tuple[ObservedPod, ...] = ()
 
     @property
     def now(self) -> datetime:
@@ -165,6 +167,7 @@ def reconcile(obs: Observed) -> Decision:
         _reconciled(step)
         return _finish(step, None)
     if in_place(spec):
+        step.unfolded = tuple(obs.pods)
         pods = with_reports(obs.pods, obs.reports, obs.status.attempt)
         step.obs = obs = dataclasses.replace(obs, pods=pods)
     job = _attempt_job(spec, step.status)
@@ -1026,6 +1029,9 @@ def _restart(step: _Step, job: JobSpec, verdict: Restart, current: Sequence[Obse
             message = f"attempt {over + 1} restarted in place: {len(current)} pods run on, 0 created again"
             step.condition(ConditionType.CREATED, True, "PodsCreated", message)
             step.milestones.add(Milestone.RESTARTED)
+            # Counted as the new attempt has them (every pod's command waits to start), not as
+            # the ended one did: else a barrier longer than COUNTS_WRITE_SECONDS costs a write.
+            _count_workers(step, job, with_reports(step.unfolded, step.obs.reports, over + 1))
         return
     # Named by the pods (the queue label may be gone from the job) and by the attempt
     # (Kueue may have deleted the pods already).
