@@ -1071,20 +1071,28 @@ class Supervisor:
         except OSError:
             pass  # empty: signals and the volume's news are in their queues
 
-    def _pump(self, child: Child, fd: int) -> None:
-        """Pass on what the child wrote; at the end of its output, close the pipe."""
+    def _read_pipe(self, pipes: dict[int, int], fd: int) -> bytes:
+        """What is waiting in one of a process's output pipes; b"" when nothing is (or at the
+        end of its output, when the pipe is closed and dropped from `pipes`)."""
         try:
             data = os.read(fd, READ_CHUNK)
         except BlockingIOError:
-            return
+            return b""
         except OSError:
             data = b""
         if not data:
             self.selector.unregister(fd)
             os.close(fd)
-            del child.pipes[fd]
+            del pipes[fd]
+        return data
+
+    def _pump(self, child: Child, fd: int) -> None:
+        """Pass on what the child wrote; at the end of its output, close the pipe."""
+        target = child.pipes[fd]
+        data = self._read_pipe(child.pipes, fd)
+        if not data:
             return
-        _write_all(child.pipes[fd], data)
+        _write_all(target, data)
         if self.volume is not None:
             self.volume.output(data)
             child.line_open = not data.endswith(b"\n")
@@ -1393,23 +1401,16 @@ class Supervisor:
     def _keep_standby_output(self, standby: Standby, fd: int) -> None:
         """What a standby prints while it imports and waits, kept (bounded) for its attempt's
         log: a full pipe would stop it before it is ready."""
-        try:
-            data = os.read(fd, READ_CHUNK)
-        except BlockingIOError:
-            return
-        except OSError:
-            data = b""
+        target = standby.pipes[fd]
+        data = self._read_pipe(standby.pipes, fd)
         if not data:
-            self.selector.unregister(fd)
-            os.close(fd)
-            del standby.pipes[fd]
             return
         room = STANDBY_OUTPUT_MAX_BYTES - standby.output_bytes
         if room < len(data):
             standby.dropped_bytes += len(data) - max(room, 0)
             data = data[: max(room, 0)]
         if data:
-            standby.output.append((standby.pipes[fd], data))
+            standby.output.append((target, data))
             standby.output_bytes += len(data)
 
     def _standby_ended(self, status: int) -> None:
