@@ -644,7 +644,7 @@ def _launch(step: _Step, job: JobSpec, current: Sequence[ObservedPod], leftover_
     message = f"created {_pods_of(job)} for attempt {attempt}"
     kept = len(current) if in_place(job) else 0
     if kept:
-        message = f"attempt {attempt} restarted in place: {kept} pods run on, {len(missing)} created again"
+        message = _restarted_in_place(attempt, kept, len(missing))
     if not job.shared:
         message += f"; {NO_SHARED_VOLUME}"
     step.condition(ConditionType.CREATED, True, "PodsCreated", message)
@@ -661,6 +661,11 @@ NO_SHARED_VOLUME = (
     "no shared volume: no progress, evaluation or checkpoint is recorded, "
     "and pods' logs are not kept once the pods are deleted"
 )
+
+
+def _restarted_in_place(attempt: int, kept: int, made: int) -> str:
+    """The Created condition's message for an attempt whose gang restarted in place."""
+    return f"attempt {attempt} restarted in place: {kept} pods run on, {made} created again"
 
 
 def _pods_of(job: JobSpec) -> str:
@@ -1026,7 +1031,7 @@ def _restart(step: _Step, job: JobSpec, verdict: Restart, current: Sequence[Obse
             if job.shared:
                 step.actions.append(EnsureJobDirectory(job.directory, job.uid))
             step.update(launched_attempt=over + 1)
-            message = f"attempt {over + 1} restarted in place: {len(current)} pods run on, 0 created again"
+            message = _restarted_in_place(over + 1, len(current), 0)
             step.condition(ConditionType.CREATED, True, "PodsCreated", message)
             step.milestones.add(Milestone.RESTARTED)
             # Counted as the new attempt has them (every pod's command waits to start), not as
