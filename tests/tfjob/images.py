@@ -25,6 +25,7 @@ import tarfile
 import tempfile
 import time
 from pathlib import Path
+from typing import Any
 
 from tfjob.upstream import REPO, Recipe, module_dir, pinned_version, recipes
 
@@ -220,22 +221,38 @@ def load(built: list[tuple[str, list[str]]]) -> None:
             ]
             sent = [digest for digest in wanted if digest not in have]
             archive = Path(scratch) / "image.tar"
-            with tarfile.open(archive, "w") as tar:
-                tar.add(layout / "oci-layout", arcname="oci-layout")
-                single = json.dumps({"schemaVersion": 2, "manifests": [entry]}).encode()
-                info = tarfile.TarInfo("index.json")
-                info.size = len(single)
-                tar.addfile(info, io.BytesIO(single))
-                for digest in sent:
-                    tar.add(blob(layout, digest), arcname=f"blobs/sha256/{digest.split(':')[1]}")
-            ctr("images", "import", "--no-unpack=false", "--index-name", names[0], str(archive))
-            archive.unlink()
+            try:
+                _import(layout, entry, sent, archive, names[0])
+            except RuntimeError as error:
+                # A blob containerd listed can be collected before the import refers to it
+                # (an image just replaced left it unreferenced): send every blob then.
+                if "not found" not in str(error):
+                    raise
+                log(f"{names[0]}: {error}; importing it again with every blob")
+                sent = wanted
+                _import(layout, entry, sent, archive, names[0])
             for name in names[1:]:
                 ctr("images", "tag", "--force", names[0], name)
             size = sum(blob(layout, digest).stat().st_size for digest in sent)
             log(f"imported {', '.join(names)} into containerd ({size / 1e6:.1f} MB new)")
     stamp.write_text(json.dumps(ids))
     log(f"loaded in {time.monotonic() - started:.0f}s")
+
+
+def _import(layout: Path, entry: dict[str, Any], sent: list[str], archive: Path, name: str) -> None:
+    """One image into containerd from an archive of its manifest and the blobs `sent`."""
+    with tarfile.open(archive, "w") as tar:
+        tar.add(layout / "oci-layout", arcname="oci-layout")
+        single = json.dumps({"schemaVersion": 2, "manifests": [entry]}).encode()
+        info = tarfile.TarInfo("index.json")
+        info.size = len(single)
+        tar.addfile(info, io.BytesIO(single))
+        for digest in sent:
+            tar.add(blob(layout, digest), arcname=f"blobs/sha256/{digest.split(':')[1]}")
+    try:
+        ctr("images", "import", "--no-unpack=false", "--index-name", name, str(archive))
+    finally:
+        archive.unlink()
 
 
 def blob(layout: Path, digest: str) -> Path:
