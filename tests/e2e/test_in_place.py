@@ -51,14 +51,27 @@ def kill_worker(uid: str, index: int) -> float:
     return time.monotonic()
 
 
-def lost(kube: ClusterClient, shared_dir: Path, name: str, since: float) -> tuple[float, float]:
-    """From `since` (the fault): when the restart was decided, and when the new gang trained
-    (its first progress report of attempt 1)."""
-    restarted = timed("the gang restarted", lambda: attempt_of(kube, name) >= 1, 120)
-    trained = timed(
-        "the new gang training", lambda: progress(shared_dir, name).get("attempt") == 1, TRAINING_TIMEOUT
+def restarted(kube: ClusterClient, shared_dir: Path, name: str, since: float, fault: str) -> Json:
+    """The job's status once it has Succeeded after `fault` at `since`; printed on the way: when
+    the restart was decided, and when the new gang trained (its first progress report of
+    attempt 1), from the fault."""
+    decided = timed("the gang restarted", lambda: attempt_of(kube, name) >= 1, 120) - since
+    trained = (
+        timed(
+            "the new gang training", lambda: progress(shared_dir, name).get("attempt") == 1, TRAINING_TIMEOUT
+        )
+        - since
     )
-    return restarted - since, trained - since
+    status = kube.wait_phase(NAMESPACE, name, "Succeeded", timeout=TRAINING_TIMEOUT)
+    print(
+        f"\n{name}: {fault}: restart decided {decided:.1f} s after it, new gang training {trained:.1f} s after it"
+    )
+    return status
+
+
+def attempt_log(shared_dir: Path, name: str, attempt: int, stem: str) -> str:
+    """A pod's output in one attempt, as its supervisor kept it in the job's folder."""
+    return (shared_dir / NAMESPACE / name / "logs" / f"attempt-{attempt}" / f"{stem}.log").read_text()
 
 
 def running_epoch(shared_dir: Path, name: str, epoch: int) -> None:
@@ -86,23 +99,18 @@ def test_a_killed_worker_restarts_in_place_and_the_pods_are_kept(
     running_epoch(shared_dir, name, 1)
     before = uids(kube, name)
     killed_at = kill_worker(job["metadata"]["uid"], 1)
-    decided, trained = lost(kube, shared_dir, name, killed_at)
-    status = kube.wait_phase(NAMESPACE, name, "Succeeded", timeout=TRAINING_TIMEOUT)
-    print(
-        f"\n{name}: in place, SIGKILL to worker 1: restart decided {decided:.1f} s after the kill, "
-        f"new gang training {trained:.1f} s after it"
-    )
+    status = restarted(kube, shared_dir, name, killed_at, "in place, SIGKILL to worker 1")
     assert uids(kube, name) == before, "the gang's pods were made again"
     assert status["restarts"] == 1 and status["attempt"] == 1
     record = status["history"][0]
     assert (record["outcome"], record["worker"], record.get("restart")) == ("Restarted", 1, "InPlace"), record
     assert record.get("exitCode") == 137, record
     for index in (0, 1):
-        output = (shared_dir / NAMESPACE / name / "logs" / "attempt-1" / f"worker-{index}.log").read_text()
+        output = attempt_log(shared_dir, name, 1, f"worker-{index}")
         assert "attempt=1" in output and "resumed_from_epoch=" in output, output[-2000:]
         assert epoch_lines(output)[-1].startswith("epoch=4 "), output[-2000:]
     # Each attempt's output is in its own file, the kill's attempt too.
-    assert (shared_dir / NAMESPACE / name / "logs" / "attempt-0" / "worker-1.log").read_text()
+    assert attempt_log(shared_dir, name, 0, "worker-1")
 
 
 @on_this_node
@@ -126,15 +134,10 @@ def test_with_warm_start_a_killed_workers_gang_restarts_in_processes_that_import
     wait_for("both standbys ready", standbys_ready, timeout=TRAINING_TIMEOUT, interval=0.5)
     running_epoch(shared_dir, name, 1)
     killed_at = kill_worker(job["metadata"]["uid"], 1)
-    decided, trained = lost(kube, shared_dir, name, killed_at)
-    status = kube.wait_phase(NAMESPACE, name, "Succeeded", timeout=TRAINING_TIMEOUT)
-    print(
-        f"\n{name}: warm, in place, SIGKILL to worker 1: restart decided {decided:.1f} s after the kill, "
-        f"new gang training {trained:.1f} s after it"
-    )
+    status = restarted(kube, shared_dir, name, killed_at, "warm, in place, SIGKILL to worker 1")
     assert status["restarts"] == 1 and status["history"][0].get("restart") == "InPlace", status
     for index in (0, 1):
-        output = (shared_dir / NAMESPACE / name / "logs" / "attempt-1" / f"worker-{index}.log").read_text()
+        output = attempt_log(shared_dir, name, 1, f"worker-{index}")
         assert "warm: imported ahead" in output, output[-2000:]
         assert "attempt=1" in output and "resumed_from_epoch=" in output, output[-2000:]
         assert epoch_lines(output)[-1].startswith("epoch=6 "), output[-2000:]
@@ -157,12 +160,7 @@ def test_a_deleted_worker_pod_alone_is_made_again(
     placed.write_bytes(b"")
     kubectl("delete", "pod", f"{name}-worker-1", "-n", NAMESPACE, "--wait=false")
     deleted_at = time.monotonic()
-    decided, trained = lost(kube, shared_dir, name, deleted_at)
-    status = kube.wait_phase(NAMESPACE, name, "Succeeded", timeout=TRAINING_TIMEOUT)
-    print(
-        f"\n{name}: in place, worker 1's pod deleted: restart decided {decided:.1f} s after the delete, "
-        f"new gang training {trained:.1f} s after it"
-    )
+    status = restarted(kube, shared_dir, name, deleted_at, "in place, worker 1's pod deleted")
     after = uids(kube, name)
     assert after[f"{name}-worker-0"] == before[f"{name}-worker-0"]
     assert after[f"{name}-worker-1"] != before[f"{name}-worker-1"]
@@ -175,7 +173,7 @@ def test_a_deleted_worker_pod_alone_is_made_again(
     record = status["history"][0]
     assert record["outcome"] == "Restarted" and record.get("restart") == "InPlace", record
     assert "attempt=1" in logs(name, 1)
-    worker_0 = (shared_dir / NAMESPACE / name / "logs" / "attempt-1" / "worker-0.log").read_text()
+    worker_0 = attempt_log(shared_dir, name, 1, "worker-0")
     assert epoch_lines(worker_0)[-1].startswith("epoch=4 "), worker_0[-2000:]
     assert placed.read_bytes() == sealed
 
@@ -198,12 +196,7 @@ def test_a_template_without_command_restarts_by_re_creating_and_says_why(
     running_epoch(shared_dir, name, 1)
     before = uids(kube, name)
     killed_at = kill_worker(job["metadata"]["uid"], 1)
-    decided, trained = lost(kube, shared_dir, name, killed_at)
-    status = kube.wait_phase(NAMESPACE, name, "Succeeded", timeout=TRAINING_TIMEOUT)
-    print(
-        f"\n{name}: re-created, SIGKILL to worker 1: restart decided {decided:.1f} s after the kill, "
-        f"new gang training {trained:.1f} s after it"
-    )
+    status = restarted(kube, shared_dir, name, killed_at, "re-created, SIGKILL to worker 1")
     after = uids(kube, name)
     assert not set(after.values()) & set(before.values()), "a pod was kept without the supervisor"
     record = status["history"][0]
