@@ -39,6 +39,12 @@ EVALUATION_PATH_ENV: Final = "TFMW_EVALUATION_PATH"  # the evaluator's metrics
 STEP_TIMES_PATH_ENV: Final = "TFMW_STEP_TIMES_PATH"  # each training pod's own compute time per step
 STACKS_PATH_ENV: Final = "TFMW_STACKS_PATH"  # where a program dumps its threads' stacks on SIGUSR1
 
+# ---- runPolicy.warmStart: what a supervisor's standby may import ahead (the supervisor repeats these) ----
+
+MODULE_NAME_PATTERN: Final = r"[A-Za-z_][A-Za-z0-9_]*(\.[A-Za-z_][A-Za-z0-9_]*)*"  # the CRD's, within ^...$
+MAX_MODULE_NAME_CHARS: Final = 128
+MAX_WARM_MODULES: Final = 16
+
 # ---- a default the operator gives every container, kept out when the template sets it ----
 
 # TensorFlow reads its gRPC channels' defaults from this variable (tsl's grpc_channel.cc,

@@ -843,7 +843,9 @@ class ChildEnd:
 # ---- a warm start: the next attempt's Python, its imports done while this one runs ----
 
 PYTHON_NAME = re.compile(r"python[0-9.]*\Z")
-MODULE_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*(?:\.[A-Za-z_][A-Za-z0-9_]*)*\Z")
+MODULE_NAME_PATTERN = r"[A-Za-z_][A-Za-z0-9_]*(\.[A-Za-z_][A-Za-z0-9_]*)*"
+MODULE_NAME = re.compile(MODULE_NAME_PATTERN + r"\Z")
+MAX_MODULE_NAME_CHARS = 128
 MAX_WARM_MODULES = 16
 # A standby is started this long after a child: never beside the child's own imports.
 STANDBY_DELAY_SECONDS = 10.0
@@ -901,7 +903,7 @@ def warm_modules(text: str) -> tuple[str, ...]:
     if not names or len(names) > MAX_WARM_MODULES:
         raise ValueError(f"1 to {MAX_WARM_MODULES} module names, comma-separated")
     for name in names:
-        if not MODULE_NAME.match(name) or len(name) > 128:
+        if not MODULE_NAME.match(name) or len(name) > MAX_MODULE_NAME_CHARS:
             raise ValueError(f"{name!r} is not a module name")
     return names
 

@@ -19,6 +19,9 @@ from tfmw_operator.contract import (
     DEFAULT_MARKER_FILE,
     EVALUATION_FILE,
     EVALUATOR,
+    MAX_MODULE_NAME_CHARS,
+    MAX_WARM_MODULES,
+    MODULE_NAME_PATTERN,
     PROGRESS_FILE,
     PS,
     WORKER,
@@ -463,8 +466,7 @@ def parse_node_exclusion(raw: object) -> NodeExclusion | None:
     )
 
 
-WARM_MODULE = re.compile(r"[A-Za-z_][A-Za-z0-9_]*(?:\.[A-Za-z_][A-Za-z0-9_]*)*\Z")
-MAX_WARM_MODULES = 16  # the supervisor's own bound
+WARM_MODULE = re.compile(MODULE_NAME_PATTERN + r"\Z")
 DEFAULT_WARM_MODULES = ("tensorflow",)
 
 
@@ -479,7 +481,7 @@ def parse_warm_start(raw: object) -> tuple[str, ...]:
     if not isinstance(preload, list) or not 1 <= len(preload) <= MAX_WARM_MODULES:
         raise SpecError(f"{field}.preload must be a list of 1 to {MAX_WARM_MODULES} module names")
     for index, name in enumerate(preload):
-        if not isinstance(name, str) or len(name) > 128 or not WARM_MODULE.match(name):
+        if not isinstance(name, str) or len(name) > MAX_MODULE_NAME_CHARS or not WARM_MODULE.match(name):
             raise SpecError(
                 f"{field}.preload[{index}] must be a Python module name such as tensorflow, got {name!r}"
             )

@@ -314,7 +314,7 @@ def test_the_wire_names_are_the_contracts() -> None:
         assert getattr(supervisor, name) == getattr(contract, name), name
     control = [name for name in dir(supervisor) if name.startswith("CONTROL_") and hasattr(contract, name)]
     assert {"CONTROL_ATTEMPT", "CONTROL_START", "CONTROL_EXIT", "CONTROL_HOSTS"} <= set(control)
-    for name in [*control, "TF_CONFIG"]:
+    for name in [*control, "TF_CONFIG", "MODULE_NAME_PATTERN", "MAX_MODULE_NAME_CHARS", "MAX_WARM_MODULES"]:
         assert getattr(supervisor, name) == getattr(contract, name), name
     for name in dir(supervisor):
         if name.endswith("_ENV"):

@@ -7,6 +7,7 @@ from typing import Any
 import pytest
 import yaml
 from kube import REPO
+from tfmw_operator import contract
 from tfmw_operator.api import objects
 from tfmw_operator.api import spec as api_spec
 from tfmw_operator.api.spec import CleanPodPolicy, ProgressDeadlinePolicy, RestartPolicy, RunPolicy, parse_job
@@ -96,7 +97,9 @@ def test_node_exclusion_defaults_are_the_crds_and_present_means_on() -> None:
 def test_warm_start_present_means_on_with_the_crds_default_modules() -> None:
     schema = spec_schema()["runPolicy"]["properties"]["warmStart"]["properties"]["preload"]
     assert tuple(schema["default"]) == api_spec.DEFAULT_WARM_MODULES
-    assert schema["maxItems"] == api_spec.MAX_WARM_MODULES
+    assert schema["maxItems"] == contract.MAX_WARM_MODULES
+    assert schema["items"]["pattern"] == f"^{contract.MODULE_NAME_PATTERN}$"
+    assert schema["items"]["maxLength"] == contract.MAX_MODULE_NAME_CHARS
     assert parse_job(job().obj()).run_policy.warm_start == ()
     assert parse_job(job().run_policy(warmStart={}).obj()).run_policy.warm_start == ("tensorflow",)
     chosen = parse_job(job().run_policy(warmStart={"preload": ["tensorflow", "numpy.linalg"]}).obj())
