@@ -420,8 +420,17 @@ class JobStatus(Record):
         else:
             transition = format_time(now)
         updated = Condition(kind.value, true, reason, message, transition)
-        others = tuple(c for c in self.conditions if c.type != kind)
-        return evolve(self, conditions=(*others, updated))
+        # A condition keeps its place in the list (a duplicate of its type, from a status
+        # written by hand, is dropped): moved to the end, a condition said again unchanged
+        # would reorder the list, and a reordered list is a status write of its own.
+        kept: list[Condition] = []
+        for c in self.conditions:
+            if c.type != kind:
+                kept.append(c)
+            elif updated not in kept:
+                kept.append(updated)
+        conditions = tuple(kept) if existing is not None else (*self.conditions, updated)
+        return self if conditions == self.conditions else evolve(self, conditions=conditions)
 
     @classmethod
     def from_json(cls, raw: object) -> JobStatus:

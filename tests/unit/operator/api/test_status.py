@@ -12,6 +12,7 @@ from kube import REPO
 from tfmw_operator.api.records import evolve
 from tfmw_operator.api.status import (
     Checkpoint,
+    Condition,
     ConditionType,
     ExcludedNode,
     JobStatus,
@@ -96,6 +97,32 @@ def test_condition_transition_time_moves_only_when_its_status_flips() -> None:
     condition = flipped.condition(ConditionType.RUNNING)
     assert condition is not None and not condition.true
     assert condition.last_transition_time == "2026-01-01T12:01:39Z"
+
+
+def test_a_condition_keeps_its_place_and_said_again_unchanged_changes_nothing() -> None:
+    """PodSecurityEnforced, said on every decision, moved to the end of the list, and the
+    reordered list was a third status write per restart in place at scale (docs/benchmarks.md)."""
+    status = (
+        JobStatus()
+        .with_condition(
+            ConditionType.POD_SECURITY_ENFORCED, False, "PodSecurityNotEnforced", "x", at(0), listed=True
+        )
+        .with_condition(ConditionType.CREATED, True, "PodsCreated", "y", at(1))
+    )
+    again = status.with_condition(
+        ConditionType.POD_SECURITY_ENFORCED, False, "PodSecurityNotEnforced", "x", at(9), listed=True
+    )
+    assert again is status
+    changed = status.with_condition(ConditionType.POD_SECURITY_ENFORCED, True, "Enforced", "z", at(9))
+    assert [c.type for c in changed.conditions] == ["PodSecurityEnforced", "Created"]
+
+
+def test_a_duplicated_condition_is_set_once() -> None:
+    twice = (Condition("Running", True, "A", "a"), Condition("Running", False, "B", "b"))
+    status = evolve(JobStatus(), conditions=twice).with_condition(
+        ConditionType.RUNNING, True, "C", "c", at(0)
+    )
+    assert [(c.type, c.reason) for c in status.conditions] == [("Running", "C")]
 
 
 def test_a_condition_never_true_is_not_listed_as_false() -> None:
