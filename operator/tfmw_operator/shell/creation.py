@@ -5,8 +5,6 @@ remember and the core to decide from."""
 from __future__ import annotations
 
 import asyncio
-import functools
-import logging
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 
@@ -17,8 +15,6 @@ from tfmw_operator.core.owned import Owned
 from tfmw_operator.kube.client import CONNECTION_POOL_SIZE, ApiError, Kube
 from tfmw_operator.kube.informer import Informer
 from tfmw_operator.shell.events import EventPoster
-
-logger = logging.getLogger(__name__)
 
 
 class CreateRefused(Exception):
@@ -39,10 +35,6 @@ class CreateRefused(Exception):
         if error.status == 429 or error.status >= 500:  # throttled, a failing webhook, the server
             return cls(CreateErrorKind.UNAVAILABLE, error.message)
         return None
-
-
-def _is_pod(uid: str, held: Owned) -> bool:
-    return held.pod is not None and held.pod.uid == uid
 
 
 async def _created(creating: Awaitable[Json | None]) -> Json | None:
@@ -83,23 +75,13 @@ class Creator:
         self._sending = asyncio.Semaphore(CONNECTION_POOL_SIZE)
 
     async def launch(self, namespace: str, service: Json | None, pods: CreatePods | None) -> Created:
-        """The Service, with the pods' first batch sent beside it. Without the Service no
-        worker resolves its peers, and pods whose Service is refused (or is another's) would
-        hold their nodes for nothing: those are deleted at once (grace 0), before their
-        containers can start, and no later batch is sent until the Service is the job's. Sent
-        one after the other, the Service's round trip was a third of a lone worker's launch
-        (docs/benchmarks.md, run lone-2)."""
-        if service is None:
-            return Created(True) if pods is None else await self._create_pods(namespace, pods)
-        if pods is None:
-            return await self._ensure_service(namespace, service)
-        ensured = asyncio.ensure_future(self._ensure_service(namespace, service))
-        try:
-            return await self._create_pods(namespace, pods, ensured)
-        finally:
-            if not ensured.done():  # the pods' call failed otherwise than refused
-                ensured.cancel()
-            await asyncio.gather(ensured, return_exceptions=True)
+        """The Service, then the pods: without it no worker resolves its peers, and pods
+        whose Service is refused would hold their nodes for nothing."""
+        if service is not None:
+            created = await self._ensure_service(namespace, service)
+            if not created.done:
+                return created
+        return Created(True) if pods is None else await self._create_pods(namespace, pods)
 
     async def recreate_service(self, namespace: str, service: Json, warnings: list[tuple[str, str]]) -> bool:
         """A running gang's Service went missing: create it again. False when refused (a
@@ -135,16 +117,12 @@ class Creator:
             return Created(True)
         return Created(False, namesake=Owned.service_of(found))
 
-    async def _create_pods(
-        self, namespace: str, create: CreatePods, service: asyncio.Future[Created] | None = None
-    ) -> Created:
+    async def _create_pods(self, namespace: str, create: CreatePods) -> Created:
         """In slow-start batches (1, 2, 4, ... CREATE_BATCH_MAX): a doomed template costs one
         request, and no more than a batch of pods is ever built at once. A template the API
         server took before (a gang restart) goes in full batches: one round trip for a gang of
-        up to CREATE_BATCH_MAX, not four. `service`: the Service being made beside the first
-        batch, whose verdict comes first (launch)."""
+        up to CREATE_BATCH_MAX, not four."""
         remaining, batch = list(create.members), CREATE_BATCH_MAX if create.proven else 1
-        sent: list[tuple[str, str]] = []  # the first batch's (name, UID), while `service` is awaited
         try:
             with self.events.creating_pods():
                 while remaining:
@@ -157,51 +135,10 @@ class Creator:
                         if pod is not None:
                             self.created((pod.get("metadata") or {}).get("uid"))
                             view.put(pod)
-                            if service is not None:
-                                meta = pod.get("metadata") or {}
-                                sent.append((str(meta.get("name", "")), str(meta.get("uid", ""))))
-                    if service is not None:
-                        verdict, service = await self._service_verdict(namespace, service, sent), None
-                        if not verdict.done:
-                            return verdict
                     batch = min(batch * 2, CREATE_BATCH_MAX)
         except CreateRefused as refused:
-            if (
-                service is not None
-                and not (verdict := await self._service_verdict(namespace, service, sent)).done
-            ):
-                return verdict  # the Service's refusal first, as when it was sent first
             return Created(False, (CreatedObject.PODS, refused))
         return Created(True)
-
-    async def _service_verdict(
-        self, namespace: str, service: asyncio.Future[Created], sent: list[tuple[str, str]]
-    ) -> Created:
-        """The Service's verdict; the pods `sent` beside it withdrawn unless it is the job's
-        (refused, another's, or its call failed)."""
-        try:
-            verdict = await service
-        except Exception:
-            await self._withdraw(namespace, sent)
-            raise
-        if not verdict.done:
-            await self._withdraw(namespace, sent)
-        return verdict
-
-    async def _withdraw(self, namespace: str, pods: list[tuple[str, str]]) -> None:
-        """Delete, at once, the pods (name, UID) sent beside a Service that is not the job's.
-        One that stays (its deletion failed) is the job's all the same (its UID is recorded):
-        the next launch sends the Service again and counts that pod as made."""
-        deletions = (self.kube.delete_pod(namespace, name, uid, grace_seconds=0) for name, uid in pods)
-        outcomes = await asyncio.gather(*deletions, return_exceptions=True)
-        view = self.pods(namespace)
-        for (name, uid), outcome in zip(pods, outcomes, strict=True):
-            if isinstance(outcome, BaseException):
-                logger.warning(
-                    "deleting pod %s/%s, sent beside a refused Service: %s", namespace, name, outcome
-                )
-            else:
-                view.remove(namespace, name, functools.partial(_is_pod, uid))
 
     async def _send_pod(self, namespace: str, pod: Json) -> Json | None:
         # A request body is serialised before it waits for a connection: only as many as
