@@ -173,6 +173,7 @@ def test_a_service_of_the_jobs_name_that_is_not_its_own_holds_the_launch(
     )
     assert stalled["reason"] == "NameInUse" and "Service taken" in stalled["message"], status
     assert "launchedAttempt" not in kube.status(namespace, "taken")
+    assert kube.pods(namespace, "taken") == []  # no worker runs without its Service
     kube.core.delete_namespaced_service("taken", namespace)
     wait_for("the attempt launched", lambda: "launchedAttempt" in kube.status(namespace, "taken"), timeout=15)
     assert len(kube.pods(namespace, "taken")) == 2
