@@ -423,13 +423,17 @@ class JobStatus(Record):
         # A condition keeps its place in the list (a duplicate of its type, from a status
         # written by hand, is dropped): moved to the end, a condition said again unchanged
         # would reorder the list, and a reordered list is a status write of its own.
-        kept: list[Condition] = []
-        for c in self.conditions:
-            if c.type != kind:
-                kept.append(c)
-            elif updated not in kept:
-                kept.append(updated)
-        conditions = tuple(kept) if existing is not None else (*self.conditions, updated)
+        if existing is None:
+            conditions = (*self.conditions, updated)
+        else:
+            kept, placed = [], False
+            for c in self.conditions:
+                if c.type != kind:
+                    kept.append(c)
+                elif not placed:
+                    kept.append(updated)
+                    placed = True
+            conditions = tuple(kept)
         return self if conditions == self.conditions else evolve(self, conditions=conditions)
 
     @classmethod
