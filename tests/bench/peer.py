@@ -130,6 +130,10 @@ class Tfmw(Contender):
     def __init__(
         self, namespace: str, shared_root: Path, source: Path | None = None, name: str = "tfmw"
     ) -> None:
+        if source is not None and not (source / "tfmw_operator" / "__main__.py").is_file():
+            # Else PYTHONPATH finds nothing there and the installed package, this tree's, runs
+            # under the baseline's name: a before-and-after of the same code (run scale-8).
+            raise ValueError(f"{source} holds no tfmw_operator package: give the tree's operator/ folder")
         self.source = source
         super().__init__(
             name,
