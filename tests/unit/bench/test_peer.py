@@ -1,0 +1,20 @@
+"""The benchmarks' contenders: a baseline tree is taken only where it holds an operator."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+from bench.peer import Tfmw
+
+
+def test_a_baseline_folder_without_the_operator_package_is_refused(tmp_path: Path) -> None:
+    """Run scale-8 was given the tree's root, not its operator/ folder: PYTHONPATH found no
+    package there and the installed one, this tree's, ran as the baseline."""
+    with pytest.raises(ValueError, match="holds no tfmw_operator package: give the tree's operator/ folder"):
+        Tfmw("ns", tmp_path, tmp_path, "tfmw-baseline")
+    package = tmp_path / "operator" / "tfmw_operator"
+    package.mkdir(parents=True)
+    (package / "__main__.py").write_text("")
+    baseline = Tfmw("ns", tmp_path, tmp_path / "operator", "tfmw-baseline")
+    assert baseline.env["PYTHONPATH"] == str(tmp_path / "operator")
