@@ -22,7 +22,8 @@ import asyncio
 import json
 import logging
 import time
-from collections.abc import Callable
+from collections import OrderedDict
+from collections.abc import Callable, Hashable
 from dataclasses import dataclass
 from typing import Generic, TypeVar
 
@@ -34,10 +35,44 @@ from tfmw_operator.kube.client import WATCH_SECONDS, ApiError, Kube
 
 logger = logging.getLogger(__name__)
 R = TypeVar("R")
+K = TypeVar("K", bound=Hashable)
+V = TypeVar("V")
 PAGE_SIZE = 500
 RETRY_SECONDS = (0.2, 0.5, 1.0, 2.0, 5.0)
 TOMBSTONE_SECONDS = 120.0
+TOMBSTONES_KEPT = 1000  # below this many, none is forgotten however old
 ObjectKey = tuple[str, str]  # (namespace, name)
+
+
+class Tombstones(Generic[K, V]):
+    """What was deleted, oldest first. Beyond TOMBSTONES_KEPT, the oldest leave once
+    TOMBSTONE_SECONDS old, one at a time from the front: each put costs O(1) however many are
+    held. (Filtering the whole map at every put above the limit was O(n²) in a cleanup: 8,000
+    pods deleted within the window, docs/benchmarks.md, run scale-9.)"""
+
+    def __init__(self, kept: int = TOMBSTONES_KEPT, seconds: float = TOMBSTONE_SECONDS) -> None:
+        self._kept = kept
+        self._seconds = seconds
+        self._held: OrderedDict[K, tuple[V, float]] = OrderedDict()
+
+    def put(self, key: K, value: V, now: float) -> None:
+        self._held[key] = (value, now)
+        self._held.move_to_end(key)
+        while len(self._held) > self._kept:
+            _, (_, put_at) = next(iter(self._held.items()))
+            if now - put_at < self._seconds:
+                return
+            self._held.popitem(last=False)
+
+    def get(self, key: K) -> V | None:
+        found = self._held.get(key)
+        return None if found is None else found[0]
+
+    def __contains__(self, key: object) -> bool:
+        return key in self._held
+
+    def __len__(self) -> int:
+        return len(self._held)
 
 
 @dataclass(frozen=True)
@@ -107,7 +142,7 @@ class Informer(Generic[R]):
         self.fresh = False
         self._by_job: dict[Key, dict[str, R]] = {}
         self._versions: dict[ObjectKey, tuple[int, Key]] = {}
-        self._tombstones: dict[ObjectKey, tuple[int, float]] = {}
+        self._tombstones: Tombstones[ObjectKey, int] = Tombstones()  # the version deleted
         self.relists = 0
 
     def of_job(self, key: Key) -> list[R]:
@@ -247,8 +282,8 @@ class Informer(Generic[R]):
 
     def _gone_since(self, okey: ObjectKey, at: int) -> bool:
         """Whether this version of the object was deleted since, as far as the view knows."""
-        tombstone = self._tombstones.get(okey)
-        return tombstone is not None and bool(at) and at <= tombstone[0]
+        deleted_at = self._tombstones.get(okey)
+        return deleted_at is not None and bool(at) and at <= deleted_at
 
     def _hold(self, sighting: Sighting[R]) -> None:
         self._by_job.setdefault(sighting.job, {})[sighting.okey[1]] = sighting.reduced
@@ -256,11 +291,8 @@ class Informer(Generic[R]):
 
     def _drop(self, okey: ObjectKey, at: int, notify: bool = True) -> None:
         known = self._versions.pop(okey, None)
-        now = time.monotonic()
         if at:
-            self._tombstones[okey] = (at, now)
-        if len(self._tombstones) > 1000:
-            self._tombstones = {k: v for k, v in self._tombstones.items() if now - v[1] < TOMBSTONE_SECONDS}
+            self._tombstones.put(okey, at, time.monotonic())
         if known is None:
             return
         key = known[1]
@@ -300,7 +332,7 @@ class LatestJobs:
 
     def __init__(self) -> None:
         self._jobs: dict[Key, dict[str, Json]] = {}  # by (namespace, name), then by kind
-        self._deleted: dict[str, float] = {}  # uid -> when
+        self._deleted: Tombstones[str, bool] = Tombstones()  # by uid
 
     def get(self, key: Key) -> Json | None:
         """The job of that name; of two kinds, the one created first."""
@@ -359,10 +391,7 @@ class LatestJobs:
             del kinds[kind]
             if not kinds:
                 del self._jobs[key]
-        now = time.monotonic()
-        self._deleted[str(meta.get("uid"))] = now
-        if len(self._deleted) > 1000:
-            self._deleted = {u: t for u, t in self._deleted.items() if now - t < TOMBSTONE_SECONDS}
+        self._deleted.put(str(meta.get("uid")), True, time.monotonic())
 
 
 def _without_managed_fields(job: Json) -> Json:
@@ -380,4 +409,4 @@ def _created_first(job: Json) -> tuple[str, str]:
     return str(meta.get("creationTimestamp") or ""), str(job.get("kind") or "")
 
 
-__all__ = ["Informer", "LatestJobs", "resource_version"]
+__all__ = ["Informer", "LatestJobs", "Tombstones", "resource_version"]

@@ -4,7 +4,7 @@ from typing import Any
 
 from tfmw_operator.core.claim_checks import Claim
 from tfmw_operator.core.owned import Owned
-from tfmw_operator.kube.informer import Informer, LatestJobs, ignore_changes, own_name
+from tfmw_operator.kube.informer import Informer, LatestJobs, Tombstones, ignore_changes, own_name
 
 Json = dict[str, Any]
 JOB = ("ns", "job")
@@ -155,3 +155,36 @@ def test_objects_not_ours_are_kept_by_their_own_name_without_any_label() -> None
     assert claims.of_job(("ns", "tfmw-shared")) == [Claim("c1", "pv", True, phase="Bound")]
     claims._apply("DELETED", {**raw, "metadata": {**raw["metadata"], "resourceVersion": "4"}})
     assert claims.of_job(("ns", "tfmw-shared")) == []
+
+
+def test_tombstones_are_forgotten_oldest_first_only_beyond_the_kept_number_and_once_old() -> None:
+    stones: Tombstones[str, int] = Tombstones(kept=3, seconds=10)
+    for i in range(3):
+        stones.put(f"p{i}", i, now=0)
+    assert [stones.get(f"p{i}") for i in range(3)] == [0, 1, 2]  # old, but only 3
+    stones.put("p0", 7, now=5)  # deleted again: now the youngest
+    stones.put("p3", 3, now=11)  # 4 held: p1 (put at 0) is old enough to go, and only it
+    assert "p1" not in stones and len(stones) == 3
+    assert (stones.get("p0"), stones.get("p2"), stones.get("p3")) == (7, 2, 3)
+    stones.put("p4", 4, now=12)  # p2 goes (put at 0); p0 (put at 5) is 7 s old: stays
+    assert "p2" not in stones and stones.get("p0") == 7
+    for i in range(5, 10):
+        stones.put(f"p{i}", i, now=12)  # young ones all stay, however many
+    assert len(stones) == 8 and stones.get("p0") == 7
+    stones.put("p10", 10, now=30)  # everything old enough leaves, down to the kept 3
+    assert len(stones) == 3 and {"p8", "p9", "p10"} == {
+        k for k in (f"p{i}" for i in range(11)) if k in stones
+    }
+
+
+def test_a_pod_deleted_among_thousands_in_one_cleanup_never_comes_back() -> None:
+    """A cleanup deletes thousands of pods within the window: every tombstone is kept, so a
+    late event of any of them brings none back."""
+    informer, _ = view()
+    for i in range(2500):
+        informer._apply("ADDED", pod(f"job-worker-{i}", 10))
+    for i in range(2500):
+        informer._apply("DELETED", pod(f"job-worker-{i}", 20, deleting=True))
+    for i in range(2500):
+        informer._apply("MODIFIED", pod(f"job-worker-{i}", 15, deleting=True))  # late
+    assert names(informer) == {}
