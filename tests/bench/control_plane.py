@@ -44,6 +44,7 @@ from bench.peer import (
     Contender,
     TFJob,
     Tfmw,
+    check_baseline,
     cpu_seconds,
     install_tfjob_crd,
     peak_rss_mb,
@@ -618,6 +619,8 @@ def lone_only(kube: ClusterClient, binary: str, shared_root: Path) -> dict[str, 
 
 
 def main() -> None:
+    if BASELINE:
+        check_baseline(Path(BASELINE))  # before anything is started or paused
     os.environ.setdefault("KUBECONFIG", LOCAL_KUBECONFIG)
     os.environ["PATH"] = f"{REPO / 'hack' / 'bin'}:{os.environ['PATH']}"
     began = time.monotonic()

@@ -123,6 +123,14 @@ class Contender:
         return self.process.pid
 
 
+def check_baseline(source: Path) -> None:
+    """A baseline tree is its operator/ folder. Else PYTHONPATH finds no package there and the
+    installed one, this tree's, runs under the baseline's name: a before-and-after of the same
+    code (run scale-8). The benches call this before they start anything."""
+    if not (source / "tfmw_operator" / "__main__.py").is_file():
+        raise ValueError(f"{source} holds no tfmw_operator package: give the tree's operator/ folder")
+
+
 class Tfmw(Contender):
     """The operator of this tree; or, with `source` (a folder holding another tree's
     tfmw_operator package), that one, as `name`: a design before and after, side by side."""
@@ -130,10 +138,8 @@ class Tfmw(Contender):
     def __init__(
         self, namespace: str, shared_root: Path, source: Path | None = None, name: str = "tfmw"
     ) -> None:
-        if source is not None and not (source / "tfmw_operator" / "__main__.py").is_file():
-            # Else PYTHONPATH finds nothing there and the installed package, this tree's, runs
-            # under the baseline's name: a before-and-after of the same code (run scale-8).
-            raise ValueError(f"{source} holds no tfmw_operator package: give the tree's operator/ folder")
+        if source is not None:
+            check_baseline(source)
         self.source = source
         super().__init__(
             name,

@@ -54,6 +54,7 @@ from bench.peer import (
     TFJob,
     Tfmw,
     TfmwInPlace,
+    check_baseline,
     cpu_seconds,
     install_tfjob_crd,
     machine_busy_percent,
@@ -1127,6 +1128,8 @@ def markdown(side: dict[str, dict[str, Any]]) -> str:
 def main() -> None:
     os.environ.setdefault("KUBECONFIG", LOCAL_KUBECONFIG)
     os.environ["PATH"] = f"{REPO / 'hack' / 'bin'}:{os.environ['PATH']}"
+    if BASELINE:
+        check_baseline(Path(BASELINE))  # before anything is started or paused
     began = time.monotonic()
     kube = ClusterClient()
     nodes = kwok_nodes(kube)

@@ -5,16 +5,23 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-from bench.peer import Tfmw
+from bench.peer import Tfmw, check_baseline
 
 
 def test_a_baseline_folder_without_the_operator_package_is_refused(tmp_path: Path) -> None:
     """Run scale-8 was given the tree's root, not its operator/ folder: PYTHONPATH found no
     package there and the installed one, this tree's, ran as the baseline."""
-    with pytest.raises(ValueError, match="holds no tfmw_operator package: give the tree's operator/ folder"):
-        Tfmw("ns", tmp_path, tmp_path, "tfmw-baseline")
+    for refused in (
+        lambda: check_baseline(tmp_path),
+        lambda: Tfmw("ns", tmp_path, tmp_path, "tfmw-baseline"),
+    ):
+        with pytest.raises(
+            ValueError, match="holds no tfmw_operator package: give the tree's operator/ folder"
+        ):
+            refused()
     package = tmp_path / "operator" / "tfmw_operator"
     package.mkdir(parents=True)
     (package / "__main__.py").write_text("")
+    check_baseline(tmp_path / "operator")
     baseline = Tfmw("ns", tmp_path, tmp_path / "operator", "tfmw-baseline")
     assert baseline.env["PYTHONPATH"] == str(tmp_path / "operator")
