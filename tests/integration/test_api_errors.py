@@ -6,6 +6,8 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import threading
+import time
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
@@ -19,6 +21,7 @@ from tfmw_operator.api.objects import Key
 from tfmw_operator.kube.client import Kube, connection_info
 from tfmw_operator.runtime.settings import Settings
 from tfmw_operator.shell.controller import JobController
+from watching import follow_in_thread
 from wrappers import simulated_job, write_marker
 
 
@@ -27,7 +30,7 @@ def stalled(kube: ClusterClient, namespace: str, name: str) -> Json | None:
     return next((c for c in conditions if c["type"] == "Stalled" and c["status"] == "True"), None)
 
 
-def test_a_quota_that_refuses_the_service_stalls_the_job_and_creates_no_pods(
+def test_a_quota_that_refuses_the_service_stalls_the_job_and_keeps_no_pod(
     kube: ClusterClient, namespace: str
 ) -> None:
     quota = {"metadata": {"name": "no-services"}, "spec": {"hard": {"services": "0"}}}
@@ -36,15 +39,31 @@ def test_a_quota_that_refuses_the_service_stalls_the_job_and_creates_no_pods(
         "the quota to count",
         lambda: kube.core.read_namespaced_resource_quota("no-services", namespace).status.hard,
     )
-    kube.create_job(namespace, simulated_job("noservice").manifest())
-    condition = wait_for(
-        "Stalled ServiceCreationRefused", lambda: stalled(kube, namespace, "noservice"), timeout=20
+    made: list[str] = []  # every pod the job ever had, by UID
+    stop = threading.Event()
+    follow_in_thread(
+        kube.core.list_namespaced_pod,
+        namespace,
+        on_event=lambda kind, pod: made.append(pod["metadata"]["uid"]) if kind == "ADDED" else None,
+        stop=stop,
     )
-    assert condition["reason"] == "ServiceCreationRefused" and "exceeded quota" in condition["message"]
-    assert kube.status(namespace, "noservice")["phase"] == "Pending"
-    assert kube.pods(namespace, "noservice") == []  # they would run without DNS
+    try:
+        kube.create_job(namespace, simulated_job("noservice", workers=4).manifest())
+        condition = wait_for(
+            "Stalled ServiceCreationRefused", lambda: stalled(kube, namespace, "noservice"), timeout=20
+        )
+        assert condition["reason"] == "ServiceCreationRefused" and "exceeded quota" in condition["message"]
+        assert kube.status(namespace, "noservice")["phase"] == "Pending"
+        # The first pod, sent beside the Service, is deleted before the job says it stalled;
+        # the other three never were: no pod runs without its peers' names.
+        assert kube.pods(namespace, "noservice") == []
+        assert len(set(made)) <= 1, made
+        time.sleep(3)  # past the first retry (2 s): made Service first, no pod is sent again
+        assert len(set(made)) <= 1 and kube.pods(namespace, "noservice") == [], made
+    finally:
+        stop.set()
     kube.core.delete_namespaced_resource_quota("no-services", namespace)
-    kube.wait_pods(namespace, "noservice", 2, timeout=60)  # backed off, then tried again
+    kube.wait_pods(namespace, "noservice", 4, timeout=60)  # backed off, then tried again
 
 
 @pytest.fixture

@@ -157,8 +157,9 @@ def test_a_service_of_the_jobs_name_that_is_not_its_own_holds_the_launch(
     kube: ClusterClient, namespace: str
 ) -> None:
     # Someone's own Service, without our labels: the operator's watch never shows it, so it
-    # learns of it from the refused creation (the pods went out with it), and waits until
-    # the name is free before it counts the attempt as launched.
+    # learns of it from the refused creation (the first pod went out beside it, and is
+    # deleted again), and waits until the name is free before it counts the attempt as
+    # launched.
     kube.core.create_namespaced_service(
         namespace,
         {"metadata": {"name": "taken"}, "spec": {"ports": [{"port": 80}], "selector": {"app": "x"}}},

@@ -81,6 +81,9 @@ class EnsureService:
     # False: a running gang's Service went missing. Then a refusal is reported and the rest
     # of the decision (the marker, the workers' failures) still carried out.
     launch: bool = True
+    # Sent beside the first pod, the rest of the pods once it is the job's: a job's first
+    # launch that nothing was refused to yet (core/reconcile.py `_withdraw_unserved`).
+    beside_first_pod: bool = False
 
 
 @dataclass(frozen=True)

@@ -60,7 +60,7 @@ from tfmw_operator.core.decision import (
 )
 from tfmw_operator.core.evaluation import next_evaluation
 from tfmw_operator.core.history import attempt_record, resumes_from, with_record, with_root_cause
-from tfmw_operator.core.observed import CreateErrorKind, Observed
+from tfmw_operator.core.observed import CreatedObject, CreateErrorKind, Observed
 from tfmw_operator.core.pods import ObservedPod
 from tfmw_operator.core.policies.cleanup import after_finish, doomed_by_policy, overdue_deletions
 from tfmw_operator.core.policies.completion import chief_exit, exit_completion, judge_marker
@@ -133,8 +133,12 @@ class _Step:
         if when is not None and when < NEVER:
             self.due.append(when)
 
-    def delete(self, pods: Sequence[ObservedPod], grace_seconds: int | None = None) -> None:
-        shared = isinstance(self.obs.spec, JobSpec) and self.obs.spec.shared
+    def delete(
+        self, pods: Sequence[ObservedPod], grace_seconds: int | None = None, keep_logs: bool = True
+    ) -> None:
+        shared = keep_logs and isinstance(self.obs.spec, JobSpec) and self.obs.spec.shared
+        doomed = {n for a in self.actions if isinstance(a, DeletePods) for n in a.names}
+        pods = [p for p in pods if p.name not in doomed]  # each pod deleted once per decision
         # A supervised pod's supervisor streamed each attempt's log to the job's folder: the
         # pod's own log (every attempt it served, run together) is not saved over it.
         streamed = tuple(p.name for p in pods if not p.deleting and p.supervised)
@@ -279,7 +283,8 @@ def _decide(step: _Step, job: JobSpec) -> None:
         return
 
     if not step.status.launched:
-        if _blocked_by_namesakes(step) or _waiting_to_retry(step, job):
+        withdrawing = _withdraw_unserved(step, current)
+        if _blocked_by_namesakes(step) or _waiting_to_retry(step, job) or withdrawing:
             return
         _launch(step, job, current, leftover_marker=marker is MarkerVerdict.OURS)
         return
@@ -557,6 +562,22 @@ def _blocked_by_namesakes(step: _Step) -> bool:
     return True
 
 
+def _withdraw_unserved(step: _Step, current: Sequence[ObservedPod]) -> bool:
+    """A first launch sends its Service and its first pod together (shell/creation.py): when
+    the Service was refused or is someone else's, that pod is deleted at once, so none holds
+    a node or runs without its peers' names while the job waits; the launch is tried again
+    only once it is gone. True while such pods are there."""
+    if step.status.launched_attempt is not None or not current:
+        return False
+    error = step.obs.create_error
+    refused = error is not None and error.refused is CreatedObject.SERVICE
+    if not refused and not any(n.startswith("Service ") for n in step.obs.namesakes):
+        return False
+    # Never part of a launch: no grace, and no log worth keeping.
+    step.delete(current, grace_seconds=0, keep_logs=False)
+    return True
+
+
 def _waiting_to_retry(step: _Step, job: JobSpec) -> bool:
     """True while the launch waits: a refused creation backs off (or fails the job), and a
     gang restart after the first backs off too."""
@@ -609,7 +630,11 @@ def _launch(step: _Step, job: JobSpec, current: Sequence[ObservedPod], leftover_
         step.wake_at(step.now + timedelta(seconds=SUPERVISOR_RECHECK_SECONDS))
         return
     if step.obs.service_missing:  # a restart's is there already: asking again costs two calls
-        step.actions.append(EnsureService(build_service(job)))
+        # A first launch gains a round trip by sending its Service and first pod together;
+        # once either was refused, the Service goes first, and no pod is made and withdrawn
+        # again at each retry.
+        beside = first and step.obs.create_error is None
+        step.actions.append(EnsureService(build_service(job), beside_first_pod=beside))
     if missing:
         # The claim reaches the folder (sharedVolume is immutable): no init container to start
         # again. Known only from a check this operator made (claim_checks), never from the

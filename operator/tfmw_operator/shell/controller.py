@@ -489,13 +489,14 @@ class JobController:
                 if not await self.creator.recreate_service(namespace, action.service, warnings):
                     self.queue.trigger_later(key, SERVICE_RETRY_SECONDS)
             elif isinstance(action, EnsureService | CreatePods):
-                # The pods that follow their Service go with it: none if it is refused.
+                # The pods that follow their Service go with it: none, or only the first (as
+                # the core says), if it is refused.
                 following = actions[0] if actions else None
                 batch = action if isinstance(action, CreatePods) else None
                 if isinstance(action, EnsureService) and isinstance(following, CreatePods):
                     batch = following
                     actions.pop(0)
-                service = action.service if isinstance(action, EnsureService) else None
+                service = action if isinstance(action, EnsureService) else None
                 if batch is not None and in_place(batch.job):
                     # The supervisor these pods will run, checked (and put back) right before
                     # them, whatever this decision wrote: it may have gone since the last look.

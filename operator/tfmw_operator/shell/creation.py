@@ -1,15 +1,17 @@
-"""Creating a job's Service and pods: the Service first, then the pods in slow-start
-batches, built as they are sent. What it ran into is returned, for the controller to
+"""Creating a job's Service and pods: a first launch's Service beside its first pod, the
+rest of the pods once the Service is the job's; pods in slow-start batches, built as they
+are sent. What it ran into is returned, for the controller to
 remember and the core to decide from."""
 
 from __future__ import annotations
 
 import asyncio
+import functools
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 
 from tfmw_operator.api.objects import Json
-from tfmw_operator.core.decision import CreatePods
+from tfmw_operator.core.decision import CreatePods, EnsureService
 from tfmw_operator.core.observed import CreatedObject, CreateErrorKind
 from tfmw_operator.core.owned import Owned
 from tfmw_operator.kube.client import CONNECTION_POOL_SIZE, ApiError, Kube
@@ -48,6 +50,11 @@ async def _created(creating: Awaitable[Json | None]) -> Json | None:
         raise refused from error
 
 
+async def _done(ensuring: asyncio.Future[Created]) -> bool:
+    """Whether the Service being ensured beside the first pods is there and the job's."""
+    return (await asyncio.shield(ensuring)).done
+
+
 # Pods built and sent at once by one launch, at most: each carries its TF_CONFIG, up to
 # 128 KiB for the largest job the CRD accepts.
 CREATE_BATCH_MAX = 32
@@ -74,14 +81,29 @@ class Creator:
         self.pods = pods
         self._sending = asyncio.Semaphore(CONNECTION_POOL_SIZE)
 
-    async def launch(self, namespace: str, service: Json | None, pods: CreatePods | None) -> Created:
-        """The Service, then the pods: without it no worker resolves its peers, and pods
-        whose Service is refused would hold their nodes for nothing."""
-        if service is not None:
-            created = await self._ensure_service(namespace, service)
-            if not created.done:
+    async def launch(self, namespace: str, service: EnsureService | None, pods: CreatePods | None) -> Created:
+        """The Service, and the pods: without it no worker resolves its peers, and pods whose
+        Service is refused would hold their nodes for nothing. As the core decides, the
+        Service and the first pod (slow start: one) go together, the rest only once the
+        Service is the job's; when it is refused or someone else's, that one pod is deleted
+        again (core/reconcile.py `_withdraw_unserved`)."""
+        if service is None:
+            return Created(True) if pods is None else await self._create_pods(namespace, pods)
+        if pods is None or not service.beside_first_pod:
+            created = await self._ensure_service(namespace, service.service)
+            if not created.done or pods is None:
                 return created
-        return Created(True) if pods is None else await self._create_pods(namespace, pods)
+            return await self._create_pods(namespace, pods)
+        ensuring = asyncio.ensure_future(self._ensure_service(namespace, service.service))
+        try:
+            pods_created = await self._create_pods(namespace, pods, functools.partial(_done, ensuring))
+            service_created = await ensuring
+        finally:
+            if not ensuring.done():
+                ensuring.cancel()
+            elif not ensuring.cancelled():
+                ensuring.exception()  # raised through the pods' side already, or theirs goes up
+        return service_created if not service_created.done else pods_created
 
     async def recreate_service(self, namespace: str, service: Json, warnings: list[tuple[str, str]]) -> bool:
         """A running gang's Service went missing: create it again. False when refused (a
@@ -117,15 +139,22 @@ class Creator:
             return Created(True)
         return Created(False, namesake=Owned.service_of(found))
 
-    async def _create_pods(self, namespace: str, create: CreatePods) -> Created:
+    async def _create_pods(
+        self, namespace: str, create: CreatePods, go_on: Callable[[], Awaitable[bool]] | None = None
+    ) -> Created:
         """In slow-start batches (1, 2, 4, ... CREATE_BATCH_MAX): a doomed template costs one
         request, and no more than a batch of pods is ever built at once. A template the API
         server took before (a gang restart) goes in full batches: one round trip for a gang of
-        up to CREATE_BATCH_MAX, not four."""
+        up to CREATE_BATCH_MAX, not four. `go_on`, when given, is asked after the first batch
+        whether to send the rest."""
         remaining, batch = list(create.members), CREATE_BATCH_MAX if create.proven else 1
         try:
             with self.events.creating_pods():
                 while remaining:
+                    if go_on is not None and len(remaining) < len(create.members):
+                        if not await go_on():
+                            return Created(False)
+                        go_on = None
                     this_batch, remaining = remaining[:batch], remaining[batch:]
                     pods = [create.build(member) for member in this_batch]
                     created = await asyncio.gather(*(self._send_pod(namespace, pod) for pod in pods))

@@ -6,7 +6,9 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
+from tfmw_operator.api.spec import parse_job
 from tfmw_operator.api.status import ConditionType, Phase
+from tfmw_operator.core.builders import build_service
 from tfmw_operator.core.decision import CreatePods, DeletePods, EnsureService
 from tfmw_operator.core.observed import CreatedObject, CreateError, CreateErrorKind, Observed
 from tfmw_operator.core.reconcile import reconcile_failed
@@ -52,6 +54,59 @@ def test_a_refused_service_stalls_the_job_with_its_reason_and_creates_no_pods() 
     assert decision.status.phase is Phase.PENDING and decision.status.start_time == at(20)
     assert not any(isinstance(a, CreatePods | EnsureService) for a in decision.actions)
     assert [e.reason for e in decision.events] == ["ServiceCreationRefused", "Pending"]
+
+
+def test_a_first_launch_sends_its_service_beside_its_first_pod_until_something_is_refused() -> None:
+    def beside(decision_of: Any) -> list[bool]:
+        return [a.beside_first_pod for a in decision_of.actions if isinstance(a, EnsureService)]
+
+    assert beside(decide(job().obj(), service=None)) == [True]
+    error = refused(CreateErrorKind.FORBIDDEN, CreatedObject.PODS, since=0)  # retried from 1 s
+    assert beside(decide(job().obj(), create_error=error, service=None)) == [False]
+    # A restart's Service, gone meanwhile: its pods are the template's second, sent after it.
+    restarting = job().launched(phase="Restarting").status(attempt=1).obj()
+    assert beside(decide(restarting, service=None)) == [False]
+
+
+def test_the_pod_sent_beside_a_refused_service_is_deleted_at_once_and_nothing_launched() -> None:
+    j = job().obj()
+    error = refused(CreateErrorKind.FORBIDDEN, CreatedObject.SERVICE, since=19)
+    decision = decide(j, [pod(j, 0).obj()], create_error=error, service=None)
+    deletions = [a for a in decision.actions if isinstance(a, DeletePods)]
+    assert [(d.names, d.grace_seconds, d.keep_logs) for d in deletions] == [(("mnist-worker-0",), 0, False)]
+    assert not any(isinstance(a, CreatePods | EnsureService) for a in decision.actions)
+    assert decision.status.launched_attempt is None and decision.status.phase is Phase.PENDING
+    stalled = decision.status.condition(ConditionType.STALLED)
+    assert stalled is not None and stalled.reason == "ServiceCreationRefused"
+
+
+def test_a_retry_waits_for_the_withdrawn_pod_to_be_gone() -> None:
+    j = job().obj()
+    error = refused(CreateErrorKind.FORBIDDEN, CreatedObject.SERVICE, since=0)  # retry due at 2 s
+    decision = decide(j, [pod(j, 0).deleting().obj()], create_error=error, service=None)
+    assert not any(isinstance(a, CreatePods | EnsureService | DeletePods) for a in decision.actions)
+    assert decision.status.launched_attempt is None
+
+
+def test_the_pod_sent_beside_someone_elses_service_is_deleted_at_once() -> None:
+    j = job().obj()
+    theirs = job().obj()
+    theirs["metadata"]["uid"] = "uid-someone-else"
+    decision = decide(j, [pod(j, 0).obj()], service=build_service(parse_job(theirs)))
+    deletions = [a for a in decision.actions if isinstance(a, DeletePods)]
+    assert [(d.names, d.grace_seconds) for d in deletions] == [(("mnist-worker-0",), 0)]
+    assert not any(isinstance(a, CreatePods | EnsureService) for a in decision.actions)
+    stalled = decision.status.condition(ConditionType.STALLED)
+    assert stalled is not None and stalled.reason == "NameInUse"
+
+
+def test_a_launched_jobs_pods_are_never_withdrawn_for_its_service() -> None:
+    j = job().launched(phase="Running").obj()
+    error = refused(CreateErrorKind.FORBIDDEN, CreatedObject.SERVICE, since=19)
+    decision = decide(
+        j, [pod(j, 0).running().obj(), pod(j, 1).running().obj()], create_error=error, service=None
+    )
+    assert not any(isinstance(a, DeletePods) for a in decision.actions)
 
 
 def test_an_invalid_service_fails_the_job() -> None:
