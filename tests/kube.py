@@ -152,10 +152,13 @@ class ClusterClient:
 
     # ---- namespaces ----
 
-    def new_namespace(self, prefix: str) -> str:
-        """A namespace of the test's own; the session deletes it at the end in any case."""
+    def new_namespace(self, prefix: str, pod_security: str | None = None) -> str:
+        """A namespace of the test's own, enforcing the Pod Security level given (a bench's
+        namespace is walled, as every namespace a team runs jobs in); the session deletes it at
+        the end in any case."""
         name = f"{prefix}-{uuid.uuid4().hex[:8]}"
-        self.core.create_namespace({"metadata": {"name": name}})
+        labels = {} if pod_security is None else {"pod-security.kubernetes.io/enforce": pod_security}
+        self.core.create_namespace({"metadata": {"name": name, "labels": labels}})
         self.created_namespaces.append(name)
         wait_for("default service account", lambda: self._has_default_sa(name), timeout=30)
         return name

@@ -176,7 +176,7 @@ class Running:
 def start_contender(kube: ClusterClient, make: Callable[[str], Contender]) -> Running:
     """Its namespace and its process; `restart` times each start."""
     wait_for("no terminating namespace", lambda: not terminating_namespaces(kube), timeout=300, interval=1)
-    namespace = kube.new_namespace("vs")
+    namespace = kube.new_namespace("vs", pod_security="baseline")
     contender = make(namespace)
     contender.prepare(kube, namespace)
     running = Running(contender, namespace, Seen(kube, namespace, contender.job_label), {})
@@ -446,7 +446,7 @@ def progress_load(
 def at_scale(kube: ClusterClient, kubelet: SimulatedKubelet, shared_root: Path) -> dict[str, Any]:
     """500 jobs of 4 workers, the simulated kubelet starting pods as they come; then their
     progress reports; then markers, with all of them running."""
-    namespace = kube.new_namespace("bench500")
+    namespace = kube.new_namespace("bench500", pod_security="baseline")
     operator = start_operator(namespace, shared_root)
     stop_runner = threading.Event()
     results: dict[str, Any] = {}

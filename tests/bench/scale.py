@@ -668,7 +668,7 @@ def run_floor(kube: ClusterClient, shared: Path, timeout: float) -> dict[str, An
     """Steps 1, 2 and 4 with no controller (Floor); step 3 (the controller noticing the
     marker) has no floor."""
     wait_for("no terminating namespace", lambda: not terminating_namespaces(kube), timeout=600, interval=1)
-    namespace = kube.new_namespace("scale")
+    namespace = kube.new_namespace("scale", pod_security="baseline")
     floor = Floor(namespace)
     volume = create_claim(kube, namespace)
     floor.template = kwok_template()
@@ -766,7 +766,7 @@ def run_contender(
 ) -> dict[str, Any]:
     """The four steps for one contender, alone, from an empty namespace."""
     wait_for("no terminating namespace", lambda: not terminating_namespaces(kube), timeout=600, interval=1)
-    namespace = kube.new_namespace("scale")
+    namespace = kube.new_namespace("scale", pod_security="baseline")
     contender = make(namespace)
     volume = create_claim(kube, namespace)
     contender.template = kwok_template()
