@@ -122,6 +122,9 @@ class DeletePods:
     grace_seconds: int | None = None  # None: each pod's own terminationGracePeriodSeconds
     force: bool = False  # grace 0 for pods whose kubelet will never confirm (node gone)
     keep_logs: bool = True  # saved to the job's folder first; False: the job has no shared volume
+    # Pods of a launch that did not happen (core/reconcile.py `_withdraw_unserved`): deleted
+    # before the status is written, so no failing status write holds them up.
+    withdrawn: bool = False
 
 
 @dataclass(frozen=True)
@@ -169,9 +172,11 @@ ACTION_ORDER: tuple[type, ...] = (
 
 def _place(action: Action) -> float:
     """An action's place in ACTION_ORDER; a control file that raises the attempt right after
-    the status."""
+    the status, pods withdrawn right before it."""
     if isinstance(action, WriteControl) and action.raises:
         return ACTION_ORDER.index(PatchStatus) + 0.5
+    if isinstance(action, DeletePods) and action.withdrawn:
+        return ACTION_ORDER.index(PatchStatus) - 0.5
     return ACTION_ORDER.index(type(action))
 
 

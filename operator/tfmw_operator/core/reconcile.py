@@ -134,7 +134,11 @@ class _Step:
             self.due.append(when)
 
     def delete(
-        self, pods: Sequence[ObservedPod], grace_seconds: int | None = None, keep_logs: bool = True
+        self,
+        pods: Sequence[ObservedPod],
+        grace_seconds: int | None = None,
+        keep_logs: bool = True,
+        withdrawn: bool = False,
     ) -> None:
         shared = keep_logs and isinstance(self.obs.spec, JobSpec) and self.obs.spec.shared
         doomed = {n for a in self.actions if isinstance(a, DeletePods) for n in a.names}
@@ -144,9 +148,9 @@ class _Step:
         streamed = tuple(p.name for p in pods if not p.deleting and p.supervised)
         names = tuple(p.name for p in pods if not p.deleting and not p.supervised)
         if names:
-            self.actions.append(DeletePods(names, grace_seconds, keep_logs=shared))
+            self.actions.append(DeletePods(names, grace_seconds, keep_logs=shared, withdrawn=withdrawn))
         if streamed:
-            self.actions.append(DeletePods(streamed, grace_seconds, keep_logs=False))
+            self.actions.append(DeletePods(streamed, grace_seconds, keep_logs=False, withdrawn=withdrawn))
         on_lost_nodes, stuck, next_check = overdue_deletions(pods, self.now)
         self.wake_at(next_check)
         if on_lost_nodes or stuck:
@@ -563,19 +567,24 @@ def _blocked_by_namesakes(step: _Step) -> bool:
 
 
 def _withdraw_unserved(step: _Step, current: Sequence[ObservedPod]) -> bool:
-    """A first launch sends its Service and its first pod together (shell/creation.py): when
-    the Service was refused or is someone else's, that pod is deleted at once, so none holds
-    a node or runs without its peers' names while the job waits; the launch is tried again
-    only once it is gone. True while such pods are there."""
+    """A first launch sends its Service and its first pod together (shell/creation.py): while
+    the Service was refused (or its creation failed) and is not there, or is someone else's,
+    that pod is deleted at once, so none holds a node or runs without its peers' names. True
+    while the launch must wait: such pods are there, or any pod of the never-launched attempt
+    is still going (counted as present, it would be a failure of the attempt just launched)."""
     if step.status.launched_attempt is not None or not current:
         return False
     error = step.obs.create_error
-    refused = error is not None and error.refused is CreatedObject.SERVICE
-    if not refused and not any(n.startswith("Service ") for n in step.obs.namesakes):
-        return False
-    # Never part of a launch: no grace, and no log worth keeping.
-    step.delete(current, grace_seconds=0, keep_logs=False)
-    return True
+    refused = error is not None and error.refused is CreatedObject.SERVICE and step.obs.service_missing
+    foreign = any(n.startswith("Service ") for n in step.obs.namesakes)
+    if refused or foreign:
+        # Never part of a launch: no grace, no log worth keeping, and before the status write.
+        step.delete(current, grace_seconds=0, keep_logs=False, withdrawn=True)
+        return True
+    going = [p for p in current if p.deleting]
+    if going:
+        step.delete(going)  # only what a stuck deletion needs: forced once overdue
+    return bool(going)
 
 
 def _waiting_to_retry(step: _Step, job: JobSpec) -> bool:
@@ -631,9 +640,11 @@ def _launch(step: _Step, job: JobSpec, current: Sequence[ObservedPod], leftover_
         return
     if step.obs.service_missing:  # a restart's is there already: asking again costs two calls
         # A first launch gains a round trip by sending its Service and first pod together;
-        # once either was refused, the Service goes first, and no pod is made and withdrawn
-        # again at each retry.
-        beside = first and step.obs.create_error is None
+        # once either was refused, or a pod is there already, the Service goes first: at
+        # most one pod is ever made and withdrawn.
+        # Never for a queued job: a gated pod gains nothing by going early, and Kueue would
+        # admit a one-pod group at once and hold the withdrawn pod by its finalizer.
+        beside = first and step.obs.create_error is None and not current and not job.queue_name
         step.actions.append(EnsureService(build_service(job), beside_first_pod=beside))
     if missing:
         # The claim reaches the folder (sharedVolume is immutable): no init container to start

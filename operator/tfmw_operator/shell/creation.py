@@ -51,7 +51,7 @@ async def _created(creating: Awaitable[Json | None]) -> Json | None:
 
 
 async def _done(ensuring: asyncio.Future[Created]) -> bool:
-    """Whether the Service being ensured beside the first pods is there and the job's."""
+    """Whether the Service ensured beside the first pod is there and the job's."""
     return (await asyncio.shield(ensuring)).done
 
 
@@ -94,16 +94,31 @@ class Creator:
             if not created.done or pods is None:
                 return created
             return await self._create_pods(namespace, pods)
-        ensuring = asyncio.ensure_future(self._ensure_service(namespace, service.service))
+        ensuring = asyncio.ensure_future(self._service_beside_pods(namespace, service.service))
         try:
-            pods_created = await self._create_pods(namespace, pods, functools.partial(_done, ensuring))
+            try:
+                pods_created = await self._create_pods(namespace, pods, functools.partial(_done, ensuring))
+            except Exception:
+                # The Service's outcome goes first: when it is not the job's, the core
+                # withdraws the pod that went out beside it, whatever befell the pods' call.
+                service_created = await ensuring
+                if not service_created.done:
+                    return service_created
+                raise
             service_created = await ensuring
         finally:
-            if not ensuring.done():
-                ensuring.cancel()
-            elif not ensuring.cancelled():
-                ensuring.exception()  # raised through the pods' side already, or theirs goes up
+            ensuring.cancel()  # done by now, unless the launch itself was cancelled
         return service_created if not service_created.done else pods_created
+
+    async def _service_beside_pods(self, namespace: str, service: Json) -> Created:
+        """The Service, where a pod went out beside it: a call that failed in any way (timed
+        out, the connection dropped) is remembered as the Service's refusal, so the core
+        withdraws that pod until a Service of the job's is there. Never raises."""
+        try:
+            return await self._ensure_service(namespace, service)
+        except Exception as error:
+            failed = CreateRefused(CreateErrorKind.UNAVAILABLE, f"creating the Service failed: {error!r}")
+            return Created(False, (CreatedObject.SERVICE, failed))
 
     async def recreate_service(self, namespace: str, service: Json, warnings: list[tuple[str, str]]) -> bool:
         """A running gang's Service went missing: create it again. False when refused (a

@@ -9,7 +9,7 @@ import pytest
 from tfmw_operator.api.spec import parse_job
 from tfmw_operator.api.status import ConditionType, Phase
 from tfmw_operator.core.builders import build_service
-from tfmw_operator.core.decision import CreatePods, DeletePods, EnsureService
+from tfmw_operator.core.decision import CreatePods, DeletePods, EnsureService, PatchStatus
 from tfmw_operator.core.observed import CreatedObject, CreateError, CreateErrorKind, Observed
 from tfmw_operator.core.reconcile import reconcile_failed
 from tfmw_operator.kube.client import ApiError
@@ -98,6 +98,54 @@ def test_the_pod_sent_beside_someone_elses_service_is_deleted_at_once() -> None:
     assert not any(isinstance(a, CreatePods | EnsureService) for a in decision.actions)
     stalled = decision.status.condition(ConditionType.STALLED)
     assert stalled is not None and stalled.reason == "NameInUse"
+
+
+def test_the_withdrawal_goes_before_the_status_write() -> None:
+    # A status write that keeps failing (a conflict, a webhook that is down) must not keep a
+    # pod running without its Service.
+    j = job().obj()
+    error = refused(CreateErrorKind.FORBIDDEN, CreatedObject.SERVICE, since=19)
+    decision = decide(j, [pod(j, 0).obj()], create_error=error, service=None)
+    kinds = [type(a) for a in decision.actions]
+    assert kinds.index(DeletePods) < kinds.index(PatchStatus)
+
+
+def test_a_first_launch_waits_for_any_pod_of_its_attempt_still_going() -> None:
+    # Whatever deleted it (a withdrawal whose reason an operator restart forgot), a pod that is
+    # going would be counted present and then lost: a failure of the attempt just launched.
+    j = job(workers=2).obj()
+    decision = decide(j, [pod(j, 0).deleting().obj()], service=None)
+    assert not any(isinstance(a, CreatePods | EnsureService) for a in decision.actions)
+    assert decision.status.launched_attempt is None
+
+
+def test_a_refusal_already_overcome_withdraws_nothing() -> None:
+    # Refused once (or a 504 whose create was made after all), and the job's Service is there.
+    j = job(workers=2).obj()
+    error = refused(CreateErrorKind.UNAVAILABLE, CreatedObject.SERVICE, since=0)
+    decision = decide(j, [pod(j, 0).obj()], create_error=error)
+    assert not any(isinstance(a, DeletePods) for a in decision.actions)
+    created = [a for a in decision.actions if isinstance(a, CreatePods)]
+    assert [m.stem for a in created for m in a.members] == ["worker-1"]
+
+
+def test_no_pod_goes_beside_the_service_of_a_queued_job_or_where_one_is_there() -> None:
+    def beside(decision_of: Any) -> list[bool]:
+        return [a.beside_first_pod for a in decision_of.actions if isinstance(a, EnsureService)]
+
+    queued = job().queue("team-a").obj()
+    assert beside(decide(queued, service=None)) == [False]
+    j = job(workers=2).obj()
+    assert beside(decide(j, [pod(j, 0).obj()], service=None)) == [False]
+
+
+def test_a_pod_is_deleted_once_in_a_decision() -> None:
+    j = job().obj()
+    error = refused(CreateErrorKind.INVALID, CreatedObject.SERVICE)  # fails the job, and withdraws
+    decision = decide(j, [pod(j, 0).running().obj()], create_error=error, service=None)
+    assert decision.status.phase is Phase.FAILED
+    names = [n for a in decision.actions if isinstance(a, DeletePods) for n in a.names]
+    assert names == ["mnist-worker-0"]
 
 
 def test_a_launched_jobs_pods_are_never_withdrawn_for_its_service() -> None:
