@@ -46,6 +46,7 @@ from bench.peer import (
     Tfmw,
     check_baseline,
     cpu_seconds,
+    image_malloc_env,
     install_tfjob_crd,
     peak_rss_mb,
     remove_tfjob_crd,
@@ -385,8 +386,7 @@ def bare_client_rate(kube: ClusterClient, count: int, gang: int = 0, runs: int =
 
 
 def start_operator(namespace: str, shared_root: Path) -> OperatorProcess:
-    # As the operator image sets it: fewer malloc arenas, a smaller RSS.
-    return OperatorProcess(namespace, shared_root, env={"MALLOC_ARENA_MAX": "2"}).start()
+    return OperatorProcess(namespace, shared_root, env=image_malloc_env(REPO)).start()
 
 
 def write_progress(job_dir: Path, uid: str, step: int) -> None:

@@ -129,6 +129,15 @@ def check_baseline(source: Path) -> None:
     code (run scale-8). The benches call this before they start anything."""
     if not (source / "tfmw_operator" / "__main__.py").is_file():
         raise ValueError(f"{source} holds no tfmw_operator package: give the tree's operator/ folder")
+    if not (source.parent / "Dockerfile").is_file():
+        raise ValueError(f"{source.parent} has no Dockerfile: give the operator/ folder of a whole tree")
+
+
+def image_malloc_env(tree: Path) -> dict[str, str]:
+    """The malloc settings a tree's operator image gives it (its Dockerfile's `MALLOC_*`), so
+    each tree's operator runs here as its own image runs it."""
+    dockerfile = (tree / "Dockerfile").read_text()
+    return dict(re.findall(r"\b(MALLOC_[A-Z_]+)=(\S+)", dockerfile))
 
 
 class Tfmw(Contender):
@@ -158,8 +167,10 @@ class Tfmw(Contender):
             ],
             "tfmw.dev/job-name",
             ("tfmw.dev", "v1alpha1", "tfmwjobs"),
-            # As the operator image sets it: fewer malloc arenas, a smaller RSS.
-            env={"MALLOC_ARENA_MAX": "2", **({"PYTHONPATH": str(source)} if source else {})},
+            env={
+                **image_malloc_env(REPO if source is None else source.parent),
+                **({"PYTHONPATH": str(source)} if source else {}),
+            },
         )
 
     def prepare(self, kube: ClusterClient, namespace: str) -> None:

@@ -18,6 +18,7 @@ import tempfile
 import time
 from pathlib import Path
 
+from bench.peer import image_malloc_env
 from kube import LOCAL_KUBECONFIG, REPO, ClusterClient, kubectl, wait_for
 from operator_process import OperatorProcess
 from wrappers import job
@@ -43,7 +44,7 @@ def main() -> None:
         job(NAME).workers(WORKERS).port(65535).template({"spec": {"containers": containers}}).manifest()
     )
     with tempfile.TemporaryDirectory() as shared:
-        operator = OperatorProcess(namespace, Path(shared), env={"MALLOC_ARENA_MAX": "2"})
+        operator = OperatorProcess(namespace, Path(shared), env=image_malloc_env(REPO))
         try:
             operator.start().wait_started()
             idle = operator.peak_rss_mb()
