@@ -291,7 +291,8 @@ class JobController:
             # Only a running gang trains; a job being launched or restarted costs no read.
             if recorded.phase is Phase.RUNNING:
                 progress = await self._read_progress(key, spec.progress_relpath)
-                step_times = await self._read_step_times(key, state, spec, recorded.attempt)
+                if not marker.exists:  # a job ending now has no straggler to find
+                    step_times = await self._read_step_times(key, state, spec, recorded.attempt)
             if reads_evaluation(spec, recorded.phase, (o.pod for o in pods)):
                 evaluation = await self._read_evaluation(spec.evaluation_relpath)
             if spec.queue_name and not recorded.finished:
