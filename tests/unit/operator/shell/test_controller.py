@@ -56,6 +56,19 @@ def versioned(obj: Json) -> Json:
     return obj
 
 
+def running(kube: Kube, j: Json, spec: JobSpec, shared_root: Path) -> JobController:
+    """A controller whose views hold job `j` running: its pods and its Service, as the watches
+    would hold them (a view orders objects by their resourceVersion)."""
+    controller = JobController(kube, Settings(shared_root=shared_root, namespaces=(spec.namespace,)))
+    for watch in controller.watches():
+        watch.synced.set()
+    controller.jobs.put(j)
+    for i in range(WORKERS):
+        controller.pods[spec.namespace].put(versioned(pod(j, i).running().obj()))
+    controller.services[spec.namespace].put(versioned(build_service(spec)))
+    return controller
+
+
 def step_times(index: int) -> str:
     """Worker `index`'s document: the last one computes five times slower than the others."""
     figures = [0.5 if index == WORKERS - 1 else 0.1] * 20
@@ -81,14 +94,7 @@ def test_a_running_job_that_writes_no_step_times_sets_no_timer_till_its_steps_fo
 
     async def scenario() -> tuple[list[float | None], list[Json]]:
         async with api(j, statuses) as kube:
-            controller = JobController(kube, Settings(shared_root=tmp_path, namespaces=(spec.namespace,)))
-            for watch in controller.watches():
-                watch.synced.set()
-            controller.jobs.put(j)
-            # As the watches would hold them (a view orders objects by their resourceVersion).
-            for i in range(WORKERS):
-                controller.pods[spec.namespace].put(versioned(pod(j, i).running().obj()))
-            controller.services[spec.namespace].put(versioned(build_service(spec)))
+            controller = running(kube, j, spec, tmp_path)
             # As its launch left it: its marker and progress document watched.
             controller.files.track(key, spec.marker_relpath, ProgressWatch(spec.progress_relpath))
             files = asyncio.create_task(controller.files.run())
@@ -132,13 +138,7 @@ def test_a_job_whose_marker_is_there_reads_no_step_times(tmp_path: Path) -> None
 
     async def scenario() -> int | None:
         async with api(j, statuses) as kube:
-            controller = JobController(kube, Settings(shared_root=tmp_path, namespaces=(spec.namespace,)))
-            for watch in controller.watches():
-                watch.synced.set()
-            controller.jobs.put(j)
-            for i in range(WORKERS):
-                controller.pods[spec.namespace].put(versioned(pod(j, i).running().obj()))
-            controller.services[spec.namespace].put(versioned(build_service(spec)))
+            controller = running(kube, j, spec, tmp_path)
             await controller._reconcile(key)
             await controller.queue.drain()
             return controller._states[key].step_times_attempt
