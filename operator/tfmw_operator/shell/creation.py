@@ -1,7 +1,7 @@
 """Creating a job's Service and pods: a first launch's Service beside its first pod, the
 rest of the pods once the Service is the job's; pods in slow-start batches, built as they
-are sent. What it ran into is returned, for the controller to
-remember and the core to decide from."""
+are sent. What it ran into is returned, for the controller to remember and the core to
+decide from."""
 
 from __future__ import annotations
 
