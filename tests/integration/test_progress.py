@@ -92,7 +92,7 @@ def test_a_hostile_progress_document_is_refused_and_touches_nothing_else(
 ) -> None:
     neighbour = kubelet.start_job(namespace, simulated_job("neighbour").manifest())
     write_progress(shared_root / namespace / "neighbour", neighbour["metadata"]["uid"], 4)
-    wait_for("neighbour's progress", lambda: kube.status(namespace, "neighbour").get("progress"), timeout=10)
+    wait_for("neighbour's progress", lambda: kube.status(namespace, "neighbour").get("progress"))
 
     kubelet.start_job(namespace, simulated_job("hostile").manifest())
     hostile_dir = shared_root / namespace / "hostile"
@@ -102,7 +102,7 @@ def test_a_hostile_progress_document_is_refused_and_touches_nothing_else(
         progress = kube.status(namespace, "hostile").get("progress") or {}
         return progress if "ELOOP" in progress.get("error", "") else None
 
-    progress = wait_for("the link refused", refused, timeout=15)
+    progress = wait_for("the link refused", refused)
     assert "epoch" not in progress  # the neighbour's figures were never read through the link
     assert kube.status(namespace, "hostile")["phase"] == "Running"
     assert "ProgressRefused" in kube.wait_events(namespace, "hostile", {"ProgressRefused"})
