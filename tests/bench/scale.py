@@ -1130,6 +1130,24 @@ def main() -> None:
     os.environ["PATH"] = f"{REPO / 'hack' / 'bin'}:{os.environ['PATH']}"
     if BASELINE:
         check_baseline(Path(BASELINE))  # before anything is started or paused
+    known = [
+        "tfmw",
+        "tfmw-in-place",
+        *(["tfmw-baseline"] if BASELINE else []),
+        "tfjob-tuned",
+        "tfjob-shipped",
+        "floor",
+    ]
+    # TFMW_BENCH_CONTENDERS: these, run in this order (the one that goes first meets the
+    # cluster right after the warm-up's deletions: swap them to see what that costs); the
+    # tables keep the usual order, so a ratio is always tfmw's over its peer's.
+    order = (
+        os.environ["TFMW_BENCH_CONTENDERS"].split(",") if os.environ.get("TFMW_BENCH_CONTENDERS") else known
+    )
+    if unknown := sorted({n for n in order if n not in known}) or sorted(
+        {n for n in order if order.count(n) > 1}
+    ):
+        raise SystemExit(f"TFMW_BENCH_CONTENDERS: {unknown} unknown or twice; each at most once of {known}")
     began = time.monotonic()
     kube = ClusterClient()
     nodes = kwok_nodes(kube)
@@ -1157,10 +1175,6 @@ def main() -> None:
         "tfjob-tuned": (lambda ns: TFJob(binary, ns, tuned=True), TIMEOUT),
         "tfjob-shipped": (lambda ns: TFJob(binary, ns, tuned=False), SHIPPED_TIMEOUT),
     }
-    # TFMW_BENCH_CONTENDERS: these, run in this order (the one that goes first meets the
-    # cluster right after the warm-up's deletions: swap them to see what that costs); the
-    # tables keep the usual order, so a ratio is always tfmw's over its peer's.
-    only = os.environ.get("TFMW_BENCH_CONTENDERS")
     runs: dict[str, Callable[[], dict[str, Any]]] = {
         name: (lambda make=make, timeout=timeout: run_contender(kube, make, shared, timeout))  # type: ignore[misc]
         for name, (make, timeout) in contenders.items()
@@ -1177,9 +1191,8 @@ def main() -> None:
     name = os.environ.get("TFMW_BENCH_OUT") or ("scale.json" if JOBS == 1000 else f"scale-{JOBS}.json")
     RESULTS.mkdir(parents=True, exist_ok=True)
     try:  # the deployed operator is resumed whatever happens
-        order = only.split(",") if only else list(runs)
-        if unknown := [n for n in order if n not in runs]:
-            raise SystemExit(f"TFMW_BENCH_CONTENDERS: no contender {unknown}; there are {list(runs)}")
+        if list(runs) != known:  # the names checked before anything started are the contenders'
+            raise RuntimeError(f"contenders {list(runs)}, checked against {known}")
         warm_up(kube, WARM_UP_PODS)
         for contender_name in order:
             results["side_by_side"][contender_name] = runs[contender_name]()
