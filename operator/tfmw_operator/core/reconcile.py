@@ -305,6 +305,9 @@ def _decide(step: _Step, job: JobSpec) -> None:
         return
     ended = reported_ends(job, step.obs.reports, step.status.attempt)
     verdict = judge_failures(job, current, step.status, step.now, replacing, ended)
+    if isinstance(verdict, WakeAt):
+        step.wake_at(verdict.at)
+        return
     if isinstance(verdict, Fail):
         _fail(step, job, verdict)
         return

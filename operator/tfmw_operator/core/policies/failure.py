@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 
 from tfmw_operator.api.spec import JobSpec, Member, ReplicaType, RuleAction
 from tfmw_operator.api.status import MAX_HISTORY_MESSAGE, AttemptRecord, JobStatus
@@ -19,7 +19,7 @@ from tfmw_operator.api.times import NEVER, format_time, later
 from tfmw_operator.core.builders import member_pod_name
 from tfmw_operator.core.pods import DISRUPTION_CAUSES, NODE_LOST, ObservedPod
 from tfmw_operator.core.policies.failure_rules import Failure, rule_on
-from tfmw_operator.core.policies.verdicts import Cause, Fail, Restart
+from tfmw_operator.core.policies.verdicts import Cause, Fail, Restart, WakeAt
 from tfmw_operator.core.progress import MAX_CLOCK_AHEAD_SECONDS
 
 # Exit codes from 128 up are deaths by signal (137 = SIGKILL, the OOM killer's too):
@@ -39,6 +39,14 @@ PEER_LOST = "PeerLost"
 EXPLAINED_BY_A_LOST_PEER = frozenset({"Error", PEER_LOST})
 # A node reported lost this long before the attempt ended did not end it (reported_before).
 LOST_BEFORE_END_SECONDS = 15
+# A PeerLost exit yields to another member's failure up to this long after it: finishedAt has
+# whole seconds, so a parameter server SIGKILLed at 10.9 s and the chief that lost it at 11.0 s
+# can both read 11 s (stop 49's CI run: the tie went to the chief, first in member order).
+PEER_LOST_SLACK_SECONDS = 2
+# How long a PeerLost exit waits for the peer it lost to be reported, while a member of the
+# training cluster still reads live: the kubelets report each pod on its own, and the
+# noticer's status can come first. A peer that never reports (its node lost) costs this once.
+PEER_LOST_HOLD_SECONDS = 5
 
 
 @dataclass(frozen=True)
@@ -161,13 +169,17 @@ def first_failure(
     now: datetime,
     replacing: Collection[Member] = (),
     ended: Mapping[Member, int] | None = None,
-) -> MemberFailure | None:
+) -> MemberFailure | WakeAt | None:
     """The pod that died first is the cause; the others usually fail because of it. Pods
     being replaced (`replacing`) are neither failures nor missing. `ended`: the exit codes
     the members' supervisors reported for the attempt's commands (supervision.reported_ends).
     A pod taken away can be gone before its container's end was seen (the kubelet's status
     and the deletion come milliseconds apart); its supervisor's word keeps the code, so a
-    rule on exit codes (PreemptionCheckpointHandler's 42) still decides."""
+    rule on exit codes (PreemptionCheckpointHandler's 42) still decides.
+
+    A PeerLost exit says the cause is elsewhere: it yields to any other failure up to
+    PEER_LOST_SLACK_SECONDS after it, and while another member of the training cluster
+    still reads live, it waits (WakeAt) up to PEER_LOST_HOLD_SECONDS for that peer's end."""
     by_member = {p.member: p for p in current}
     failures: list[tuple[datetime, tuple[int, int], MemberFailure]] = []
     never = datetime.max.replace(tzinfo=UTC)
@@ -205,7 +217,50 @@ def first_failure(
             failures.append((never, member.order, failure))
     if not failures:
         return None
-    return min(failures, key=lambda item: (item[0], item[1]))[2]
+    slack = timedelta(seconds=PEER_LOST_SLACK_SECONDS)
+
+    Timed = tuple[datetime, tuple[int, int], MemberFailure]
+
+    def first(item: Timed) -> tuple[datetime, bool, tuple[int, int]]:
+        when, order, failure = item
+        noticed = failure.cause == PEER_LOST
+        return (when + slack if noticed and when < never - slack else when), noticed, order
+
+    when, _, chosen = min(failures, key=first)
+    if chosen.cause == PEER_LOST:
+        hold = peer_report_due(job, current, chosen, when, now, replacing)
+        if hold is not None:
+            return hold
+    return chosen
+
+
+def peer_report_due(
+    job: JobSpec,
+    current: Sequence[ObservedPod],
+    noticer: MemberFailure,
+    ended_at: datetime,
+    now: datetime,
+    replacing: Collection[Member] = (),
+) -> WakeAt | None:
+    """When to judge a PeerLost exit, if not now: PEER_LOST_HOLD_SECONDS after it ended, while
+    a member of the training cluster (not an evaluator, not being replaced) still reads live
+    and may yet be reported as the peer that went first. None once the hold is over, when no
+    such member is left, or when the end's time is unknown or ahead of the operator's clock
+    (a supervisor's report is a file on the tenant's volume: a year-9999 end holds nothing)."""
+    if ended_at > later(now, MAX_CLOCK_AHEAD_SECONDS):
+        return None
+    due = later(ended_at, PEER_LOST_HOLD_SECONDS)
+    if now >= due:
+        return None
+    live = any(
+        p.member != noticer.member
+        and p.member.type is not ReplicaType.EVALUATOR
+        and p.member not in replacing
+        and p.phase not in ("Failed", "Succeeded")
+        and not p.deleting
+        for p in current
+    )
+    return WakeAt(due) if live else None
 
 
 def awaits_exit_code(job: JobSpec, pod: ObservedPod) -> bool:
@@ -234,12 +289,13 @@ def judge_failures(
     now: datetime,
     replacing: Collection[Member] = (),
     ended: Mapping[Member, int] | None = None,
-) -> Fail | Restart | None:
+) -> Fail | Restart | WakeAt | None:
     """For a launched attempt: None while no pod failed, else restart (all of the attempt,
-    or the failed pod alone where the strategy survives that) or fail."""
+    or the failed pod alone where the strategy survives that) or fail; WakeAt while a
+    PeerLost exit waits for the peer it lost to be reported (first_failure)."""
     failure = first_failure(job, current, now, replacing, ended)
-    if failure is None:
-        return None
+    if failure is None or isinstance(failure, WakeAt):
+        return failure
     if failure.preempted:
         # Kueue took the quota back; it admits the gang again when quota frees. No fault of
         # the job's, so it costs no restart of the backoffLimit (and no rule applies).

@@ -17,6 +17,8 @@ from tfmw_operator.api.status import (
 from tfmw_operator.core.decision import DeletePods, PatchStatus
 from tfmw_operator.core.pods import ObservedPod, observe_pod
 from tfmw_operator.core.policies.failure import (
+    PEER_LOST_HOLD_SECONDS,
+    PEER_LOST_SLACK_SECONDS,
     awaits_exit_code,
     cause_of,
     judge_failures,
@@ -206,8 +208,9 @@ PEER_LOST = "UnavailableError: Connection reset by peer"
 
 
 def peer(j: Json) -> PodWrapper:
-    """Worker 0, on node-a: TensorFlow lost a peer at 3 s and the trainer exited 170."""
-    return pod(j, 0).on_node("node-a").exited(170, at_seconds=3, message=PEER_LOST)
+    """Worker 0, on node-a: TensorFlow lost a peer at T0 and the trainer exited 170 (judged at
+    5 s, once its hold for the peer to be reported is over: PEER_LOST_HOLD_SECONDS)."""
+    return pod(j, 0).on_node("node-a").exited(170, at_seconds=0, message=PEER_LOST)
 
 
 def restarted_by_a_peer(workers: int = 2) -> Json:
@@ -740,3 +743,96 @@ def test_a_report_time_at_the_limits_of_belief_is_told() -> None:
     assert made is not None and "(seen at 2026-01-01T12:00:50Z)" in made.message
     before = lost_node_behind(peer_record(), [observed(0), lost_on(1, "node-b", 50, created=at(51))], at(52))
     assert before is not None and "seen at" not in before.message
+
+
+# ---- a PeerLost exit names no cause of its own: it yields to the peer it lost ----
+
+
+def parameter_server_job() -> Json:
+    return job("ps").workers(2).chief().parameter_servers().launched(phase="Running").obj()
+
+
+def test_a_parameter_server_killed_in_the_second_its_chief_lost_it_is_the_cause() -> None:
+    # finishedAt has whole seconds: both read 10 s. Member order alone put the chief first.
+    j = parameter_server_job()
+    pods = [
+        pod(j, 0, 0, "chief").exited(170, at_seconds=10, message="UnavailableError: ps-0 lost").obj(),
+        pod(j, 0).running().obj(),
+        pod(j, 1).running().obj(),
+        pod(j, 0, 0, "ps").exited(137, at_seconds=10).obj(),
+    ]
+    record = decide(j, pods, now=at(11)).status.history[0]
+    assert (record.replica_type, record.worker, record.cause, record.exit_code) == ("ps", 0, "Error", 137)
+
+
+def test_a_peer_lost_exit_yields_to_a_failure_reported_up_to_the_slack_after_it() -> None:
+    j = parameter_server_job()
+    chief = pod(j, 0, 0, "chief").exited(170, at_seconds=10).obj()
+    others = [pod(j, 0).running().obj(), pod(j, 1).running().obj()]
+    ps = pod(j, 0, 0, "ps").exited(137, at_seconds=10 + PEER_LOST_SLACK_SECONDS).obj()
+    assert decide(j, [chief, *others, ps], now=at(20)).status.history[0].replica_type == "ps"
+    # Later than that, the chief's exit came first: another failure of its own kind.
+    ps = pod(j, 0, 0, "ps").exited(137, at_seconds=11 + PEER_LOST_SLACK_SECONDS).obj()
+    assert decide(j, [chief, *others, ps], now=at(20)).status.history[0].replica_type == "chief"
+
+
+def test_a_peer_lost_exit_waits_for_the_peer_still_reported_running_then_is_the_cause() -> None:
+    j = parameter_server_job()
+    chief = pod(j, 0, 0, "chief").exited(170, at_seconds=10).obj()
+    live = [pod(j, 0).running().obj(), pod(j, 1).running().obj(), pod(j, 0, 0, "ps").running().obj()]
+    held = decide(j, [chief, *live], now=at(12))
+    assert held.status.history == () and held.status.attempt == 0 and held.pods_to_delete == ()
+    assert held.requeue_after == pytest.approx(10 + PEER_LOST_HOLD_SECONDS - 12)
+    # The parameter server's end comes in, stamped before the chief's: it is the cause.
+    ps = pod(j, 0, 0, "ps").exited(137, at_seconds=9).obj()
+    record = decide(j, [chief, *live[:2], ps], now=at(13)).status.history[0]
+    assert (record.replica_type, record.exit_code) == ("ps", 137)
+    # Nothing came (the peer's node lost, say): once the hold is over the chief is named.
+    record = decide(j, [chief, *live], now=at(10 + PEER_LOST_HOLD_SECONDS)).status.history[0]
+    assert (record.replica_type, record.cause) == ("chief", "PeerLost")
+
+
+def test_a_parameter_server_worker_that_lost_its_server_is_not_replaced_alone_before_the_server_is_seen() -> (
+    None
+):
+    j = parameter_server_job()
+    chief, ps = pod(j, 0, 0, "chief").running().obj(), pod(j, 0, 0, "ps").running().obj()
+    worker = pod(j, 1).exited(170, at_seconds=10).obj()
+    held = decide(j, [chief, pod(j, 0).running().obj(), worker, ps], now=at(11))
+    assert held.status.replacing == () and held.status.history == ()
+    ps = pod(j, 0, 0, "ps").exited(137, at_seconds=10).obj()
+    restart = decide(j, [chief, pod(j, 0).running().obj(), worker, ps], now=at(11))
+    assert (restart.status.attempt, restart.status.replacing) == (1, ())
+    assert restart.status.history[0].replica_type == "ps"
+
+
+@pytest.mark.parametrize(
+    "others",
+    [
+        pytest.param(lambda j: [pod(j, 1).exited(143, at_seconds=13).obj()], id="the peer ended after it"),
+        pytest.param(lambda j: [pod(j, 1).running().deleting(45).obj()], id="the peer going since 15 s"),
+    ],
+)
+def test_a_peer_lost_exit_waits_for_no_one_when_no_peer_reads_live(others: Any) -> None:
+    j = job().launched(phase="Running").obj()
+    decision = decide(j, [pod(j, 0).exited(170, at_seconds=10).obj(), *others(j)], now=at(11))
+    assert decision.status.history[0].worker == 0 and decision.status.attempt == 1
+
+
+def test_an_evaluator_is_no_peer_a_peer_lost_exit_waits_for() -> None:
+    j = job().evaluator().launched(phase="Running").obj()
+    pods = [
+        pod(j, 0).exited(170, at_seconds=10).obj(),
+        pod(j, 1).exited(143, at_seconds=13).obj(),
+        pod(j, 0, 0, "evaluator").running().obj(),
+    ]
+    assert decide(j, pods, now=at(11)).status.history[0].worker == 0
+
+
+def test_a_peer_lost_end_stamped_in_a_far_future_holds_nothing() -> None:
+    # A supervisor's report is a file on the tenant's volume: its end may say any date.
+    j = job().launched(phase="Running").obj()
+    far = pod(j, 0).exited(170).obj()
+    far["status"]["containerStatuses"][0]["state"]["terminated"]["finishedAt"] = "9999-12-31T23:59:59Z"
+    decision = decide(j, [far, pod(j, 1).running().obj()], now=at(11))
+    assert decision.status.history[0].cause == "PeerLost" and decision.status.attempt == 1

@@ -104,7 +104,7 @@ def test_a_lost_node_found_behind_a_peers_exit_is_kept_out_too() -> None:
     """A peer exits 170 first (the gang restarts on its Error); the control plane reports
     worker 1's node lost while the old pods go: the record is amended, the node kept out."""
     j = excluding()
-    peer = pod(j, 0).on_node("node-a").exited(170, at_seconds=3, message="Connection reset by peer")
+    peer = pod(j, 0).on_node("node-a").exited(170, at_seconds=0, message="Connection reset by peer")
     restart = decide(j, [peer.obj(), pod(j, 1).on_node("node-b").running().obj()], now=at(5))
     assert restart.status.excluded_nodes == ()
     going = [peer.deleting(10).obj(), pod(j, 1).node_not_ready(at_seconds=50).deleting(10).obj()]
