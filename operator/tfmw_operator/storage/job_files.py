@@ -195,7 +195,10 @@ class JobFileWatcher:
             relook, self._relook = self._relook, set()
         keys = self._jobs.keys() if sweep else unwatched | relook
         markers = [(k, marker) for k in keys if (marker := self.awaiting_marker(k)) is not None]
-        progress = self._progress_to_check() if progress_due else []
+        # The progress documents of the jobs looked at by hand too: one renamed in before its
+        # folder's watch began (a job that turns Running within the tick that adds it, its
+        # chief reporting at once) sends no event, and would wait for the sweep.
+        progress = self._progress_to_check(None if progress_due else keys)
         # Without inotify (or a folder it cannot watch yet) the reports are polled as markers
         # are: one stat of the folder per job, which every report renamed into it changes.
         polled = self._jobs.keys() if self._sync is None else unwatched
@@ -256,13 +259,17 @@ class JobFileWatcher:
             found += [key for key, _ in changed]
         return found
 
-    def _progress_to_check(self) -> list[ProgressCheck]:
-        """Jobs whose progress document may be recorded now (the throttle allows it)."""
+    def _progress_to_check(self, keys: Iterable[Key] | None = None) -> list[ProgressCheck]:
+        """Jobs (of `keys`, or all) whose progress document may be recorded now (the throttle
+        allows it)."""
         now = datetime.now(UTC)
+        watched = ((key, self._jobs.get(key)) for key in (self._jobs if keys is None else keys))
         return [
             (key, w.progress.relpath, w.progress_seen)
-            for key, w in self._jobs.items()
-            if w.progress is not None and (w.progress.not_before is None or w.progress.not_before <= now)
+            for key, w in watched
+            if w is not None
+            and w.progress is not None
+            and (w.progress.not_before is None or w.progress.not_before <= now)
         ]
 
     def _folders_of(self, key: Key) -> set[str]:

@@ -231,6 +231,37 @@ def test_nothing_runs_while_nothing_changes_and_a_new_job_is_looked_at_once(tmp_
     assert triggered == [("ns", "new")]
 
 
+def test_a_progress_document_renamed_in_before_its_folders_watch_began_triggers_its_job(
+    tmp_path: Path,
+) -> None:
+    # A job tracked between sweeps, its chief's first document already there when the tick
+    # adds the watch: no event comes for it (the integration suite's neighbour job, 3 ms
+    # apart; stop 49). Looked at once, by hand, as its marker is.
+    (tmp_path / "ns" / "job").mkdir(parents=True)
+
+    async def scenario() -> tuple[list[Key], list[Key]]:
+        triggered: list[Key] = []
+        watcher = JobFileWatcher(
+            SharedStorage(tmp_path), triggered.append, lambda key, _: triggered.append(key)
+        )
+        detection = asyncio.create_task(watcher.run())
+        await asyncio.sleep(0.5)  # past the first tick's sweep
+        (tmp_path / PROGRESS).write_text('{"epoch": 1}')
+        watcher.track(KEY, MARKER, ProgressWatch(PROGRESS))
+        for _ in range(40):
+            if triggered:
+                break
+            await asyncio.sleep(0.05)
+        first = list(triggered)
+        triggered.clear()
+        await asyncio.sleep(0.6)  # looked at once: nothing more while nothing changes
+        detection.cancel()
+        await asyncio.gather(detection, return_exceptions=True)
+        return first, triggered
+
+    assert asyncio.run(scenario()) == ([KEY], [])
+
+
 def test_a_namespace_whose_storage_hangs_holds_up_only_its_own_markers(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
