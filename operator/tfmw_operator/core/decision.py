@@ -46,9 +46,11 @@ class WriteControl:
     of its gang (docs/supervisor.md). Decided whole every time from what is observed; the
     shell writes it only when it differs from what it last wrote.
 
-    `raises`: this decision raises the attempt. Then it is written after the status records
-    the raise (the control file never runs ahead of the status); otherwise before any pod is
-    created, so a new pod finds the control file as the status has it."""
+    Written after the status when it `raises` the attempt or says `exit` (the job finished):
+    the control file never runs ahead of the status, and a job's last word to its supervisors
+    does not hold up its `Succeeded` or `Failed` (docs/benchmarks.md, run scale-burst-2).
+    Otherwise before any pod is created, so a new pod finds the control file as the status
+    has it."""
 
     relpath: str  # the job's folder, relative to the shared root
     job_uid: str
@@ -61,6 +63,10 @@ class WriteControl:
     # The gang's hostnames that are not their pods' own names, by stem (builders.renamed_hosts):
     # each supervisor puts them into its TF_CONFIG before it starts an attempt's command.
     hosts: Mapping[str, str] | None = None
+
+    @property
+    def follows_status(self) -> bool:
+        return self.raises or self.exit
 
     def document(self) -> Json:
         doc: Json = {CONTROL_JOB_UID: self.job_uid, CONTROL_ATTEMPT: self.attempt, CONTROL_START: self.start}
@@ -152,8 +158,8 @@ Action = (
 )
 
 # The one order of actions. A stale marker goes before any pod can see it; the control file
-# is as the status says before a pod is created (but one that raises the attempt goes right
-# after the status records the raise: see WriteControl); pods exist before the status
+# is as the status says before a pod is created (but one that raises the attempt or ends the
+# job goes right after the status records it: see WriteControl); pods exist before the status
 # records their launch (a crash in between re-creates only what is missing); the status
 # records a restart or an ending before pods go (a crash in between does not lose the
 # decision); the job itself goes last.
@@ -171,9 +177,9 @@ ACTION_ORDER: tuple[type, ...] = (
 
 
 def _place(action: Action) -> float:
-    """An action's place in ACTION_ORDER; a control file that raises the attempt right after
-    the status, pods withdrawn right before it."""
-    if isinstance(action, WriteControl) and action.raises:
+    """An action's place in ACTION_ORDER; a control file that follows the status right
+    after it, pods withdrawn right before it."""
+    if isinstance(action, WriteControl) and action.follows_status:
         return ACTION_ORDER.index(PatchStatus) + 0.5
     if isinstance(action, DeletePods) and action.withdrawn:
         return ACTION_ORDER.index(PatchStatus) - 0.5
