@@ -99,7 +99,7 @@ def place_supervisor(shared_root: Path, job_relpath: str) -> None:
     before every creation of a supervised job's pods, so none starts without it; apart from the
     control file, whose writes a directory planted here cannot stop."""
     control_relpath = f"{job_relpath}/{CONTROL_FOLDER}"
-    source = sealed_supervisor(supervisor_source())
+    source = supervisor_source()
     with _directory(shared_root, job_relpath) as job_fd:
         control_fd = _subfolder(job_fd, CONTROL_FOLDER, CONTROL_FOLDER_MODE, control_relpath)
         try:
@@ -112,11 +112,12 @@ def place_supervisor(shared_root: Path, job_relpath: str) -> None:
 
 @functools.cache
 def supervisor_source() -> bytes:
-    """The supervisor the pods run: this operator's own (one file of the standard library)."""
+    """The supervisor the pods run: this operator's own (one file of the standard library),
+    sealed once, not at every launch."""
     spec = importlib.util.find_spec("tfmw_operator.supervisor")
     if spec is None or spec.origin is None:
         raise RuntimeError("the operator's package has no supervisor.py")
-    return Path(spec.origin).read_bytes()
+    return sealed_supervisor(Path(spec.origin).read_bytes())
 
 
 def _read(dir_fd: int, name: str, limit: int, tail: bool = False) -> tuple[bytes, os.stat_result] | None:

@@ -66,7 +66,7 @@ def test_the_supervisor_is_placed_sealed_and_put_back_when_changed(root: Path, t
         place_supervisor(root, JOB)
     finally:
         os.umask(old_umask)
-    assert placed.read_bytes() == sealed == sealed_supervisor(supervisor_source())
+    assert placed.read_bytes() == sealed == supervisor_source()
     assert placed.stat().st_mode & 0o777 == 0o644  # every pod reads it
     written = placed.stat().st_ino
     place_supervisor(root, JOB)
