@@ -88,6 +88,9 @@ QUEUE_RECHECK_SECONDS = 2.0
 FIRST_RETRY_SECONDS = 2.0
 MAX_RETRY_SECONDS = 300.0
 REPORT_AFTER_FAILURES = 3
+# A control file that follows a written status, not written: tried again after this (the
+# supervisors are bounded anyway: docs/supervisor.md, `--exited-wait-seconds`).
+CONTROL_RETRY_SECONDS = 5.0
 SERVICE_RETRY_SECONDS = 30.0  # a running gang's missing Service, refused: tried again after this
 # Launches creating at once. More only queue for the connections, each with its built pods
 # held: more memory, no faster (docs/benchmarks.md, "The measurements behind the code").
@@ -115,6 +118,7 @@ class _JobState:
     # control file as this operator last wrote it (written again only when it changes).
     reports: ReportCache = dataclasses.field(default_factory=ReportCache.empty)
     control_written: Json | None = None
+    control_failure: str | None = None  # why a control file that follows a status is not written yet
     step_times_due: float = 0.0  # on the monotonic clock: when its step-times documents are read next
     step_times_attempt: int | None = None  # the attempt they were read for last
     # False while the steps folder is missing and watched: read at each reconcile, none timed.
@@ -484,8 +488,17 @@ class JobController:
                 document = action.document()
                 state = self._state(key)
                 if state.control_written != document:
-                    await self.storage.call(action.relpath, write_control, action.relpath, document)
+                    try:
+                        await self.storage.call(action.relpath, write_control, action.relpath, document)
+                    except (StorageError, OSError) as error:
+                        if not action.follows_status:
+                            raise  # the pods that follow must not start without it
+                        # The status is written: its Events, counters and the deletions after it
+                        # go on; the file is written again at the next reconcile.
+                        self._control_unwritten(key, action, error, warnings)
+                        continue
                     state.control_written = document
+                    state.control_failure = None
             elif isinstance(action, EnsureService) and not action.launch:
                 if not await self.creator.recreate_service(namespace, action.service, warnings):
                     self.queue.trigger_later(key, SERVICE_RETRY_SECONDS)
@@ -536,6 +549,19 @@ class JobController:
         for event in events:
             self.events.post(namespace, build_event(job, *event, now, uuid.uuid4().hex[:12]))
         return completed
+
+    def _control_unwritten(
+        self, key: Key, action: WriteControl, error: Exception, warnings: list[tuple[str, str]]
+    ) -> None:
+        """A control file that follows a written status (a raised attempt, a finished job's
+        `exit`) could not be written: said once until it is written, tried again soon."""
+        state = self._state(key)
+        message = f"shared storage: the control file of {action.relpath} was not written: {error}"[:500]
+        logger.warning("%s", message)
+        if state.control_failure is None:
+            warnings.append(("StorageError", message))
+        state.control_failure = message
+        self.queue.trigger_later(key, CONTROL_RETRY_SECONDS)
 
     def _warn(self, namespace: str, job: Json, reason: str, message: str) -> None:
         """A Warning Event on the job, from work that outlives its reconcile (saving a log)."""

@@ -18,7 +18,7 @@ from tfmw_operator.core.decision import ProgressWatch
 from tfmw_operator.kube.client import Kube
 from tfmw_operator.runtime.settings import Settings
 from tfmw_operator.shell.controller import JobController
-from wrappers import job, pod, write_marker
+from wrappers import SUPERVISOR_IMAGE, job, pod, write_marker
 
 WORKERS = 4
 
@@ -56,10 +56,15 @@ def versioned(obj: Json) -> Json:
     return obj
 
 
-def running(kube: Kube, j: Json, spec: JobSpec, shared_root: Path) -> JobController:
+def running(
+    kube: Kube, j: Json, spec: JobSpec, shared_root: Path, supervisor_image: str = ""
+) -> JobController:
     """A controller whose views hold job `j` running: its pods and its Service, as the watches
     would hold them (a view orders objects by their resourceVersion)."""
-    controller = JobController(kube, Settings(shared_root=shared_root, namespaces=(spec.namespace,)))
+    settings = Settings(
+        shared_root=shared_root, namespaces=(spec.namespace,), supervisor_image=supervisor_image
+    )
+    controller = JobController(kube, settings)
     for watch in controller.watches():
         watch.synced.set()
     controller.jobs.put(j)
@@ -146,3 +151,53 @@ def test_a_job_whose_marker_is_there_reads_no_step_times(tmp_path: Path) -> None
     read_for = asyncio.run(scenario())
     assert statuses and statuses[0]["phase"] == "Succeeded"
     assert read_for is None and "stragglers" not in statuses[0]  # never read
+
+
+def posted(controller: JobController) -> list[tuple[str, str]]:
+    """The Events handed to the poster since the last look: (type, reason)."""
+    events = []
+    while not controller.events._waiting.empty():
+        _, event = controller.events._waiting.get_nowait()
+        events.append((event["type"], event["reason"]))
+    return events
+
+
+def test_a_finished_jobs_exit_that_cannot_be_written_holds_up_nothing_after_its_status(
+    tmp_path: Path,
+) -> None:
+    # The supervisors' `exit` follows the status (core/decision.py): a control file that cannot
+    # be written costs the job's Succeeded Event nothing, is said once, and is tried again.
+    j = job().workers(WORKERS).commanded("python", "train.py").launched(phase="Running").obj()
+    j["metadata"]["resourceVersion"] = "1"
+    spec = parse_spec(j, supervisor_image=SUPERVISOR_IMAGE)
+    assert isinstance(spec, JobSpec)
+    key: Key = (spec.namespace, spec.name)
+    folder = tmp_path / spec.directory
+    folder.mkdir(parents=True)
+    write_marker(folder, "uid-mnist")
+    # Where the control file goes, a tenant's folder with a file in it: no rename replaces it.
+    planted = folder / ".tfmw" / "control.json"
+    (planted / "kept").mkdir(parents=True)
+    statuses: list[Json] = []
+
+    async def scenario() -> tuple[list[tuple[str, str]], list[tuple[str, str]], bool, bool]:
+        async with api(j, statuses) as kube:
+            controller = running(kube, j, spec, tmp_path, SUPERVISOR_IMAGE)
+            await controller._reconcile(key)
+            first = posted(controller)
+            timer = controller.queue._timers.get(key)
+            retried = timer is not None and not timer.cancelled()
+            await controller._reconcile(key)  # still there: not said again
+            second = posted(controller)
+            (planted / "kept").rmdir()
+            planted.rmdir()
+            await controller._reconcile(key)
+            control = json.loads((folder / ".tfmw" / "control.json").read_text())
+            return first, second, retried, bool(control.get("exit"))
+
+    first, second, retried, exited = asyncio.run(scenario())
+    assert statuses and statuses[0]["phase"] == "Succeeded"
+    assert ("Normal", "Succeeded") in first and ("Warning", "StorageError") in first
+    assert retried  # tried again soon, without waiting for a change
+    assert ("Warning", "StorageError") not in second
+    assert exited  # written once the folder could be made
