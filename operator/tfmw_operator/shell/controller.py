@@ -118,7 +118,7 @@ class _JobState:
     # control file as this operator last wrote it (written again only when it changes).
     reports: ReportCache = dataclasses.field(default_factory=ReportCache.empty)
     control_written: Json | None = None
-    control_failure: str | None = None  # why a control file that follows a status is not written yet
+    control_unwritten: bool = False  # a control file that follows a status is not written yet (said once)
     step_times_due: float = 0.0  # on the monotonic clock: when its step-times documents are read next
     step_times_attempt: int | None = None  # the attempt they were read for last
     # False while the steps folder is missing and watched: read at each reconcile, none timed.
@@ -498,7 +498,7 @@ class JobController:
                         self._control_unwritten(key, action, error, warnings)
                         continue
                     state.control_written = document
-                    state.control_failure = None
+                    state.control_unwritten = False
             elif isinstance(action, EnsureService) and not action.launch:
                 if not await self.creator.recreate_service(namespace, action.service, warnings):
                     self.queue.trigger_later(key, SERVICE_RETRY_SECONDS)
@@ -558,9 +558,9 @@ class JobController:
         state = self._state(key)
         message = f"shared storage: the control file of {action.relpath} was not written: {error}"[:500]
         logger.warning("%s", message)
-        if state.control_failure is None:
+        if not state.control_unwritten:
             warnings.append(("StorageError", message))
-        state.control_failure = message
+        state.control_unwritten = True
         self.queue.trigger_later(key, CONTROL_RETRY_SECONDS)
 
     def _warn(self, namespace: str, job: Json, reason: str, message: str) -> None:
