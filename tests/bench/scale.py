@@ -463,6 +463,22 @@ class RssSampler:
         return {step: round(mb, 1) for step, mb in self.peak.items()}
 
 
+class StepCpu:
+    """The contender's CPU seconds per step of the run: where its total went."""
+
+    def __init__(self, pid: int) -> None:
+        self.pid = pid
+        self.marks: list[tuple[str, float]] = []
+
+    def mark(self, step: str) -> None:
+        """`step` begins now (the one before it ends)."""
+        self.marks.append((step, cpu_seconds(self.pid)))
+
+    def seconds(self) -> dict[str, float]:
+        ends = [cpu for _, cpu in self.marks[1:]] + [cpu_seconds(self.pid)]
+        return {step: round(end - begin, 1) for (step, begin), end in zip(self.marks, ends, strict=True)}
+
+
 class DidNotFinish(Exception):
     pass
 
@@ -792,6 +808,7 @@ def run_contender(
         contender.start(scratch_log(contender.name))
         contender.after_start(kube, namespace)
         rss = RssSampler(contender.pid)
+        steps = StepCpu(contender.pid)
         time.sleep(3)
         writes_before, durations_before = (
             write_counts(metrics_text(), SCHEDULER_EVENTS),
@@ -803,6 +820,7 @@ def run_contender(
 
         # 1. N jobs at once -> every gang Running
         rss.step = "1 launch"
+        steps.mark("1 launch")
         say(f"{contender.name}: {JOBS} jobs x {WORKERS} workers at once ...")
         milestones = tracker.expect({"running": tracker.gang_running})
         tracker.launching = True
@@ -861,6 +879,7 @@ def run_contender(
             return out
         # 2. 10 % lose one worker -> every gang Running again
         rss.step = "2 restarts"
+        steps.mark("2 restarts")
         losers = names[:: round(1 / LOSS_FRACTION)]
         say(f"{contender.name}: {len(losers)} jobs lose one worker ...")
         # In place the pods stay: the gang runs again when its supervisors (emulated: kwok runs
@@ -926,6 +945,7 @@ def run_contender(
 
         # 3. with N jobs running, one chief at a time -> Succeeded
         rss.step = "3 completions"
+        steps.mark("3 completions")
         steady = names[1 : 1 + STEADY_MARKERS]
         say(f"{contender.name}: {len(steady)} chiefs complete, one at a time, with {JOBS} jobs running ...")
         milestones = tracker.expect({"succeeded": tracker.is_succeeded})
@@ -942,6 +962,7 @@ def run_contender(
 
         # 4. every other chief at once -> Succeeded, and cleaned
         rss.step = "4 completions and cleanup"
+        steps.mark("4 completions and cleanup")
         rest = [n for n in names if n not in set(steady)]
         say(f"{contender.name}: the {len(rest)} other chiefs complete at once ...")
         milestones = tracker.expect({"succeeded": tracker.is_succeeded, "cleaned": tracker.cleaned})
@@ -969,6 +990,8 @@ def run_contender(
         out["peak_rss_mb"] = round(peak_rss_mb(contender.pid), 1)
         out["peak_rss_mb_by_step"] = rss.peaks()
         say(f"{contender.name}: peak RSS by step (MB): {out['peak_rss_mb_by_step']}")
+        out["cpu_s_by_step"] = steps.seconds()
+        say(f"{contender.name}: CPU by step (s): {out['cpu_s_by_step']}")
         writes = writes_between(
             writes_before, write_counts(metrics_text(), SCHEDULER_EVENTS), NOT_THE_CONTENDERS
         )
