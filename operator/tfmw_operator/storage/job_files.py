@@ -195,10 +195,14 @@ class JobFileWatcher:
             relook, self._relook = self._relook, set()
         keys = self._jobs.keys() if sweep else unwatched | relook
         markers = [(k, marker) for k in keys if (marker := self.awaiting_marker(k)) is not None]
-        # The progress documents of the jobs looked at by hand too: one renamed in before its
-        # folder's watch began (a job that turns Running within the tick that adds it, its
-        # chief reporting at once) sends no event, and would wait for the sweep.
-        progress = self._progress_to_check(None if progress_due else keys)
+        # With inotify, the progress documents of the jobs looked at by hand too: one renamed
+        # in before its folder's watch began (a job that turns Running within the tick that
+        # adds it, its chief reporting at once) sends no event, and would wait for the sweep.
+        # Without it, every document is polled at PROGRESS_POLL_SECONDS, no oftener.
+        if progress_due:
+            progress = self._progress_to_check()
+        else:
+            progress = self._progress_to_check(keys) if self._sync is not None else []
         # Without inotify (or a folder it cannot watch yet) the reports are polled as markers
         # are: one stat of the folder per job, which every report renamed into it changes.
         polled = self._jobs.keys() if self._sync is None else unwatched
@@ -250,7 +254,14 @@ class JobFileWatcher:
     ) -> list[Key]:
         found: list[Key] = []
         if markers or progress:
-            found += await self.storage.call(namespace, _changed, markers, progress)
+            present, changed = await self.storage.call(namespace, _changed, markers, progress)
+            found += present
+            for key, signature in changed:
+                # Told once per change: a job not running reads no document, and would
+                # otherwise be triggered at every look while it differs.
+                if (watched := self._jobs.get(key)) is not None:
+                    watched.progress_seen = signature
+            found += [key for key, _ in changed]
         if reports:
             changed = await self.storage.call(namespace, _reports_changed, reports)
             for key, signature in changed:
@@ -305,16 +316,23 @@ class JobFileWatcher:
                 self._trigger_later(key, max(0.0, wait))
 
 
-def _changed(shared_root: Path, markers: list[tuple[Key, str]], progress: list[ProgressCheck]) -> list[Key]:
-    return _markers_present(shared_root, markers) + _progress_changed(shared_root, progress)
+def _changed(
+    shared_root: Path, markers: list[tuple[Key, str]], progress: list[ProgressCheck]
+) -> tuple[list[Key], list[tuple[Key, Signature | None]]]:
+    return _markers_present(shared_root, markers), _progress_changed(shared_root, progress)
 
 
 def _markers_present(shared_root: Path, watched: list[tuple[Key, str]]) -> list[Key]:
     return [key for key, relpath in watched if marker_exists(shared_root, relpath)]
 
 
-def _progress_changed(shared_root: Path, watched: list[ProgressCheck]) -> list[Key]:
-    return [key for key, relpath, seen in watched if file_signature(shared_root, relpath) != seen]
+def _progress_changed(shared_root: Path, watched: list[ProgressCheck]) -> list[tuple[Key, Signature | None]]:
+    changed = []
+    for key, relpath, seen in watched:
+        signature = file_signature(shared_root, relpath)
+        if signature != seen:
+            changed.append((key, signature))
+    return changed
 
 
 def _reports_changed(shared_root: Path, watched: list[ReportsCheck]) -> list[tuple[Key, Signature | None]]:

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass
-from datetime import UTC, datetime, timedelta
+from datetime import UTC, datetime
 
 from tfmw_operator.api.spec import JobSpec, Member, ReplicaType, RuleAction
 from tfmw_operator.api.status import MAX_HISTORY_MESSAGE, AttemptRecord, JobStatus
@@ -39,10 +39,12 @@ PEER_LOST = "PeerLost"
 EXPLAINED_BY_A_LOST_PEER = frozenset({"Error", PEER_LOST})
 # A node reported lost this long before the attempt ended did not end it (reported_before).
 LOST_BEFORE_END_SECONDS = 15
-# A PeerLost exit yields to another member's failure up to this long after it: finishedAt has
-# whole seconds, so a parameter server SIGKILLed at 10.9 s and the chief that lost it at 11.0 s
-# can both read 11 s (stop 49's CI run: the tie went to the chief, first in member order).
-PEER_LOST_SLACK_SECONDS = 2
+# A PeerLost exit yields to any other failure stamped in the same second (finishedAt has
+# whole seconds: a parameter server SIGKILLed at 10.9 s and the chief that lost it at 11.0 s
+# can both read 11 s; stop 49's CI run gave that tie to the chief, first in member order), and
+# to a death that can be the peer it lost (could_be_the_lost_peer) stamped up to this long
+# after it: the second's boundary and the nodes' clocks, a few milliseconds apart.
+PEER_LOST_SLACK_SECONDS = 1
 # How long a PeerLost exit waits for the peer it lost to be reported, while a member of the
 # training cluster still reads live: the kubelets report each pod on its own, and the
 # noticer's status can come first. A peer that never reports (its node lost) costs this once.
@@ -177,9 +179,10 @@ def first_failure(
     and the deletion come milliseconds apart); its supervisor's word keeps the code, so a
     rule on exit codes (PreemptionCheckpointHandler's 42) still decides.
 
-    A PeerLost exit says the cause is elsewhere: it yields to any other failure up to
-    PEER_LOST_SLACK_SECONDS after it, and while another member of the training cluster
-    still reads live, it waits (WakeAt) up to PEER_LOST_HOLD_SECONDS for that peer's end."""
+    A PeerLost exit says the cause is elsewhere: it yields to any other failure stamped in
+    the same second, and to a death that can be the peer it lost up to PEER_LOST_SLACK_SECONDS
+    after it; while another member of the training cluster still reads live, it waits
+    (WakeAt) up to PEER_LOST_HOLD_SECONDS for that peer's end (peer_report_due)."""
     by_member = {p.member: p for p in current}
     failures: list[tuple[datetime, tuple[int, int], MemberFailure]] = []
     never = datetime.max.replace(tzinfo=UTC)
@@ -217,21 +220,25 @@ def first_failure(
             failures.append((never, member.order, failure))
     if not failures:
         return None
-    slack = timedelta(seconds=PEER_LOST_SLACK_SECONDS)
+    when, _, chosen = min(failures, key=lambda item: (item[0], item[2].cause == PEER_LOST, item[1]))
+    if chosen.cause != PEER_LOST:
+        return chosen
+    if when < never:
+        until = later(when, PEER_LOST_SLACK_SECONDS)
+        peers = [item for item in failures if item[0] <= until and could_be_the_lost_peer(item[2])]
+        if peers:
+            return min(peers, key=lambda item: (item[0], item[1]))[2]
+    hold = peer_report_due(job, current, chosen, when, now, replacing)
+    return chosen if hold is None else hold
 
-    Timed = tuple[datetime, tuple[int, int], MemberFailure]
 
-    def first(item: Timed) -> tuple[datetime, bool, tuple[int, int]]:
-        when, order, failure = item
-        noticed = failure.cause == PEER_LOST
-        return (when + slack if noticed and when < never - slack else when), noticed, order
-
-    when, _, chosen = min(failures, key=first)
-    if chosen.cause == PEER_LOST:
-        hold = peer_report_due(job, current, chosen, when, now, replacing)
-        if hold is not None:
-            return hold
-    return chosen
+def could_be_the_lost_peer(failure: MemberFailure) -> bool:
+    """Whether a failure can be the peer a PeerLost exit lost: a death from outside the program
+    (a signal, the OOM killer, a pod taken away or gone, a lost node). Not a program's own error
+    exit, which may be how it took the same loss."""
+    if failure.cause == PEER_LOST:
+        return False
+    return failure.disrupted or failure.exit_code is None or failure.exit_code >= FIRST_SIGNAL_EXIT_CODE
 
 
 def peer_report_due(
@@ -245,19 +252,23 @@ def peer_report_due(
     """When to judge a PeerLost exit, if not now: PEER_LOST_HOLD_SECONDS after it ended, while
     a member of the training cluster (not an evaluator, not being replaced) still reads live
     and may yet be reported as the peer that went first. None once the hold is over, when no
-    such member is left, or when the end's time is unknown or ahead of the operator's clock
-    (a supervisor's report is a file on the tenant's volume: a year-9999 end holds nothing)."""
-    if ended_at > later(now, MAX_CLOCK_AHEAD_SECONDS):
-        return None
+    such member is left, or when the end's time is unknown or ahead of the operator's clock:
+    a node's clock minutes fast, or a supervisor's report (a file on the tenant's volume) with
+    any date, holds nothing, so no hold lasts past PEER_LOST_HOLD_SECONDS from now.
+
+    Live: running or starting, or being taken away while its exit code is awaited
+    (awaits_exit_code: a save's exit 42 may come); not on a node reported lost, which will
+    report nothing more."""
     due = later(ended_at, PEER_LOST_HOLD_SECONDS)
-    if now >= due:
+    if now >= due or due > later(now, PEER_LOST_HOLD_SECONDS):
         return None
     live = any(
         p.member != noticer.member
         and p.member.type is not ReplicaType.EVALUATOR
         and p.member not in replacing
         and p.phase not in ("Failed", "Succeeded")
-        and not p.deleting
+        and (not p.deleting or awaits_exit_code(job, p))
+        and not p.node_lost
         for p in current
     )
     return WakeAt(due) if live else None

@@ -255,11 +255,47 @@ def test_a_progress_document_renamed_in_before_its_folders_watch_began_triggers_
         first = list(triggered)
         triggered.clear()
         await asyncio.sleep(0.6)  # looked at once: nothing more while nothing changes
+        assert watcher._sync is not None  # inotify: the case under test
         detection.cancel()
         await asyncio.gather(detection, return_exceptions=True)
         return first, triggered
 
     assert asyncio.run(scenario()) == ([KEY], [])
+
+
+def test_a_job_whose_folder_cannot_be_watched_is_told_of_its_progress_once_per_change(tmp_path: Path) -> None:
+    # Its marker in a folder not made yet: looked at by hand at every tick (0.2 s). Its job
+    # not running, the controller reads no document (no saw_progress): one trigger per change
+    # of the document, not one per tick (a helper's hostile read of 49f8d52).
+    (tmp_path / "ns" / "job").mkdir(parents=True)
+    (tmp_path / PROGRESS).write_text('{"epoch": 1}')
+
+    async def scenario() -> tuple[bool, list[Key], list[Key]]:
+        triggered: list[Key] = []
+        watcher = JobFileWatcher(
+            SharedStorage(tmp_path), triggered.append, lambda key, _: triggered.append(key)
+        )
+        watcher.track(KEY, "ns/job/not-yet/done.txt", ProgressWatch(PROGRESS))
+        detection = asyncio.create_task(watcher.run())
+        await asyncio.sleep(1.5)  # seven ticks and more
+        inotify = watcher._sync is not None
+        first = list(triggered)
+        triggered.clear()
+        partial = tmp_path / "ns" / "job" / ".progress.json.partial"
+        partial.write_text('{"epoch": 2, "totalEpochs": 4}')
+        partial.replace(tmp_path / PROGRESS)  # whole, as the trainer writes it
+        await asyncio.sleep(1.0)
+        detection.cancel()
+        await asyncio.gather(detection, return_exceptions=True)
+        return inotify, first, triggered
+
+    inotify, first, then = asyncio.run(scenario())
+    assert inotify  # the case under test: the other folders watched, this one not
+    assert first == [KEY]  # once, not at each of the seven ticks
+    assert then in (
+        [KEY],
+        [KEY, KEY],
+    )  # the change: by its event where the folder is watched, and by the look
 
 
 def test_a_namespace_whose_storage_hangs_holds_up_only_its_own_markers(

@@ -829,10 +829,47 @@ def test_an_evaluator_is_no_peer_a_peer_lost_exit_waits_for() -> None:
     assert decide(j, pods, now=at(11)).status.history[0].worker == 0
 
 
-def test_a_peer_lost_end_stamped_in_a_far_future_holds_nothing() -> None:
-    # A supervisor's report is a file on the tenant's volume: its end may say any date.
+@pytest.mark.parametrize(
+    "stamped", ["9999-12-31T23:59:59Z", "2026-01-01T12:03:31Z"], ids=["year 9999", "200 s ahead"]
+)
+def test_a_peer_lost_end_stamped_ahead_of_the_operators_clock_holds_nothing(stamped: str) -> None:
+    # A supervisor's report is a file on the tenant's volume, and a node's clock may run
+    # minutes fast: no hold may last longer than PEER_LOST_HOLD_SECONDS from now.
     j = job().launched(phase="Running").obj()
-    far = pod(j, 0).exited(170).obj()
-    far["status"]["containerStatuses"][0]["state"]["terminated"]["finishedAt"] = "9999-12-31T23:59:59Z"
-    decision = decide(j, [far, pod(j, 1).running().obj()], now=at(11))
+    ahead = pod(j, 0).exited(170).obj()
+    ahead["status"]["containerStatuses"][0]["state"]["terminated"]["finishedAt"] = stamped
+    decision = decide(j, [ahead, pod(j, 1).running().obj()], now=at(11))
     assert decision.status.history[0].cause == "PeerLost" and decision.status.attempt == 1
+
+
+def test_a_peer_lost_exit_yields_to_a_programs_own_error_only_within_its_second() -> None:
+    # Under ExitCode an exit 1 fails the job: one stamped a second after the 170 ended after
+    # it (the same broken collective, taken uncaught), and the 170's restart stands.
+    j = job().workers(3).run_policy(restartPolicy="ExitCode").launched(phase="Running").obj()
+    noticer, live = pod(j, 0).exited(170, at_seconds=10).obj(), pod(j, 2).running().obj()
+    after = decide(j, [noticer, pod(j, 1).exited(1, at_seconds=11).obj(), live], now=at(16))
+    assert (after.status.phase, after.status.history[0].worker) == ("Restarting", 0)
+    # The same second: which came first is not known, and the 170 says it is not the cause.
+    tie = decide(j, [noticer, pod(j, 1).exited(1, at_seconds=10).obj(), live], now=at(16))
+    assert (tie.status.phase, tie.status.history[0].worker) == ("Failed", 1)
+
+
+def test_a_peer_being_taken_away_whose_exit_is_awaited_is_waited_for() -> None:
+    # Its program got SIGTERM and may save and exit 42: a rule of the job's own rules on it.
+    j = job().rules({"action": "RestartNotCounted", "onExitCodes": [42]}).launched(phase="Running").obj()
+    noticer, going = pod(j, 0).exited(170, at_seconds=10).obj(), pod(j, 1).running().deleting(45).obj()
+    held = decide(j, [noticer, going], now=at(11))
+    assert held.status.history == () and held.requeue_after == pytest.approx(4)
+    saved = pod(j, 1).exited(42, at_seconds=10).deleting(45).obj()
+    restart = decide(j, [noticer, saved], now=at(12))
+    record = restart.status.history[0]
+    assert (record.worker, record.exit_code, restart.status.restarts) == (1, 42, 0)
+
+
+def test_a_peer_on_a_node_reported_lost_is_not_waited_for() -> None:
+    # Its kubelet will report nothing more: the 170 is judged at once (the lost node is found
+    # behind it while the old pods go: lost_node_behind).
+    j = job().launched(phase="Running").obj()
+    pods = [pod(j, 0).on_node("node-a").exited(170, at_seconds=10).obj(), pod(j, 1).node_not_ready(5).obj()]
+    decision = decide(j, pods, now=at(11))
+    assert decision.status.history[0].cause in ("PeerLost", "NodeLost") and decision.status.attempt == 1
