@@ -48,7 +48,7 @@ class WriteControl:
 
     Written after the status when it `raises` the attempt or says `exit` (the job finished):
     the control file never runs ahead of the status, and a job's last word to its supervisors
-    does not hold up its `Succeeded` or `Failed` (docs/benchmarks.md, run scale-burst-2).
+    does not hold up its `Succeeded` or `Failed` (docs/benchmarks.md, runs scale-14 to -17).
     Otherwise before any pod is created, so a new pod finds the control file as the status
     has it."""
 

@@ -830,14 +830,21 @@ def test_an_evaluator_is_no_peer_a_peer_lost_exit_waits_for() -> None:
 
 
 @pytest.mark.parametrize(
-    "stamped", ["9999-12-31T23:59:59Z", "2026-01-01T12:03:31Z"], ids=["year 9999", "200 s ahead"]
+    "stamped",
+    ["9999-12-31T23:59:59Z", "2026-01-01T12:03:31Z", None],
+    ids=["year 9999", "200 s ahead", "no finishedAt"],
 )
-def test_a_peer_lost_end_stamped_ahead_of_the_operators_clock_holds_nothing(stamped: str) -> None:
+def test_a_peer_lost_end_stamped_ahead_of_the_operators_clock_holds_nothing(stamped: str | None) -> None:
     # A supervisor's report is a file on the tenant's volume, and a node's clock may run
-    # minutes fast: no hold may last longer than PEER_LOST_HOLD_SECONDS from now.
+    # minutes fast: no hold may last longer than PEER_LOST_HOLD_SECONDS from now. An end with
+    # no time is not waited on either.
     j = job().launched(phase="Running").obj()
     ahead = pod(j, 0).exited(170).obj()
-    ahead["status"]["containerStatuses"][0]["state"]["terminated"]["finishedAt"] = stamped
+    terminated = ahead["status"]["containerStatuses"][0]["state"]["terminated"]
+    if stamped is None:
+        del terminated["finishedAt"]
+    else:
+        terminated["finishedAt"] = stamped
     decision = decide(j, [ahead, pod(j, 1).running().obj()], now=at(11))
     assert decision.status.history[0].cause == "PeerLost" and decision.status.attempt == 1
 
