@@ -809,6 +809,12 @@ def run_contender(
         contender.after_start(kube, namespace)
         rss = RssSampler(contender.pid)
         steps = StepCpu(contender.pid)
+
+        def step_begins(step: str) -> None:
+            """The run's next step: its RSS peak and its CPU seconds counted apart."""
+            rss.step = step
+            steps.mark(step)
+
         time.sleep(3)
         writes_before, durations_before = (
             write_counts(metrics_text(), SCHEDULER_EVENTS),
@@ -819,8 +825,7 @@ def run_contender(
         profiler = start_profiler(contender, "launch")
 
         # 1. N jobs at once -> every gang Running
-        rss.step = "1 launch"
-        steps.mark("1 launch")
+        step_begins("1 launch")
         say(f"{contender.name}: {JOBS} jobs x {WORKERS} workers at once ...")
         milestones = tracker.expect({"running": tracker.gang_running})
         tracker.launching = True
@@ -878,8 +883,7 @@ def run_contender(
         if LAUNCH_ONLY:
             return out
         # 2. 10 % lose one worker -> every gang Running again
-        rss.step = "2 restarts"
-        steps.mark("2 restarts")
+        step_begins("2 restarts")
         losers = names[:: round(1 / LOSS_FRACTION)]
         say(f"{contender.name}: {len(losers)} jobs lose one worker ...")
         # In place the pods stay: the gang runs again when its supervisors (emulated: kwok runs
@@ -944,8 +948,7 @@ def run_contender(
             return out
 
         # 3. with N jobs running, one chief at a time -> Succeeded
-        rss.step = "3 completions"
-        steps.mark("3 completions")
+        step_begins("3 completions")
         steady = names[1 : 1 + STEADY_MARKERS]
         say(f"{contender.name}: {len(steady)} chiefs complete, one at a time, with {JOBS} jobs running ...")
         milestones = tracker.expect({"succeeded": tracker.is_succeeded})
@@ -961,8 +964,7 @@ def run_contender(
         out["steady_completion_to_succeeded"] = summary(list(milestones.reached["succeeded"].values()))
 
         # 4. every other chief at once -> Succeeded, and cleaned
-        rss.step = "4 completions and cleanup"
-        steps.mark("4 completions and cleanup")
+        step_begins("4 completions and cleanup")
         rest = [n for n in names if n not in set(steady)]
         say(f"{contender.name}: the {len(rest)} other chiefs complete at once ...")
         milestones = tracker.expect({"succeeded": tracker.is_succeeded, "cleaned": tracker.cleaned})
