@@ -7,6 +7,7 @@ the core never depends on which API server version served the object.
 from __future__ import annotations
 
 import dataclasses
+import functools
 import re
 from collections.abc import Iterable
 from dataclasses import dataclass
@@ -223,7 +224,9 @@ class JobSpec:
             return self
         return dataclasses.replace(self, workers=workers, full_workers=self.requested_workers)
 
-    @property
+    # Cached: a reconcile asks for these dozens of times, and a spec never changes (frozen;
+    # `sized` and `dataclasses.replace` build a new one, whose cache starts empty).
+    @functools.cached_property
     def replica_sets(self) -> tuple[ReplicaSet, ...]:
         """The job's sets, in rank order: chief, worker, ps, evaluator."""
         sets = []
@@ -242,7 +245,7 @@ class JobSpec:
     def template_of(self, kind: ReplicaType) -> Json:
         return next((s.template for s in self.replica_sets if s.type is kind), self.template)
 
-    @property
+    @functools.cached_property
     def members(self) -> tuple[Member, ...]:
         """Every pod of an attempt, in rank order."""
         return tuple(Member(s.type, i) for s in self.replica_sets for i in range(s.replicas))

@@ -276,8 +276,13 @@ class Informer(Generic[R]):
             return
         if known is not None and known[1] != key:
             self._drop(okey, 0, notify)  # relabelled to another job
-        self._hold(Sighting(okey, at, key, self.reduce(obj)))
-        if notify:
+            known = None
+        reduced = self.reduce(obj)
+        # A change the reduced form does not show (a kubelet's heartbeat of a status, a
+        # label or annotation the core never reads) gives a reconcile nothing new to decide.
+        unchanged = known is not None and self._by_job.get(key, {}).get(okey[1]) == reduced
+        self._hold(Sighting(okey, at, key, reduced))
+        if notify and not unchanged:
             self.on_change(key)
 
     def _gone_since(self, okey: ObjectKey, at: int) -> bool:

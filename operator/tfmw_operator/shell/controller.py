@@ -14,9 +14,9 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import TypeVar
 
-from tfmw_operator.api.kinds import TFJOBS, StatusWrites, kind_of
+from tfmw_operator.api.kinds import TFJOBS, JobKind, StatusWrites, kind_of
 from tfmw_operator.api.objects import Json, Key
-from tfmw_operator.api.spec import JobSpec
+from tfmw_operator.api.spec import JobSpec, SpecError
 from tfmw_operator.api.status import JobStatus, Phase
 from tfmw_operator.api.tfjob import KF_JOB_NAME, KF_OPERATOR_NAME, KUBEFLOW_OPERATOR_NAME, SERVE_OFF, serves
 from tfmw_operator.core.builders import build_event, pod_group_name
@@ -123,6 +123,10 @@ class _JobState:
     step_times_attempt: int | None = None  # the attempt they were read for last
     # False while the steps folder is missing and watched: read at each reconcile, none timed.
     step_times_timed: bool = True
+    # The job object last parsed, and what it gave: LatestJobs holds a new object for every
+    # version it keeps and never changes one, so the same object parses the same (_parsed).
+    parsed_job: Json | None = None
+    parsed: tuple[JobSpec | SpecError, JobStatus] | None = None
 
 
 class JobController:
@@ -279,8 +283,7 @@ class JobController:
         state = self._state(key)
         if state.namesake_service is not None:
             service = await self._namesake_service(key)
-        spec = kind.parse(job, self.settings.folder_check_image, self.settings.supervisor_image)
-        recorded = kind.recorded_status(job)
+        spec, recorded = self._parsed(state, kind, job)
         marker, storage_error, progress, evaluation, workload = MarkerState(), None, None, None, None
         reports: tuple[PodReport, ...] | None = None
         stacks: tuple[StacksReading, ...] = ()
@@ -351,6 +354,15 @@ class JobController:
             due = max(0.0, state.step_times_due - time.monotonic())
             requeue = due if requeue is None else min(requeue, due)
         return requeue
+
+    def _parsed(self, state: _JobState, kind: JobKind, job: Json) -> tuple[JobSpec | SpecError, JobStatus]:
+        """The job's spec and recorded status, parsed once per version: a launch reconciles a
+        job once per pod event, while the job itself changes only with its status writes."""
+        if state.parsed is None or state.parsed_job is not job:
+            settings = self.settings
+            spec = kind.parse(job, settings.folder_check_image, settings.supervisor_image)
+            state.parsed_job, state.parsed = job, (spec, kind.recorded_status(job))
+        return state.parsed
 
     async def _read_supervisors(
         self, state: _JobState, spec: JobSpec, status: JobStatus

@@ -131,6 +131,7 @@ def test_a_warm_start_that_is_not_a_list_of_module_names_is_refused_naming_the_f
 def test_min_workers_is_read_and_a_sized_job_keeps_what_was_asked() -> None:
     parsed = parse_job(job().workers(4).spec(minWorkers=2).obj())
     assert parsed.min_workers == 2 and parsed.requested_workers == 4
+    assert len(parsed.members) == 4  # cached on the spec: the sized one's are its own
     smaller = parsed.sized(2)
     assert (smaller.workers, smaller.requested_workers, len(smaller.members)) == (2, 4, 2)
     assert smaller.sized(4).workers == 4 and parsed.sized(4) is parsed

@@ -43,6 +43,30 @@ def test_events_are_kept_by_job_and_each_change_tells_the_job() -> None:
     assert told == [JOB, JOB, JOB]
 
 
+def test_a_change_the_reduced_view_does_not_show_tells_nobody_but_its_version_is_kept() -> None:
+    informer, told = view()
+    informer._apply("ADDED", pod("job-worker-0", 5))
+    heartbeat = pod("job-worker-0", 6)
+    heartbeat["metadata"]["uid"] = "uid-job-worker-0-5"  # the same pod
+    heartbeat["metadata"]["annotations"] = {"kubelet": "status written again"}
+    informer._apply("MODIFIED", heartbeat)
+    assert told == [JOB]
+    informer._apply("MODIFIED", pod("job-worker-0", 6, deleting=True))  # not newer than what is held
+    assert names(informer) == {"job-worker-0": False}
+    informer._apply("MODIFIED", pod("job-worker-0", 7, deleting=True))
+    assert told == [JOB, JOB] and names(informer) == {"job-worker-0": True}
+
+
+def test_a_pod_relabelled_to_another_job_tells_both_even_when_it_reads_the_same() -> None:
+    informer, told = view()
+    informer._apply("ADDED", pod("job-worker-0", 5))
+    moved = pod("job-worker-0", 6)
+    moved["metadata"]["labels"]["tfmw.dev/job-name"] = "other"
+    informer._apply("MODIFIED", moved)
+    assert told == [JOB, JOB, ("ns", "other")]
+    assert names(informer) == {}
+
+
 def test_an_own_write_goes_in_silently_and_its_echo_or_an_older_answer_changes_nothing() -> None:
     informer, told = view()
     informer.put(pod("job-worker-0", 10, deleting=True))

@@ -4,6 +4,7 @@ and a real folder watched with inotify: what it costs while nothing changes."""
 from __future__ import annotations
 
 import asyncio
+import copy
 import json
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
@@ -11,6 +12,7 @@ from pathlib import Path
 
 from aiohttp import web
 from loopback import kube_serving
+from tfmw_operator.api.kinds import kind_of
 from tfmw_operator.api.objects import Json, Key
 from tfmw_operator.api.spec import JobSpec, parse_spec
 from tfmw_operator.core.builders import build_service
@@ -201,3 +203,35 @@ def test_a_finished_jobs_exit_that_cannot_be_written_holds_up_nothing_after_its_
     assert retried  # tried again soon, without waiting for a change
     assert ("Warning", "StorageError") not in second
     assert exited  # written once the folder could be made
+
+
+def test_a_job_is_parsed_once_per_version_and_again_for_each_new_one(tmp_path: Path) -> None:
+    # A launch reconciles a job once per pod event, and its object changes only with a status
+    # write: the spec and recorded status are parsed once per object LatestJobs holds.
+    j = job().workers(WORKERS).launched(phase="Running").obj()
+    j["metadata"]["resourceVersion"] = "1"
+    spec = parse_spec(j)
+    assert isinstance(spec, JobSpec)
+    key: Key = (spec.namespace, spec.name)
+
+    async def scenario() -> None:
+        async with api(j, []) as kube:
+            controller = running(kube, j, spec, tmp_path)
+            state = controller._state(key)
+            held = controller.jobs.get(key)
+            assert held is not None
+            kind = kind_of(held)
+            first = controller._parsed(state, kind, held)
+            assert controller._parsed(state, kind, held) is first
+            newer = copy.deepcopy(held)
+            newer["metadata"]["resourceVersion"] = "2"
+            newer["spec"]["workers"] = WORKERS + 1
+            newer["status"]["restarts"] = 3
+            assert controller.jobs.put(newer)
+            again = controller._parsed(state, kind_of(newer), newer)
+            assert again is not first
+            parsed, recorded = again
+            assert isinstance(parsed, JobSpec) and parsed.workers == WORKERS + 1
+            assert recorded.restarts == 3
+
+    asyncio.run(scenario())
