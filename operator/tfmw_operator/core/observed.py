@@ -90,6 +90,10 @@ class Observed:
     pod_security: str | None = None
     claim: Claim | None = None  # the job's claim as the claims watch saw it
     claim_known: bool = False  # that watch lists fresh: a claim not seen does not exist
+    # The progress document changed since this operator last read it (True: not known). Only a
+    # Running job's is read: one that came while the job was Pending is read at once when it
+    # turns Running, not at the document's next change.
+    unread_progress: bool = True
 
     @classmethod
     def of_owned(
@@ -115,6 +119,7 @@ class Observed:
         pod_security: str | None = None,
         claim: Claim | None = None,
         claim_known: bool = False,
+        unread_progress: bool = True,
     ) -> Observed:
         """The job as found; only pods it owns count (a namesake's pods are not its workers).
 
@@ -148,6 +153,7 @@ class Observed:
             pod_security=pod_security,
             claim=claim,
             claim_known=claim_known,
+            unread_progress=unread_progress,
         )
 
     @property

@@ -1148,7 +1148,7 @@ def _all_started(job: JobSpec, current: Sequence[ObservedPod], replacing: Sequen
 
 def _set_progress_phase(step: _Step, job: JobSpec, current: Sequence[ObservedPod]) -> None:
     if _all_started(job, current, step.status.replacing):
-        if job.shared and step.obs.status.phase is not Phase.RUNNING:
+        if job.shared and step.obs.status.phase is not Phase.RUNNING and step.obs.unread_progress:
             # Only a Running job's documents are read (the shell reads them before deciding):
             # one written while it was still Pending is read at once, not at its next change.
             step.wake_at(step.now)

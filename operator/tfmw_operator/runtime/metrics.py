@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import contextlib
+from dataclasses import dataclass
 
 from prometheus_client import Counter, Gauge, Histogram
 
@@ -47,15 +48,6 @@ JOB_STALLED = Gauge(
 )
 
 
-def set_job_stalled(namespace: str, job: str, stalled: bool | None) -> None:
-    """None: the job has no progress deadline (or finished): no series."""
-    if stalled is None:
-        with contextlib.suppress(KeyError):
-            JOB_STALLED.remove(namespace, job)
-    else:
-        JOB_STALLED.labels(namespace, job).set(1 if stalled else 0)
-
-
 JOB_STRAGGLERS = Gauge(
     "tfmw_job_stragglers",
     "Training pods of a running job named stragglers (status.stragglers): their own compute per step "
@@ -64,21 +56,30 @@ JOB_STRAGGLERS = Gauge(
 )
 
 
-def set_job_stragglers(namespace: str, job: str, named: int) -> None:
-    JOB_STRAGGLERS.labels(namespace, job).set(named)
+@dataclass(frozen=True)
+class JobSeries:
+    """A running job's own series, as its status says them: None leaves a series out."""
+
+    progress_ratio: float | None = None
+    examples_per_second: float | None = None
+    stalled: bool | None = None  # None: the job has no progress deadline
+    stragglers: int = 0
 
 
-def set_job_progress(
-    namespace: str, job: str, percent: float | None, examples_per_second: float | None
-) -> None:
-    if percent is not None:
-        JOB_PROGRESS_RATIO.labels(namespace, job).set(percent / 100.0)
-    if examples_per_second is not None:
-        JOB_EXAMPLES_PER_SECOND.labels(namespace, job).set(examples_per_second)
-
-
-def forget_job_progress(namespace: str, job: str) -> None:
-    """A finished or deleted job's series go: label sets must not grow without bound."""
-    for gauge in (JOB_PROGRESS_RATIO, JOB_EXAMPLES_PER_SECOND, JOB_STALLED, JOB_STRAGGLERS):
-        with contextlib.suppress(KeyError):  # never set, or already gone
-            gauge.remove(namespace, job)
+def publish_job(namespace: str, job: str, series: JobSeries | None) -> None:
+    """Set the job's series (None: a finished or deleted job's go, as label sets must not grow
+    without bound). The controller calls this only when they change: a remove or a labels()
+    takes a lock each, and a launch reconciles each job a dozen times."""
+    shown = series or JobSeries()
+    values: tuple[tuple[Gauge, float | None], ...] = (
+        (JOB_PROGRESS_RATIO, shown.progress_ratio),
+        (JOB_EXAMPLES_PER_SECOND, shown.examples_per_second),
+        (JOB_STALLED, None if shown.stalled is None else float(shown.stalled)),
+        (JOB_STRAGGLERS, None if series is None else float(shown.stragglers)),
+    )
+    for gauge, value in values:
+        if value is None:
+            with contextlib.suppress(KeyError):  # never set, or already gone
+                gauge.remove(namespace, job)
+        else:
+            gauge.labels(namespace, job).set(value)

@@ -123,10 +123,15 @@ class _JobState:
     step_times_attempt: int | None = None  # the attempt they were read for last
     # False while the steps folder is missing and watched: read at each reconcile, none timed.
     step_times_timed: bool = True
-    # The job object last parsed, and what it gave: LatestJobs holds a new object for every
-    # version it keeps and never changes one, so the same object parses the same (_parsed).
+    # The job object last parsed, its resourceVersion then, and what it gave: LatestJobs holds a
+    # new object for every version it keeps and never changes one, so the same object parses the
+    # same (_parsed); the version guards against a caller that changes one in place.
     parsed_job: Json | None = None
+    parsed_version: object = None
     parsed: tuple[JobSpec | SpecError, JobStatus] | None = None
+    # The job's own metric series as last published (runtime/metrics.py, publish_job).
+    published: bool = False
+    series: metrics.JobSeries | None = None
 
 
 class JobController:
@@ -333,6 +338,7 @@ class JobController:
                 pod_security=self._pod_security(spec.namespace),
                 claim=None if spec.claim_name is None else self._claim(spec.namespace, spec.claim_name),
                 claim_known=self._view(self.claims, spec.namespace).fresh,
+                unread_progress=self.files.progress_unread(key),
             )
         decision = reconcile(observed)
         completed = await self._apply(
@@ -351,17 +357,26 @@ class JobController:
         running = decision.status.phase is Phase.RUNNING
         if running and isinstance(spec, JobSpec) and _step_stems(spec) and state.step_times_timed:
             # Nothing else tells when the workers' documents change: read them again then.
-            due = max(0.0, state.step_times_due - time.monotonic())
+            now = time.monotonic()
+            if state.step_times_attempt != decision.status.attempt:
+                # Not read for this attempt yet: the gang has just turned Running, and its
+                # programs have written none. The first read comes with the next reconcile,
+                # whatever brings it, and at the latest an interval from now: a reconcile of its
+                # own at once was one more of each launch's five (make bench-scale).
+                state.step_times_due = max(state.step_times_due, now + self.settings.progress_interval)
+            due = max(0.0, state.step_times_due - now)
             requeue = due if requeue is None else min(requeue, due)
         return requeue
 
     def _parsed(self, state: _JobState, kind: JobKind, job: Json) -> tuple[JobSpec | SpecError, JobStatus]:
         """The job's spec and recorded status, parsed once per version: a launch reconciles a
         job once per pod event, while the job itself changes only with its status writes."""
-        if state.parsed is None or state.parsed_job is not job:
+        version = (job.get("metadata") or {}).get("resourceVersion")
+        if state.parsed is None or state.parsed_job is not job or state.parsed_version != version:
             settings = self.settings
             spec = kind.parse(job, settings.folder_check_image, settings.supervisor_image)
-            state.parsed_job, state.parsed = job, (spec, kind.recorded_status(job))
+            state.parsed_job, state.parsed_version = job, version
+            state.parsed = (spec, kind.recorded_status(job))
         return state.parsed
 
     async def _read_supervisors(
@@ -648,22 +663,18 @@ class JobController:
             metrics.JOBS_FAILED.labels(reason=decision.status.reason or "").inc()
         self._set_active(key, not decision.finished)
         self.files.track(key, decision.watch_marker, decision.watch_progress, decision.watch_reports)
-        progress = decision.status.progress
-        if decision.finished or progress is None:
-            metrics.forget_job_progress(*key)
-        else:
-            metrics.set_job_progress(*key, progress.percent, progress.examples_per_second)
-        if not decision.finished:
-            metrics.set_job_stalled(*key, stalled_by_progress(decision.status))
-            stragglers = decision.status.stragglers
-            metrics.set_job_stragglers(*key, len(stragglers.named) if stragglers is not None else 0)
+        series = None if decision.finished else _series(decision.status)
+        state = self._state(key)
+        if not state.published or series != state.series:
+            metrics.publish_job(*key, series)
+            state.published, state.series = True, series
 
     def _forget(self, key: Key) -> None:
         self._set_active(key, False)
         self._states.pop(key, None)
         self.files.forget(key)
         self.queue.forget(key)
-        metrics.forget_job_progress(*key)
+        metrics.publish_job(*key, None)
 
     def _state(self, key: Key) -> _JobState:
         """The job's record; a fresh one when the job held now is another than it was about
@@ -685,6 +696,16 @@ class JobController:
         state.active = active
         self._active += 1 if active else -1
         metrics.ACTIVE_JOBS.set(self._active)
+
+
+def _series(status: JobStatus) -> metrics.JobSeries:
+    progress, stragglers = status.progress, status.stragglers
+    return metrics.JobSeries(
+        progress_ratio=None if progress is None or progress.percent is None else progress.percent / 100.0,
+        examples_per_second=None if progress is None else progress.examples_per_second,
+        stalled=stalled_by_progress(status),
+        stragglers=len(stragglers.named) if stragglers is not None else 0,
+    )
 
 
 def _step_stems(spec: JobSpec) -> list[str]:

@@ -65,7 +65,9 @@ class _Watched:
 
     marker: str | None = None  # relative to the root: the marker that may appear any moment
     progress: ProgressWatch | None = None
-    progress_seen: Signature | None = None  # the progress document's, when it was last read
+    progress_seen: Signature | None = None  # the progress document's, when it was last read or looked at
+    progress_read: Signature | None = None  # its signature when a reconcile last read it
+    progress_told: bool = False  # inotify told of a change to it since a reconcile last read it
     reports: str | None = None  # the supervisors' reports' folder, relative to the root
     reports_seen: Signature | None = None  # that folder's, when last looked at by a poll
 
@@ -110,7 +112,8 @@ class JobFileWatcher:
             watched.marker = marker
             watched.progress = progress
             if progress is None:
-                watched.progress_seen = None
+                watched.progress_seen = watched.progress_read = None
+                watched.progress_told = False
             if reports != watched.reports:
                 watched.reports_seen = None
             watched.reports = reports
@@ -119,7 +122,18 @@ class JobFileWatcher:
 
     def saw_progress(self, key: Key, signature: Signature | None) -> None:
         """The job's progress document was read, as it was when it had this signature."""
-        self._jobs.setdefault(key, _Watched()).progress_seen = signature
+        watched = self._jobs.setdefault(key, _Watched())
+        watched.progress_seen = watched.progress_read = signature
+        watched.progress_told = False
+
+    def progress_unread(self, key: Key) -> bool:
+        """Whether a look found the job's progress document other than a reconcile last read it,
+        or inotify told of a change since: it triggered the job, which read nothing while it was
+        not Running. A change neither has found yet triggers the job when one does."""
+        watched = self._jobs.get(key)
+        if watched is None:
+            return False
+        return watched.progress_told or watched.progress_seen not in (None, watched.progress_read)
 
     def forget(self, key: Key) -> None:
         if self._jobs.pop(key, None) is not None and self._sync is not None:
@@ -290,13 +304,16 @@ class JobFileWatcher:
     def _on_folder_events(self, events: FolderEvents) -> None:
         changed = events.changed()
         if changed is None:  # the kernel dropped events: look at everything
-            for key in self._jobs:
+            for key, watched in self._jobs.items():
+                watched.progress_told = watched.progress is not None
                 self._trigger(key)
             return
         now = datetime.now(UTC)
         for key, names in changed.items():
             watched = self._jobs.get(key) or _Watched()
             marker, progress = watched.marker, watched.progress
+            if progress is not None and PROGRESS_FILE in names:
+                watched.progress_told = True
             urgent = {""}
             if marker is not None:
                 inside = marker.split("/", 2)[2] if marker.count("/") >= 2 else marker

@@ -1027,6 +1027,9 @@ def test_a_job_turning_running_is_decided_again_at_once_to_read_its_documents() 
     unshared = job().without_shared_volume().launched(phase="Pending").obj()
     unshared_pods = [pod(unshared, i).running().obj() for i in range(2)]
     assert decide(unshared, unshared_pods, now=at(10)).requeue_after != 0
+    # Only when a look found a document no reconcile read: else nothing waits to be read, and
+    # the look that finds one triggers the job (storage/job_files.py).
+    assert decide(pending, running_pods, now=at(10), unread_progress=False).requeue_after != 0
 
 
 def test_a_pod_gone_before_its_exit_was_seen_is_judged_by_its_supervisors_report() -> None:

@@ -233,5 +233,37 @@ def test_a_job_is_parsed_once_per_version_and_again_for_each_new_one(tmp_path: P
             parsed, recorded = again
             assert isinstance(parsed, JobSpec) and parsed.workers == WORKERS + 1
             assert recorded.restarts == 3
+            newer["metadata"]["resourceVersion"] = "3"  # changed in place, as no watch does
+            newer["status"]["restarts"] = 4
+            assert controller._parsed(state, kind, newer)[1].restarts == 4
 
     asyncio.run(scenario())
+
+
+def test_a_gang_turning_running_reads_its_step_times_with_the_next_reconcile_not_one_of_its_own(
+    tmp_path: Path,
+) -> None:
+    # Its programs have written none yet: a reconcile at once to read them was one more of the
+    # five each launch costs (make bench-scale). Without inotify (no watcher runs here) the
+    # documents are read on a timer: the first an interval on, or with whatever comes sooner.
+    j = job().workers(WORKERS).launched(phase="Pending").obj()
+    j["metadata"]["resourceVersion"] = "1"
+    spec = parse_spec(j)
+    assert isinstance(spec, JobSpec)
+    key: Key = (spec.namespace, spec.name)
+    (tmp_path / spec.directory).mkdir(parents=True)
+    statuses: list[Json] = []
+
+    async def scenario() -> tuple[float | None, float | None, float, int | None]:
+        async with api(j, statuses) as kube:
+            controller = running(kube, j, spec, tmp_path)
+            turned = await controller._reconcile(key)
+            after = await controller._reconcile(key)  # brought by anything: reads them now
+            state = controller._state(key)
+            return turned, after, controller.settings.progress_interval, state.step_times_attempt
+
+    turned, after, interval, read_for = asyncio.run(scenario())
+    assert statuses and statuses[0]["phase"] == "Running"
+    assert turned is not None and interval - 1 < turned <= interval
+    assert read_for == 0  # the next reconcile read attempt 0's documents (none yet)
+    assert after is not None and after > interval  # none there: read again less often

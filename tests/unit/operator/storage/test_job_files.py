@@ -341,3 +341,33 @@ def test_a_namespace_whose_storage_hangs_holds_up_only_its_own_markers(
         assert asyncio.run(scenario()) == [KEY]
     finally:
         release.set()
+
+
+def test_a_document_a_look_found_is_unread_until_a_reconcile_reads_it(tmp_path: Path) -> None:
+    # A job turning Running is decided again at once only when a document waits to be read
+    # (core/reconcile.py `_set_progress_phase`): a look found it while the job was Pending,
+    # whose reconciles read none. Otherwise the look that finds one triggers the job.
+    (tmp_path / "ns" / "job").mkdir(parents=True)
+
+    async def scenario() -> tuple[bool, bool, bool, bool]:
+        watcher = JobFileWatcher(SharedStorage(tmp_path), lambda key: None, lambda key, _: None)
+        watcher.track(KEY, MARKER, ProgressWatch(PROGRESS))
+        detection = asyncio.create_task(watcher.run())
+        await asyncio.sleep(0.5)  # looked at: no document yet
+        nothing = watcher.progress_unread(KEY)
+        partial = tmp_path / "ns" / "job" / ".progress.json.partial"
+        partial.write_text('{"epoch": 1}')
+        partial.replace(tmp_path / PROGRESS)
+        for _ in range(40):
+            if watcher.progress_unread(KEY):
+                break
+            await asyncio.sleep(0.05)
+        found = watcher.progress_unread(KEY)
+        watcher.saw_progress(KEY, storage.file_signature(tmp_path, PROGRESS))
+        read = watcher.progress_unread(KEY)
+        watcher.track(KEY, MARKER, None)  # no longer followed
+        detection.cancel()
+        await asyncio.gather(detection, return_exceptions=True)
+        return nothing, found, read, watcher.progress_unread(KEY)
+
+    assert asyncio.run(scenario()) == (False, True, False, False)
