@@ -29,9 +29,11 @@ RUN /opt/tfmw/bin/python3 -m compileall -q --invalidation-mode unchecked-hash /o
 # Few malloc arenas: the operator's API threads otherwise fragment memory into a larger RSS.
 # A fixed mmap threshold: glibc's sliding one (raised by each large buffer freed) puts the
 # next watch pages and request bodies on the heap among long-lived objects, where they stay
-# (docs/benchmarks.md, "Memory": 6 MB of 76 at 300 jobs, none of it live objects).
+# (docs/benchmarks.md, "Memory": 6 MB of 76 at 300 jobs, none of it live objects). Above the
+# 256 KiB buffer every TLS read allocates: at 128 KiB each was an mmap, its pages faulted in
+# and unmapped again, most of the launch's CPU above run G's ("The TLS reads").
 ENV PATH=/opt/tfmw/bin:$PATH PYTHONPATH=/opt/tfmw-src PYTHONUNBUFFERED=1 PYTHONDONTWRITEBYTECODE=1 \
-    MALLOC_ARENA_MAX=2 MALLOC_MMAP_THRESHOLD_=131072
+    MALLOC_ARENA_MAX=2 MALLOC_MMAP_THRESHOLD_=524288
 ARG VERSION=unknown
 ARG REVISION=unknown
 ARG SOURCE=""

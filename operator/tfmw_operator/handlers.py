@@ -166,8 +166,8 @@ class Operator:
             controller.jobs.remove(job)
             if controller.jobs.get(key) is not None:  # a job of the other kind waited for the name
                 controller.queue.trigger(key)
-            else:
-                controller.queue.forget(key)
+            else:  # its record and series too: a job with no pods left has no later event
+                controller.forget(key)
             meta = job.get("metadata", {})
             if (meta.get("labels") or {}).get(LABEL_QUEUE_NAME):
                 await controller.audit.end_workloads_of_deleted(key, meta.get("uid", ""))

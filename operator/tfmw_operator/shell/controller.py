@@ -123,11 +123,10 @@ class _JobState:
     step_times_attempt: int | None = None  # the attempt they were read for last
     # False while the steps folder is missing and watched: read at each reconcile, none timed.
     step_times_timed: bool = True
-    # The job object last parsed, its resourceVersion then, and what it gave: LatestJobs holds a
-    # new object for every version it keeps and never changes one, so the same object parses the
-    # same (_parsed); the version guards against a caller that changes one in place.
-    parsed_job: Json | None = None
-    parsed_version: object = None
+    # The resourceVersion of the job last parsed, and what it gave: the API server gives every
+    # change of a job a new one, so one version parses the same (_parsed). The job itself is
+    # not kept: a finished job, reconciled no more, would hold two versions of it.
+    parsed_version: str = ""
     parsed: tuple[JobSpec | SpecError, JobStatus] | None = None
     # The job's own metric series as last published (runtime/metrics.py, publish_job).
     published: bool = False
@@ -181,7 +180,7 @@ class JobController:
         self.files = JobFileWatcher(self.storage, self.queue.trigger, self.queue.trigger_later)
         self.events = EventPoster(kube)
         self.audit = JobAudit(
-            kube, self.jobs, self.pods.values(), settings.exact_namespaces, self._forget, settings.kinds
+            kube, self.jobs, self.pods.values(), settings.exact_namespaces, self.forget, settings.kinds
         )
         self.creator = Creator(kube, self.events, self._services_of, self._pods_of, self.own_pods.add)
         self.deleter = WorkerDeleter(kube, self.storage, self._pods_of)
@@ -277,7 +276,7 @@ class JobController:
         started = time.perf_counter()
         job = self.jobs.get(key)
         if job is None:
-            self._forget(key)
+            self.forget(key)
             return None
         self._tell_rivals(key, job)
         kind = kind_of(job)
@@ -358,25 +357,24 @@ class JobController:
         if running and isinstance(spec, JobSpec) and _step_stems(spec) and state.step_times_timed:
             # Nothing else tells when the workers' documents change: read them again then.
             now = time.monotonic()
+            due = max(0.0, state.step_times_due - now)
             if state.step_times_attempt != decision.status.attempt:
                 # Not read for this attempt yet: the gang has just turned Running, and its
                 # programs have written none. The first read comes with the next reconcile,
                 # whatever brings it, and at the latest an interval from now: a reconcile of its
                 # own at once was one more of each launch's five (make bench-scale).
-                state.step_times_due = max(state.step_times_due, now + self.settings.progress_interval)
-            due = max(0.0, state.step_times_due - now)
+                due = self.settings.progress_interval
             requeue = due if requeue is None else min(requeue, due)
         return requeue
 
     def _parsed(self, state: _JobState, kind: JobKind, job: Json) -> tuple[JobSpec | SpecError, JobStatus]:
         """The job's spec and recorded status, parsed once per version: a launch reconciles a
         job once per pod event, while the job itself changes only with its status writes."""
-        version = (job.get("metadata") or {}).get("resourceVersion")
-        if state.parsed is None or state.parsed_job is not job or state.parsed_version != version:
+        version = str((job.get("metadata") or {}).get("resourceVersion") or "")
+        if state.parsed is None or not version or state.parsed_version != version:
             settings = self.settings
             spec = kind.parse(job, settings.folder_check_image, settings.supervisor_image)
-            state.parsed_job, state.parsed_version = job, version
-            state.parsed = (spec, kind.recorded_status(job))
+            state.parsed_version, state.parsed = version, (spec, kind.recorded_status(job))
         return state.parsed
 
     async def _read_supervisors(
@@ -639,7 +637,7 @@ class JobController:
             current = await self.kube.get_job(namespace, name, kind)
             if current is None or (current.get("metadata") or {}).get("uid") != meta.get("uid"):
                 self.jobs.remove(job)
-                self._forget((namespace, name))
+                self.forget((namespace, name))
                 if current is not None:  # a new job of the same name: decide for it afresh
                     self.jobs.put(current)
             else:
@@ -669,7 +667,8 @@ class JobController:
             metrics.publish_job(*key, series)
             state.published, state.series = True, series
 
-    def _forget(self, key: Key) -> None:
+    def forget(self, key: Key) -> None:
+        """Everything kept of a job that is gone: its record, files watched, queued work and series."""
         self._set_active(key, False)
         self._states.pop(key, None)
         self.files.forget(key)

@@ -68,6 +68,7 @@ class _Watched:
     progress_seen: Signature | None = None  # the progress document's, when it was last read or looked at
     progress_read: Signature | None = None  # its signature when a reconcile last read it
     progress_told: bool = False  # inotify told of a change to it since a reconcile last read it
+    progress_looked: bool = False  # a look or a read has found it as it is (or that it is not there)
     reports: str | None = None  # the supervisors' reports' folder, relative to the root
     reports_seen: Signature | None = None  # that folder's, when last looked at by a poll
 
@@ -113,7 +114,7 @@ class JobFileWatcher:
             watched.progress = progress
             if progress is None:
                 watched.progress_seen = watched.progress_read = None
-                watched.progress_told = False
+                watched.progress_told = watched.progress_looked = False
             if reports != watched.reports:
                 watched.reports_seen = None
             watched.reports = reports
@@ -124,15 +125,16 @@ class JobFileWatcher:
         """The job's progress document was read, as it was when it had this signature."""
         watched = self._jobs.setdefault(key, _Watched())
         watched.progress_seen = watched.progress_read = signature
-        watched.progress_told = False
+        watched.progress_told, watched.progress_looked = False, True
 
     def progress_unread(self, key: Key) -> bool:
         """Whether a look found the job's progress document other than a reconcile last read it,
         or inotify told of a change since: it triggered the job, which read nothing while it was
-        not Running. A change neither has found yet triggers the job when one does."""
+        not Running. A change neither has found yet triggers the job when one does. True until a
+        look or a read has found it (untracked, or its first look held back by the throttle)."""
         watched = self._jobs.get(key)
-        if watched is None:
-            return False
+        if watched is None or not watched.progress_looked:  # not known: a look may be held back
+            return True
         return watched.progress_told or watched.progress_seen not in (None, watched.progress_read)
 
     def forget(self, key: Key) -> None:
@@ -270,6 +272,9 @@ class JobFileWatcher:
         if markers or progress:
             present, changed = await self.storage.call(namespace, _changed, markers, progress)
             found += present
+            for key, _, _ in progress:
+                if (watched := self._jobs.get(key)) is not None:
+                    watched.progress_looked = True
             for key, signature in changed:
                 # Told once per change: a job not running reads no document, and would
                 # otherwise be triggered at every look while it differs.

@@ -257,6 +257,9 @@ def test_a_gang_turning_running_reads_its_step_times_with_the_next_reconcile_not
     async def scenario() -> tuple[float | None, float | None, float, int | None]:
         async with api(j, statuses) as kube:
             controller = running(kube, j, spec, tmp_path)
+            # As its launch left it: followed, and looked at (no progress document yet).
+            controller.files.track(key, spec.marker_relpath, ProgressWatch(spec.progress_relpath))
+            controller.files.saw_progress(key, None)
             turned = await controller._reconcile(key)
             after = await controller._reconcile(key)  # brought by anything: reads them now
             state = controller._state(key)

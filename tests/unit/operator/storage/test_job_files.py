@@ -6,6 +6,7 @@ from __future__ import annotations
 import asyncio
 import logging
 from collections.abc import Callable
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import TypeVar
 
@@ -365,9 +366,32 @@ def test_a_document_a_look_found_is_unread_until_a_reconcile_reads_it(tmp_path: 
         found = watcher.progress_unread(KEY)
         watcher.saw_progress(KEY, storage.file_signature(tmp_path, PROGRESS))
         read = watcher.progress_unread(KEY)
-        watcher.track(KEY, MARKER, None)  # no longer followed
+        watcher.track(KEY, MARKER, None)  # no longer followed: not known
         detection.cancel()
         await asyncio.gather(detection, return_exceptions=True)
         return nothing, found, read, watcher.progress_unread(KEY)
 
-    assert asyncio.run(scenario()) == (False, True, False, False)
+    assert asyncio.run(scenario()) == (False, True, False, True)
+
+
+def test_a_document_no_look_has_found_yet_counts_as_unread(tmp_path: Path) -> None:
+    # A job whose first look is held back by the throttle (an operator restarted within a
+    # progress interval of the job's last update, its document written before the watch
+    # began: no event comes) may have one waiting: said unread, so it is read when the job
+    # turns Running (a helper's hostile read).
+    (tmp_path / "ns" / "job").mkdir(parents=True)
+    (tmp_path / PROGRESS).write_text('{"epoch": 3}')
+    later = datetime.now(UTC) + timedelta(minutes=5)
+
+    async def scenario() -> tuple[bool, bool]:
+        watcher = JobFileWatcher(SharedStorage(tmp_path), lambda key: None, lambda key, _: None)
+        untracked = watcher.progress_unread(KEY)
+        watcher.track(KEY, MARKER, ProgressWatch(PROGRESS, not_before=later))
+        detection = asyncio.create_task(watcher.run())
+        await asyncio.sleep(0.6)  # the first tick's sweep: the throttle holds the look back
+        held = watcher.progress_unread(KEY)
+        detection.cancel()
+        await asyncio.gather(detection, return_exceptions=True)
+        return untracked, held
+
+    assert asyncio.run(scenario()) == (True, True)
