@@ -356,14 +356,14 @@ class JobController:
         running = decision.status.phase is Phase.RUNNING
         if running and isinstance(spec, JobSpec) and _step_stems(spec) and state.step_times_timed:
             # Nothing else tells when the workers' documents change: read them again then.
-            now = time.monotonic()
-            due = max(0.0, state.step_times_due - now)
             if state.step_times_attempt != decision.status.attempt:
                 # Not read for this attempt yet: the gang has just turned Running, and its
                 # programs have written none. The first read comes with the next reconcile,
                 # whatever brings it, and at the latest an interval from now: a reconcile of its
                 # own at once was one more of each launch's five (make bench-scale).
                 due = self.settings.progress_interval
+            else:
+                due = max(0.0, state.step_times_due - time.monotonic())
             requeue = due if requeue is None else min(requeue, due)
         return requeue
 

@@ -58,6 +58,14 @@ def versioned(obj: Json) -> Json:
     return obj
 
 
+def as_held(j: Json, supervisor_image: str = "") -> tuple[JobSpec, Key]:
+    """Job `j` at resourceVersion 1, as a watch holds it: parsed, and its key."""
+    versioned(j)
+    spec = parse_spec(j, supervisor_image=supervisor_image)
+    assert isinstance(spec, JobSpec)
+    return spec, (spec.namespace, spec.name)
+
+
 def running(
     kube: Kube, j: Json, spec: JobSpec, shared_root: Path, supervisor_image: str = ""
 ) -> JobController:
@@ -91,10 +99,7 @@ def test_a_running_job_that_writes_no_step_times_sets_no_timer_till_its_steps_fo
     # a timer read them (make bench-scale: 2.27 % of a core idle); inotify says when the steps
     # folder is made.
     j = job().workers(WORKERS).launched(phase="Running").obj()
-    j["metadata"]["resourceVersion"] = "1"
-    spec = parse_spec(j)
-    assert isinstance(spec, JobSpec)
-    key: Key = (spec.namespace, spec.name)
+    spec, key = as_held(j)
     folder = tmp_path / spec.directory
     folder.mkdir(parents=True)
     statuses: list[Json] = []
@@ -132,10 +137,7 @@ def test_a_job_whose_marker_is_there_reads_no_step_times(tmp_path: Path) -> None
     # A burst of completions (make bench-scale: 970 at once) costs a storage call less each:
     # a job ending now has no straggler to find.
     j = job().workers(WORKERS).launched(phase="Running").obj()
-    j["metadata"]["resourceVersion"] = "1"
-    spec = parse_spec(j)
-    assert isinstance(spec, JobSpec)
-    key: Key = (spec.namespace, spec.name)
+    spec, key = as_held(j)
     steps = tmp_path / spec.directory / "steps"
     steps.mkdir(parents=True)
     for i in range(WORKERS):
@@ -170,10 +172,7 @@ def test_a_finished_jobs_exit_that_cannot_be_written_holds_up_nothing_after_its_
     # The supervisors' `exit` follows the status (core/decision.py): a control file that cannot
     # be written costs the job's Succeeded Event nothing, is said once, and is tried again.
     j = job().workers(WORKERS).commanded("python", "train.py").launched(phase="Running").obj()
-    j["metadata"]["resourceVersion"] = "1"
-    spec = parse_spec(j, supervisor_image=SUPERVISOR_IMAGE)
-    assert isinstance(spec, JobSpec)
-    key: Key = (spec.namespace, spec.name)
+    spec, key = as_held(j, SUPERVISOR_IMAGE)
     folder = tmp_path / spec.directory
     folder.mkdir(parents=True)
     write_marker(folder, "uid-mnist")
@@ -209,10 +208,7 @@ def test_a_job_is_parsed_once_per_version_and_again_for_each_new_one(tmp_path: P
     # A launch reconciles a job once per pod event, and its object changes only with a status
     # write: the spec and recorded status are parsed once per object LatestJobs holds.
     j = job().workers(WORKERS).launched(phase="Running").obj()
-    j["metadata"]["resourceVersion"] = "1"
-    spec = parse_spec(j)
-    assert isinstance(spec, JobSpec)
-    key: Key = (spec.namespace, spec.name)
+    spec, key = as_held(j)
 
     async def scenario() -> None:
         async with api(j, []) as kube:
@@ -247,10 +243,7 @@ def test_a_gang_turning_running_reads_its_step_times_with_the_next_reconcile_not
     # five each launch costs (make bench-scale). Without inotify (no watcher runs here) the
     # documents are read on a timer: the first an interval on, or with whatever comes sooner.
     j = job().workers(WORKERS).launched(phase="Pending").obj()
-    j["metadata"]["resourceVersion"] = "1"
-    spec = parse_spec(j)
-    assert isinstance(spec, JobSpec)
-    key: Key = (spec.namespace, spec.name)
+    spec, key = as_held(j)
     (tmp_path / spec.directory).mkdir(parents=True)
     statuses: list[Json] = []
 
