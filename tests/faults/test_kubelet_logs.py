@@ -75,9 +75,15 @@ def worker_1_terminated(kube: ClusterClient, name: str) -> datetime | None:
 
 
 def restarted(kube: ClusterClient, name: str) -> Json:
-    """The gang restarted once for worker 1's exit, and the next attempt Running (the job goes on)."""
+    """The gang restarted once for worker 1's exit, and the next attempt Running (the job goes on).
+    The job's phase follows its pods' by one reconcile (CI, stop 50: read at once, it still
+    said Restarting), so both are waited for."""
+
+    def running() -> bool:
+        return all_running(kube, name, 2, 1) and kube.status(NAMESPACE, name).get("phase") == "Running"
+
     try:
-        wait_for("the new gang running", lambda: all_running(kube, name, 2, 1), timeout=180, interval=0.5)
+        wait_for("the new gang running", running, timeout=180, interval=0.5)
     except AssertionError as error:
         raise AssertionError(f"{error}\n{diagnosis(kube, name)}") from None
     status = kube.status(NAMESPACE, name)
@@ -158,22 +164,23 @@ def test_a_worker_that_exits_while_the_kubelet_is_down_keeps_its_last_lines(
 def operators_paused(kube: ClusterClient) -> Iterator[Callable[[bool], None]]:
     """SIGSTOP/SIGCONT every process of the deployed operator's pods (both replicas): an
     operator busy elsewhere for a few seconds, well within its lease's renew deadline."""
-    pods = kubectl(
-        "-n",
-        "tfmw-system",
-        "get",
-        "pods",
-        "-l",
-        "app.kubernetes.io/name=tfmw-operator",
-        "-o",
-        "jsonpath={.items[*].metadata.name}",
-    ).stdout.split()
+    # Only the pods that serve: one of a rollout's old pods may still be terminating, and its
+    # processes end under the test (a local run, right after hack/up.sh rolled a new image).
+    listed = kube.core.list_namespaced_pod(
+        "tfmw-system", label_selector="app.kubernetes.io/name=tfmw-operator"
+    )
+    pods = [p.metadata.name for p in listed.items if p.metadata.deletion_timestamp is None]
     processes = [pid for pod in pods for pid in processes_with(f"HOSTNAME={pod}")]
     assert processes, f"no operator process for {pods}"
 
     def pause(stopped: bool) -> None:
         for pid in processes:
-            os.kill(pid, signal.SIGSTOP if stopped else signal.SIGCONT)
+            try:
+                os.kill(pid, signal.SIGSTOP if stopped else signal.SIGCONT)
+            except ProcessLookupError:
+                if stopped:
+                    raise
+                # ended while stopped (its container was killed): nothing left to resume
 
     yield pause
     pause(False)
