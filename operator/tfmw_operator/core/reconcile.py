@@ -69,6 +69,7 @@ from tfmw_operator.core.policies.create_retry import judge_refusal
 from tfmw_operator.core.policies.failure import (
     judge_failures,
     lost_node_behind,
+    next_unknown_lost,
     restart_message,
     restart_or_give_up,
 )
@@ -305,6 +306,7 @@ def _decide(step: _Step, job: JobSpec) -> None:
         return
     ended = reported_ends(job, step.obs.reports, step.status.attempt)
     verdict = judge_failures(job, current, step.status, step.now, replacing, ended)
+    step.wake_at(next_unknown_lost(current, step.now))
     if isinstance(verdict, WakeAt):
         step.wake_at(verdict.at)
         return

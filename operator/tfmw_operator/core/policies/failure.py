@@ -165,6 +165,28 @@ def vanished(
     )
 
 
+def unknown_lost_at(pod: ObservedPod) -> datetime | None:
+    """When a pod in phase Unknown (its kubelet silent) counts as on a lost node:
+    NODE_LOST_SECONDS after its latest condition change; None for any other pod, or one
+    whose change time is not known (never taken as lost)."""
+    if pod.phase != "Unknown" or pod.changed_at is None:
+        return None
+    return later(pod.changed_at, NODE_LOST_SECONDS)
+
+
+def lost_unknown(pod: ObservedPod, now: datetime) -> bool:
+    """Its kubelet has not reported for NODE_LOST_SECONDS (phase Unknown): taken as lost."""
+    lost_at = unknown_lost_at(pod)
+    return lost_at is not None and now >= lost_at
+
+
+def next_unknown_lost(current: Sequence[ObservedPod], now: datetime) -> datetime | None:
+    """The next time a pod now Unknown counts as lost: nothing else may change meanwhile
+    (its node is silent), so the job is looked at again then."""
+    due = [at for at in map(unknown_lost_at, current) if at is not None and at > now]
+    return min(due, default=None)
+
+
 def first_failure(
     job: JobSpec,
     current: Sequence[ObservedPod],
@@ -212,7 +234,7 @@ def first_failure(
                 member, job.role(member), pod.name, None, lost, disrupted=True, cause=NODE_LOST, node=pod.node
             )
             failures.append((pod.node_lost_at or never, member.order, failure))
-        elif pod.phase == "Unknown" and now >= later(pod.changed_at or now, NODE_LOST_SECONDS):
+        elif lost_unknown(pod, now):
             lost = f"its node has not reported for {NODE_LOST_SECONDS}s (phase Unknown)"
             failure = MemberFailure(
                 member, job.role(member), pod.name, None, lost, disrupted=True, cause=NODE_LOST, node=pod.node

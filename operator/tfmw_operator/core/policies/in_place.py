@@ -27,7 +27,7 @@ from tfmw_operator.api.times import later
 from tfmw_operator.contract import REPORT_RUNNING
 from tfmw_operator.core.builders import cluster_hosts, renamed_hosts
 from tfmw_operator.core.pods import NODE_LOST, ObservedPod, attempt_started
-from tfmw_operator.core.policies.failure import NODE_LOST_SECONDS, PEER_LOST_EXIT_CODE, SIGTERM_EXIT_CODE
+from tfmw_operator.core.policies.failure import PEER_LOST_EXIT_CODE, SIGTERM_EXIT_CODE, lost_unknown
 from tfmw_operator.core.policies.progress_deadline import PROGRESS_STALLED
 from tfmw_operator.core.supervision import GANG, supervision_of
 
@@ -43,11 +43,6 @@ FIRST_SIGNAL_EXIT_CODE = 128
 
 def in_place(job: JobSpec) -> bool:
     return supervision_of(job).in_place
-
-
-def lost_unknown(pod: ObservedPod, now: datetime) -> bool:
-    """Its kubelet has not reported for NODE_LOST_SECONDS (phase Unknown): taken as lost."""
-    return pod.phase == "Unknown" and now >= later(pod.changed_at or now, NODE_LOST_SECONDS)
 
 
 def really_gone(pod: ObservedPod, now: datetime) -> bool:

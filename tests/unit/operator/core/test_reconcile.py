@@ -589,7 +589,9 @@ def test_a_worker_unknown_for_a_minute_is_lost_and_restarts_the_gang() -> None:
     unknown = pod(j, 1).running().obj()
     unknown["status"].update(phase="Unknown")
     unknown["status"]["conditions"][0]["lastTransitionTime"] = "2026-01-01T12:00:00Z"
-    assert decide(j, [pod(j, 0).running().obj(), unknown], now=at(59)).status.phase == "Running"
+    still = decide(j, [pod(j, 0).running().obj(), unknown], now=at(59))
+    # A silent node sends nothing more: the job is looked at again when the minute is up.
+    assert still.status.phase == "Running" and still.requeue_after == 1.0
     lost = decide(j, [pod(j, 0).running().obj(), unknown], now=at(61))
     assert lost.status.phase == "Restarting" and "has not reported" in str(lost.status.message)
 
