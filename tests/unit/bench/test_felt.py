@@ -176,6 +176,7 @@ def results(tfmw: float, tfjob: float | None, floor: float) -> dict[str, dict[st
         "death_to_training_again",
         "succeeded_to_workers_gone",
         "marker_to_succeeded",
+        "marker_to_workers_gone",
     )
     figures = {"tfmw": tfmw, "tfjob-tuned": tfjob, "floor": floor}
     return {name: {key: summarise([figures[name]]) for key in keys} for name in CONTENDERS}
@@ -191,7 +192,14 @@ def test_the_table_shows_median_min_max_and_both_ratios() -> None:
     )
     assert cell(summarise([]), None) == "-"
     assert "... marker written -> Succeeded (s)" in shown
-    assert shown.splitlines()[-1].split()[-5:] == ["-", "-", "-", "-", "-"]  # no figures: no cells
+    unmeasured = {
+        name: {k: v for k, v in row.items() if k != "marker_to_workers_gone"}
+        for name, row in results(6.0, 3.0, 5.0).items()
+    }
+    last = table(unmeasured, {}).splitlines()[-1]
+    assert (
+        last.startswith("... marker written -> workers gone") and last.split()[-5:] == ["-"] * 5
+    )  # no cells
 
 
 def story(**marks: float) -> Json:
@@ -233,6 +241,7 @@ def test_the_goals_are_judged_against_tfjob_and_the_floor() -> None:
     said = goals(results(6.0, 7.0, 6.0 / FLOOR_GOAL), {})
     assert all("met" in line and "MISSED" not in line for line in said), said
     assert len(said) == 5  # three against TFJob, two against the floor
+    assert "marker written -> workers gone" in said[-1] and not any("Succeeded ->" in line for line in said)
     missed = goals(results(6.0, 5.0, 4.0), {})
     assert sum("MISSED" in line for line in missed) == 5
     assert all("met" in line for line in goals(results(6.0, None, 5.5), {"tfjob-tuned": 240.0})[:1])
