@@ -734,6 +734,9 @@ def _replace_gone(step: _Step, job: JobSpec, current: Sequence[ObservedPod]) -> 
         return frozenset()
     by_stem = {m.stem: m for m in job.members}
     replacing = {by_stem[stem] for stem in step.status.replacing if stem in by_stem}
+    # The old pod was asked to go once; one its node never lets go (silent, or lost) is
+    # forced like any other, or its replacement would wait for it forever.
+    step.delete([p for p in current if p.member in replacing and p.deleting])
     present = {p.member for p in current}
     gone = tuple(sorted((m for m in replacing if m not in present), key=lambda m: m.order))
     if gone and in_place(job) and step.obs.reports is None:

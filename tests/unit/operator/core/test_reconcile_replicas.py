@@ -142,6 +142,32 @@ def test_a_pod_restarted_alone_whose_old_pod_remains_waits_and_stays_listed_in_o
     assert decision.status.replacing == ("worker-0", "worker-2", "worker-3", "worker-4", "worker-5")
 
 
+def test_a_pod_restarted_alone_whose_old_pod_never_goes_is_forced_then_made_again() -> None:
+    obj = job("ps").workers(2).chief().parameter_servers().launched(phase="Running").obj()
+    obj["status"]["replacing"] = ["worker-1"]
+    survivors = [
+        pod(obj, 0, 0, "chief").running().obj(),
+        pod(obj, 0, 0, "ps").running().obj(),
+        pod(obj, 0).running().obj(),
+    ]
+    stuck = pod(obj, 1).running().deleting().obj()  # asked to go at T0, grace 30; its node silent
+    early = decide(obj, [*survivors, stuck], now=at(60))
+    assert not [a for a in early.actions if isinstance(a, (DeletePods, CreatePods))]
+    assert early.requeue_after == 30  # its grace and a minute: then forced
+    late = decide(obj, [*survivors, stuck], now=at(91))
+    assert [a for a in late.actions if isinstance(a, DeletePods)] == [
+        DeletePods(("ps-worker-1",), 0, force=True)
+    ]
+    assert late.status.replacing == ("worker-1",)
+    lost = pod(obj, 1).node_not_ready(at_seconds=10).deleting().obj()  # its node reported lost
+    forced = decide(obj, [*survivors, lost], now=at(11))
+    assert [a for a in forced.actions if isinstance(a, DeletePods)] == [
+        DeletePods(("ps-worker-1",), 0, force=True)
+    ]
+    (create,) = [a for a in decide(obj, survivors, now=at(92)).actions if isinstance(a, CreatePods)]
+    assert [m.stem for m in create.members] == ["worker-1"]
+
+
 def test_a_pod_restarted_alone_is_created_off_the_nodes_kept_out() -> None:
     wrapper = job("ps").workers(5).chief().parameter_servers()
     obj, pods = replacing_all(wrapper.launched(phase="Running").obj())
