@@ -531,7 +531,8 @@ def profile_path(contender: Contender, step: str) -> Path:
 
 def start_profiler(contender: Contender, step: str) -> subprocess.Popen[bytes] | None:
     """With TFMW_BENCH_PYSPY naming py-spy, tfmw's stacks in a step ("launch": while its gangs
-    launch; "idle": the idle window, idle threads left out), sampled from outside, in
+    launch; "restarts": from the deaths to every gang Running again; "idle": the idle window,
+    idle threads left out), sampled from outside, in
     bench/results/pyspy-<contender>-<step>-<JOBS>.txt (collapsed stacks)."""
     pyspy = os.environ.get("TFMW_BENCH_PYSPY")
     if not pyspy or not isinstance(contender, Tfmw):
@@ -912,8 +913,10 @@ def run_contender(
             write_counts(metrics_text(), SCHEDULER_EVENTS),
             kubelet.deletions_sent,
         )
+        profiler = start_profiler(contender, "restarts")
         list(pool.map(lose, enumerate(losers)))
         took = wait_milestone(tracker, milestones, "running", len(losers), timeout, "gangs Running again")
+        stop_profiler(profiler, out, contender, "restarts")
         out["worker_death_to_gang_running"] = {
             **summary(list(milestones.reached["running"].values())),
             "all_s": round(took, 1),
