@@ -31,9 +31,12 @@ RUN /opt/tfmw/bin/python3 -m compileall -q --invalidation-mode unchecked-hash /o
 # next watch pages and request bodies on the heap among long-lived objects, where they stay
 # (docs/benchmarks.md, "Memory": 6 MB of 76 at 300 jobs, none of it live objects). Above the
 # 256 KiB buffer every TLS read allocates: at 128 KiB each was an mmap, its pages faulted in
-# and unmapped again, most of the launch's CPU above run G's ("The TLS reads").
+# and unmapped again, most of the launch's CPU above run G's ("The TLS reads"). A fixed
+# threshold also fixes the trim threshold at 128 KiB: the buffer, shrunk to what was read
+# and freed at the heap's top, was trimmed and faulted in again at every read (one fault a
+# read against none at 1 MiB: docs/benchmarks.md, "The TLS reads, again").
 ENV PATH=/opt/tfmw/bin:$PATH PYTHONPATH=/opt/tfmw-src PYTHONUNBUFFERED=1 PYTHONDONTWRITEBYTECODE=1 \
-    MALLOC_ARENA_MAX=2 MALLOC_MMAP_THRESHOLD_=524288
+    MALLOC_ARENA_MAX=2 MALLOC_MMAP_THRESHOLD_=524288 MALLOC_TRIM_THRESHOLD_=1048576
 ARG VERSION=unknown
 ARG REVISION=unknown
 ARG SOURCE=""

@@ -40,3 +40,4 @@ def test_each_trees_operator_runs_with_the_malloc_settings_of_its_own_image(tmp_
     assert Tfmw("ns", tmp_path, tmp_path / "operator", "tfmw-baseline").env["MALLOC_ARENA_MAX"] == "4"
     ours = Tfmw("ns", tmp_path).env
     assert ours == image_malloc_env(REPO) and ours["MALLOC_MMAP_THRESHOLD_"] == "524288"
+    assert ours["MALLOC_TRIM_THRESHOLD_"] == "1048576"
