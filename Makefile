@@ -71,7 +71,7 @@ lint: install helm ## ruff, mypy --strict, the import contract (.importlinter), 
 ##@ Tests
 
 test-unit: install helm ## the pure logic, no cluster
-	$(PYTEST) tests/unit -m "not processes"
+	$(PYTEST) -n auto --maxprocesses 4 tests/unit -m "not processes"
 
 # The trainer's tests that train for real: TensorFlow worker processes on localhost with the
 # TF_CONFIG the operator writes (tests/unit/trainer, marked `processes`), minutes.
