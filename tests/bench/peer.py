@@ -52,6 +52,20 @@ def cpu_seconds(pid: int) -> float:
     return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
+def run_queue_seconds(pid: int) -> float:
+    """How long the process's live threads have waited, runnable, for a core (the second
+    field of each thread's /proc/<pid>/task/<tid>/schedstat, in ns): on a saturated machine,
+    the time a controller was ready to work and was not let. Threads that have ended are not
+    counted; the event loop's thread, which does the work, never ends."""
+    waited = 0
+    for stat in Path(f"/proc/{pid}/task").glob("*/schedstat"):
+        try:
+            waited += int(stat.read_text().split()[1])
+        except (OSError, IndexError, ValueError):
+            continue  # a thread that ended between the listing and the read
+    return waited / 1e9
+
+
 def machine_ticks() -> tuple[int, int]:
     """The whole machine's CPU ticks so far: (busy, all), every core counted."""
     ticks = [int(t) for t in Path("/proc/stat").read_text().split("\n", 1)[0].split()[1:9]]

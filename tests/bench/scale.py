@@ -62,6 +62,7 @@ from bench.peer import (
     peak_rss_mb,
     pod_template,
     remove_tfjob_crd,
+    run_queue_seconds,
     scratch_log,
 )
 from bench.stats import (
@@ -464,19 +465,25 @@ class RssSampler:
 
 
 class StepCpu:
-    """The contender's CPU seconds per step of the run: where its total went."""
+    """The contender's CPU seconds per step of the run, where its total went, and its seconds
+    waiting for a core, runnable (run_queue_seconds): a step slow at a low CPU figure was
+    either waiting on others or not let run."""
 
     def __init__(self, pid: int) -> None:
         self.pid = pid
-        self.marks: list[tuple[str, float]] = []
+        self.marks: list[tuple[str, float, float]] = []
 
     def mark(self, step: str) -> None:
         """`step` begins now (the one before it ends)."""
-        self.marks.append((step, cpu_seconds(self.pid)))
+        self.marks.append((step, cpu_seconds(self.pid), run_queue_seconds(self.pid)))
 
     def seconds(self) -> dict[str, float]:
-        ends = [cpu for _, cpu in self.marks[1:]] + [cpu_seconds(self.pid)]
-        return {step: round(end - begin, 1) for (step, begin), end in zip(self.marks, ends, strict=True)}
+        ends = [cpu for _, cpu, _ in self.marks[1:]] + [cpu_seconds(self.pid)]
+        return {step: round(end - begin, 1) for (step, begin, _), end in zip(self.marks, ends, strict=True)}
+
+    def waits(self) -> dict[str, float]:
+        ends = [waited for _, _, waited in self.marks[1:]] + [run_queue_seconds(self.pid)]
+        return {step: round(end - begin, 1) for (step, _, begin), end in zip(self.marks, ends, strict=True)}
 
 
 class DidNotFinish(Exception):
@@ -997,6 +1004,8 @@ def run_contender(
         say(f"{contender.name}: peak RSS by step (MB): {out['peak_rss_mb_by_step']}")
         out["cpu_s_by_step"] = steps.seconds()
         say(f"{contender.name}: CPU by step (s): {out['cpu_s_by_step']}")
+        out["run_queue_s_by_step"] = steps.waits()
+        say(f"{contender.name}: waiting for a core, runnable, by step (s): {out['run_queue_s_by_step']}")
         writes = writes_between(
             writes_before, write_counts(metrics_text(), SCHEDULER_EVENTS), NOT_THE_CONTENDERS
         )
