@@ -283,8 +283,15 @@ def test_parameter_server_worker_replaced_alone_parameter_server_restarts_the_jo
     after = uids(kube, name)
     for pod in (f"{name}-chief-0", f"{name}-worker-0", f"{name}-ps-0"):
         assert after[pod] == before[pod], f"{pod} was replaced too"
-    status = kube.status(NAMESPACE, name)
-    assert (status["attempt"], status["phase"]) == (0, "Running"), status
+
+    # The job's status follows its pods by one reconcile (the operator sees the pod's events,
+    # then writes): read it once it says Running again, not the moment the pod does.
+    def running_again() -> Json | None:
+        found = kube.status(NAMESPACE, name)
+        return found if found.get("phase") == "Running" else None
+
+    status = wait_for("the job Running again", running_again, timeout=30, interval=0.2)
+    assert status["attempt"] == 0, status
     restarts = {kind: r.get("restarts", 0) for kind, r in status["replicas"].items()}
     assert restarts == {"chief": 0, "worker": 1, "ps": 0}, status["replicas"]
     assert "PodRestarted" in kube.wait_events(NAMESPACE, name, {"PodRestarted"})
