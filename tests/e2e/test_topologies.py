@@ -151,6 +151,12 @@ def uids(kube: ClusterClient, name: str) -> dict[str, str]:
     return {pod: p["metadata"]["uid"] for pod, p in live_pods(kube, name).items()}
 
 
+def _running_with(kube: ClusterClient, name: str, ready: str) -> Json | None:
+    """The job's status once it says Running with `ready` pods ready, else None."""
+    status = kube.status(NAMESPACE, name)
+    return status if status.get("phase") == "Running" and status.get("readyWorkers") == ready else None
+
+
 def running(
     kube: ClusterClient, name: str, pod: str, attempt: int, replacing: str | None = None
 ) -> Json | None:
@@ -249,8 +255,8 @@ def test_parameter_server_worker_replaced_alone_parameter_server_restarts_the_jo
     uid, folder, total = job["metadata"]["uid"], job_folder(shared_dir, name), PS_EPOCHS * PS_STEPS
     wait_for("the chief's first epoch", lambda: progress_at(folder, 1), timeout=STARTUP, interval=0.2)
     stages.done("created -> first epoch reported (a chief, 2 workers, 1 parameter server)")
-    status = kube.status(NAMESPACE, name)
-    assert status["phase"] == "Running" and status["readyWorkers"] == "4/4", status
+    # The status follows the pods by one reconcile: waited for, not read once.
+    status = wait_for("the job Running, 4/4", lambda: _running_with(kube, name, "4/4"), timeout=30)
     # status.replicas: per set, {"chief": {"running": 1, ...}, ...}; restarts written when not 0
     assert {kind: r["running"] for kind, r in status["replicas"].items()} == {
         "chief": 1,
@@ -286,11 +292,7 @@ def test_parameter_server_worker_replaced_alone_parameter_server_restarts_the_jo
 
     # The job's status follows its pods by one reconcile (the operator sees the pod's events,
     # then writes): read it once it says Running again, not the moment the pod does.
-    def running_again() -> Json | None:
-        found = kube.status(NAMESPACE, name)
-        return found if found.get("phase") == "Running" else None
-
-    status = wait_for("the job Running again", running_again, timeout=30, interval=0.2)
+    status = wait_for("the job Running again", lambda: _running_with(kube, name, "4/4"), timeout=30)
     assert status["attempt"] == 0, status
     restarts = {kind: r.get("restarts", 0) for kind, r in status["replicas"].items()}
     assert restarts == {"chief": 0, "worker": 1, "ps": 0}, status["replicas"]
