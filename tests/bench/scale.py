@@ -478,12 +478,16 @@ class StepCpu:
         self.marks.append((step, cpu_seconds(self.pid), run_queue_seconds(self.pid)))
 
     def seconds(self) -> dict[str, float]:
-        ends = [cpu for _, cpu, _ in self.marks[1:]] + [cpu_seconds(self.pid)]
-        return {step: round(end - begin, 1) for (step, begin, _), end in zip(self.marks, ends, strict=True)}
+        return self._spent([cpu for _, cpu, _ in self.marks], cpu_seconds(self.pid))
 
     def waits(self) -> dict[str, float]:
-        ends = [waited for _, _, waited in self.marks[1:]] + [run_queue_seconds(self.pid)]
-        return {step: round(end - begin, 1) for (step, _, begin), end in zip(self.marks, ends, strict=True)}
+        return self._spent([waited for _, _, waited in self.marks], run_queue_seconds(self.pid))
+
+    def _spent(self, at_marks: list[float], now: float) -> dict[str, float]:
+        """Each step's share of a growing count, read at each mark (`at_marks`) and `now`."""
+        ends = [*at_marks[1:], now]
+        steps = [step for step, _, _ in self.marks]
+        return {step: round(end - begin, 1) for step, begin, end in zip(steps, at_marks, ends, strict=True)}
 
 
 class DidNotFinish(Exception):
