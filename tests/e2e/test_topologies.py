@@ -151,12 +151,6 @@ def uids(kube: ClusterClient, name: str) -> dict[str, str]:
     return {pod: p["metadata"]["uid"] for pod, p in live_pods(kube, name).items()}
 
 
-def _running_with(kube: ClusterClient, name: str, ready: str) -> Json | None:
-    """The job's status once it says Running with `ready` pods ready, else None."""
-    status = kube.status(NAMESPACE, name)
-    return status if status.get("phase") == "Running" and status.get("readyWorkers") == ready else None
-
-
 def running(
     kube: ClusterClient, name: str, pod: str, attempt: int, replacing: str | None = None
 ) -> Json | None:
@@ -256,7 +250,8 @@ def test_parameter_server_worker_replaced_alone_parameter_server_restarts_the_jo
     wait_for("the chief's first epoch", lambda: progress_at(folder, 1), timeout=STARTUP, interval=0.2)
     stages.done("created -> first epoch reported (a chief, 2 workers, 1 parameter server)")
     # The status follows the pods by one reconcile: waited for, not read once.
-    status = wait_for("the job Running, 4/4", lambda: _running_with(kube, name, "4/4"), timeout=30)
+    status = kube.wait_phase(NAMESPACE, name, "Running")
+    assert status["readyWorkers"] == "4/4", status
     # status.replicas: per set, {"chief": {"running": 1, ...}, ...}; restarts written when not 0
     assert {kind: r["running"] for kind, r in status["replicas"].items()} == {
         "chief": 1,
@@ -292,7 +287,7 @@ def test_parameter_server_worker_replaced_alone_parameter_server_restarts_the_jo
 
     # The job's status follows its pods by one reconcile (the operator sees the pod's events,
     # then writes): read it once it says Running again, not the moment the pod does.
-    status = wait_for("the job Running again", lambda: _running_with(kube, name, "4/4"), timeout=30)
+    status = kube.wait_phase(NAMESPACE, name, "Running")
     assert status["attempt"] == 0, status
     restarts = {kind: r.get("restarts", 0) for kind, r in status["replicas"].items()}
     assert restarts == {"chief": 0, "worker": 1, "ps": 0}, status["replicas"]
