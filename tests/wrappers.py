@@ -181,6 +181,24 @@ def simulated_job(name: str, workers: int = 2) -> JobWrapper:
     return JobWrapper(name, workers=workers).simulated()
 
 
+def simulated_tfjob(name: str, workers: int = 1) -> Json:
+    """Kubeflow's TFJob (kubeflow.org/v1) of `workers` Workers, as a user applies it, its pods
+    bound to the simulated node (tfmw serves it with --tfjobs)."""
+    template = {
+        "spec": {
+            "nodeName": SIM_NODE,
+            "tolerations": [{"operator": "Exists"}],
+            "containers": [{"name": "tensorflow", "image": "tfmw-trainer:dev"}],
+        }
+    }
+    return {
+        "apiVersion": "kubeflow.org/v1",
+        "kind": "TFJob",
+        "metadata": {"name": name},
+        "spec": {"tfReplicaSpecs": {"Worker": {"replicas": workers, "template": template}}},
+    }
+
+
 class PodWrapper:
     """A worker pod as the API server returns it, built by the operator's own builder (with
     the in-pod supervisor where the job's template gives its command)."""

@@ -21,7 +21,7 @@ import kopf
 import uvloop
 from prometheus_client import start_http_server
 
-from tfmw_operator.api.tfjob import SERVE_MODES, SERVE_OFF
+from tfmw_operator.api.tfjob import KUBEFLOW_NAMESPACE, SERVE_MODES, SERVE_OFF
 from tfmw_operator.core.progress import DEFAULT_PROGRESS_INTERVAL_SECONDS
 from tfmw_operator.handlers import operate
 from tfmw_operator.kube.client import connection_info
@@ -75,6 +75,13 @@ def main(argv: list[str] | None = None) -> None:
         help="serve Kubeflow's TFJobs (kubeflow.org/v1): managedBy (only those whose runPolicy.managedBy "
         "names tfmw) or all (also those naming no controller, once Kubeflow's is gone); docs/tfjob.md",
     )
+    parser.add_argument(
+        "--kubeflow-namespace",
+        default=KUBEFLOW_NAMESPACE,
+        help="where Kubeflow's training-operator runs, if anywhere: with --tfjobs=all, a TFJob naming no "
+        "controller is not launched while a pod of it runs there (pods elsewhere prove nothing); "
+        "docs/tfjob.md",
+    )
     parser.add_argument("--verbose", action="store_true")
     parser.add_argument(
         "--leader-elect", action="store_true", help="run only while holding the Lease (for several replicas)"
@@ -96,6 +103,8 @@ def main(argv: list[str] | None = None) -> None:
     for namespace in args.namespace:
         if not re.fullmatch(r"[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?", namespace):
             parser.error(f"--namespace {namespace!r}: give a namespace's exact name (no patterns)")
+    if not re.fullmatch(r"[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?", args.kubeflow_namespace):
+        parser.error(f"--kubeflow-namespace {args.kubeflow_namespace!r}: give a namespace's exact name")
     if args.progress_interval < 1:
         parser.error("--progress-interval must be at least 1 second")
     settings = Settings(
@@ -106,6 +115,7 @@ def main(argv: list[str] | None = None) -> None:
         supervisor_image=args.supervisor_image,
         folder_retention_seconds=None if args.folder_retention < 0 else args.folder_retention,
         tfjobs=args.tfjobs,
+        kubeflow_namespace=args.kubeflow_namespace,
     )
     health = Health()
     if args.liveness:

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import functools
 import gc
 import logging
 from collections.abc import Mapping
@@ -15,11 +16,13 @@ from typing import Any
 
 import kopf
 
+from tfmw_operator.api.kinds import KINDS
 from tfmw_operator.api.names import LABEL_QUEUE_NAME
 from tfmw_operator.api.objects import Key
 from tfmw_operator.kube.client import Kube, connection_info
 from tfmw_operator.runtime.health import Health
 from tfmw_operator.runtime.settings import Settings
+from tfmw_operator.shell.audit import live_job_uids
 from tfmw_operator.shell.controller import JobController
 from tfmw_operator.shell.events import EVENT_POSTERS
 from tfmw_operator.storage.retention import FolderRetention
@@ -121,17 +124,12 @@ class Operator:
         }
         retention = self.settings.folder_retention_seconds
         if retention is not None and (self.settings.exact_namespaces or not self.settings.namespaces):
-            kube = controller.kube
-
-            async def live_uids() -> dict[str, set[str]]:
-                """Each namespace's jobs' UIDs: only a job of a folder's own namespace keeps it."""
-                live: dict[str, set[str]] = {}
-                for namespace in self.settings.exact_namespaces or ("",):
-                    for (job_namespace, _), uid in (await kube.list_job_uids(namespace)).items():
-                        live.setdefault(job_namespace, set()).add(uid)
-                return live
-
             namespaces = self.settings.exact_namespaces
+            served = self.settings.kinds
+            unserved = tuple(k for k in KINDS.values() if k not in served)
+            live_uids = functools.partial(
+                live_job_uids, controller.kube, namespaces or ("",), served, unserved
+            )
             sweeper = FolderRetention(controller.storage, retention, live_uids, namespaces)
             background["the folder retention sweep"] = sweeper.run()
         for name, work in background.items():

@@ -14,6 +14,7 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
+import yaml
 from kube import (
     LOCAL_KUBECONFIG,
     REPO,
@@ -22,7 +23,9 @@ from kube import (
     applied,
     kubectl,
     pause_deployed_operator,
+    wait_for,
 )
+from kubernetes.client.exceptions import ApiException
 from operator_process import OperatorProcess, OperatorThread
 from tfmw_operator.runtime.settings import Settings
 
@@ -118,9 +121,12 @@ def operator_process(
     started: list[OperatorProcess] = []
 
     def start(
-        namespace: str, kubeconfig: str | None = None, ports: tuple[int, int] | None = None
+        namespace: str,
+        kubeconfig: str | None = None,
+        ports: tuple[int, int] | None = None,
+        args: tuple[str, ...] = (),
     ) -> OperatorProcess:
-        process = OperatorProcess(namespace, shared_root, kubeconfig, ports)
+        process = OperatorProcess(namespace, shared_root, kubeconfig, ports, args=args)
         process.start()
         started.append(process)
         return process
@@ -137,3 +143,29 @@ def operator_process(
         )
         failures = [line for line in process.log_lines() if "reconcile of" in line and "failed" in line]
         assert not failures, f"operator for {process.namespace} logged failed reconciles: {failures[:3]}"
+
+
+TFJOB_CRD = REPO / "deploy" / "overlays" / "tfjob" / "component" / "kubeflow.org_tfjobs.yaml"
+TFJOB_CRD_NAME = "tfjobs.kubeflow.org"
+
+
+@pytest.fixture(scope="module")
+def tfjob_crd(kube: ClusterClient) -> Iterator[None]:
+    """Kubeflow's TFJob CRD, as deploy/overlays/tfjob installs it; removed after if this made it."""
+    created = False
+    try:
+        kube.apiext.create_custom_resource_definition(yaml.safe_load(TFJOB_CRD.read_text()))
+        created = True
+    except ApiException as error:
+        if error.status != 409:
+            raise
+    wait_for(
+        "the TFJob CRD to serve",
+        lambda: any(
+            c.type == "Established" and c.status == "True"
+            for c in kube.apiext.read_custom_resource_definition(TFJOB_CRD_NAME).status.conditions or []
+        ),
+    )
+    yield
+    if created:
+        kube.apiext.delete_custom_resource_definition(TFJOB_CRD_NAME)

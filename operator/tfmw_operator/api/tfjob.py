@@ -13,6 +13,7 @@ field, is in docs/tfjob.md. Pure.
 from __future__ import annotations
 
 import dataclasses
+import re
 from dataclasses import dataclass
 from typing import Any, Final
 
@@ -46,6 +47,8 @@ KUBEFLOW_OPERATOR_NAME: Final = "tfjob-controller"
 # Annotations on a TFJob that tfmw reads: a shared volume for its kept logs and progress.
 ANNOTATION_SHARED_CLAIM: Final = "tfmw.dev/shared-claim"
 ANNOTATION_SHARED_MOUNT_PATH: Final = "tfmw.dev/shared-mount-path"
+# A PersistentVolumeClaim's name (a DNS subdomain), as the CRD checks spec.sharedVolume.claimName.
+CLAIM_NAME: Final = re.compile(r"[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*")
 # ... and writes: tfmw's own status of the job, which TFJob's status schema has no room for.
 ANNOTATION_STATUS: Final = "tfmw.dev/status"
 
@@ -164,6 +167,14 @@ def _template(key: str, replica: Json, notes: list[Note], priority_class: str | 
                 f"{FOLDER_CHECK_CONTAINER} is the name of the operator's own init container: "
                 "give yours another name",
             )
+    containers = objects_at(spec.get("containers"), f"{field}.spec.containers")
+    if not any(c.get("name") == CONTAINER for c in containers):
+        # Kubeflow's webhook refuses it too ("must have at least one container with name
+        # tensorflow"): its controller gives TF_CONFIG and the port to that container only.
+        raise ConversionError(
+            f"{field}.spec.containers",
+            f"must have a container named {CONTAINER}: it runs the program and gets TF_CONFIG, as in TFJob",
+        )
     if spec.get("restartPolicy"):
         notes.append(
             Note(
@@ -185,9 +196,14 @@ def _template(key: str, replica: Json, notes: list[Note], priority_class: str | 
     return template
 
 
-def _rules(role_keys: dict[str, str], policies: dict[str, str], notes: list[Note]) -> list[Json]:
+def _rules(
+    role_keys: dict[str, str], policies: dict[str, str], notes: list[Note], backoff_limit: object
+) -> list[Json]:
     """Each replica's restartPolicy as rules on its role: Never fails, OnFailure and Always
-    restart, ExitCode restarts what took the pod away and exit codes 128 and up."""
+    restart, ExitCode restarts what took the pod away and exit codes 128 and up. As in
+    Kubeflow's training-operator v1.9, an ExitCode replica's restarts do not count against
+    backoffLimit (`PastBackoffLimit` counts only OnFailure and Always replicas), but for a
+    limit of 0, under which its first failure fails the job (`exceedsBackoffLimit`)."""
     rules: list[Json] = []
     for target, key in role_keys.items():
         policy = policies[target]
@@ -200,10 +216,15 @@ def _rules(role_keys: dict[str, str], policies: dict[str, str], notes: list[Note
                 notes.append(Note(field, "Always: a pod that exits 0 is not restarted (OnFailure's rule)"))
             rules.append({"onRoles": roles, "action": "Restart"})
         elif policy == "ExitCode":
+            restart = "Restart" if backoff_limit == 0 else "RestartNotCounted"
+            if backoff_limit not in (0, None):
+                notes.append(
+                    Note(field, "ExitCode: its restarts do not count against backoffLimit, as in TFJob")
+                )
             rules += [
-                {"onRoles": roles, "onDisruption": True, "action": "Restart"},
+                {"onRoles": roles, "onDisruption": True, "action": restart},
                 {"onRoles": roles, "onExitCodes": PROGRAM_EXIT_CODES, "action": "Fail"},
-                {"onRoles": roles, "onDisruption": False, "action": "Restart"},
+                {"onRoles": roles, "onDisruption": False, "action": restart},
             ]
         else:
             raise ConversionError(field, f"must be Always, OnFailure, Never or ExitCode, got {policy!r}")
@@ -308,7 +329,7 @@ def convert(tfjob: Json) -> Conversion:
         policy = "AllWorkersExitCode"
     run_policy: Json = {
         "restartPolicy": "Never",
-        "failureRules": _rules(role_keys, policies, notes),
+        "failureRules": _rules(role_keys, policies, notes, run.get("backoffLimit")),
         "cleanPodPolicy": run.get("cleanPodPolicy") or "None",
     }
     if "cleanPodPolicy" not in run:
@@ -344,9 +365,21 @@ def convert(tfjob: Json) -> Conversion:
     annotations = object_at(meta.get("annotations"), "metadata.annotations")
     claim = annotations.get(ANNOTATION_SHARED_CLAIM)
     if isinstance(claim, str) and claim:
+        # The CRD's checks of spec.sharedVolume, which no CRD makes on a TFJob's annotations.
+        if len(claim) > 253 or not CLAIM_NAME.fullmatch(claim):
+            raise ConversionError(
+                f"metadata.annotations[{ANNOTATION_SHARED_CLAIM}]",
+                "must be a PersistentVolumeClaim's name: lower-case letters, digits, '-' and '.', "
+                "starting and ending with a letter or digit",
+            )
         shared: Json = {"claimName": claim}
         mount_path = annotations.get(ANNOTATION_SHARED_MOUNT_PATH)
         if isinstance(mount_path, str) and mount_path:
+            if not mount_path.startswith("/") or len(mount_path) > 4096:
+                raise ConversionError(
+                    f"metadata.annotations[{ANNOTATION_SHARED_MOUNT_PATH}]",
+                    "must be an absolute path such as /shared",
+                )
             shared["mountPath"] = mount_path
         job_spec["sharedVolume"] = shared
     manifest_meta: Json = {"name": meta.get("name")}
@@ -550,6 +583,9 @@ SERVE_OFF: Final = "off"
 SERVE_MANAGED_BY: Final = "managedBy"  # only TFJobs whose runPolicy.managedBy names tfmw
 SERVE_ALL: Final = "all"  # also those that name no controller, or Kubeflow's, once it is gone
 SERVE_MODES: Final = (SERVE_OFF, SERVE_MANAGED_BY, SERVE_ALL)
+# Where Kubeflow's own manifests install its training-operator (manifests/overlays/standalone
+# and the Kubeflow platform alike).
+KUBEFLOW_NAMESPACE: Final = "kubeflow"
 
 
 @dataclass(frozen=True)
@@ -558,9 +594,12 @@ class Serving:
 
     served: bool
     why: str = ""
+    settled: bool = True  # False: not known yet (look again soon, say nothing yet)
 
 
-def serves(mode: str, tfjob: Json, kubeflows_pods: bool, kubeflow_running: bool) -> Serving:
+def serves(
+    mode: str, tfjob: Json, kubeflows_pods: bool, kubeflow_running: bool | None, launched: bool = False
+) -> Serving:
     """Exactly one controller reconciles a TFJob at any moment:
 
     - `runPolicy.managedBy: tfmw.dev/tfjob-controller` is tfmw's, in both modes (Kubeflow's
@@ -568,8 +607,11 @@ def serves(mode: str, tfjob: Json, kubeflows_pods: bool, kubeflow_running: bool)
     - another controller named there is that controller's;
     - a TFJob that names none (or Kubeflow's) is tfmw's only in mode `all`, which the platform
       turns on once Kubeflow's TFJob controller is gone; and never one whose pods Kubeflow's
-      controller made (a job started under it is left to finish there), nor any while
-      Kubeflow's controller is seen running."""
+      controller made (a job started under it is left to finish there), nor one not yet
+      launched while Kubeflow's controller is seen running (in its own namespace: a pod a
+      tenant labels so proves nothing), nor while that namespace's pods are not listed yet
+      (`kubeflow_running` None: unsettled). A job tfmw launched stays tfmw's: nothing seen
+      elsewhere stops its reconciles."""
     if mode == SERVE_OFF:
         return Serving(False, "tfmw serves no TFJob (--tfjobs=off)")
     named = managed_by(tfjob)
@@ -586,6 +628,10 @@ def serves(mode: str, tfjob: Json, kubeflows_pods: bool, kubeflow_running: bool)
             "its pods were made by Kubeflow's training-operator: tfmw does not take over a job started "
             "there; delete and create it again to run it under tfmw",
         )
+    if launched:
+        return Serving(True)
+    if kubeflow_running is None:
+        return Serving(False, "whether Kubeflow's training-operator runs is not known yet", settled=False)
     if kubeflow_running:
         return Serving(
             False,

@@ -6,7 +6,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from tfmw_operator.api.kinds import TFJOBS, TFMW_JOBS, JobKind
-from tfmw_operator.api.tfjob import SERVE_OFF
+from tfmw_operator.api.tfjob import KUBEFLOW_NAMESPACE, SERVE_OFF
 from tfmw_operator.core.progress import DEFAULT_PROGRESS_INTERVAL_SECONDS
 
 
@@ -28,11 +28,23 @@ class Settings:
     folder_retention_seconds: float | None = None
     # Which of Kubeflow's TFJobs the operator serves: off, managedBy or all (api/tfjob.py).
     tfjobs: str = SERVE_OFF
+    # Where Kubeflow's training-operator runs, if anywhere: the one namespace whose pods say
+    # it runs (a tenant can label a pod of its own namespace as anything).
+    kubeflow_namespace: str = KUBEFLOW_NAMESPACE
 
     @property
     def kinds(self) -> tuple[JobKind, ...]:
         """The kinds of job served."""
         return (TFMW_JOBS, TFJOBS) if self.tfjobs != SERVE_OFF else (TFMW_JOBS,)
+
+    @property
+    def kubeflow_controller_scope(self) -> str | None:
+        """The API path whose pods say that Kubeflow's training-operator runs: its own
+        namespace's; None when TFJobs are not served or that namespace is not watched."""
+        watched = self.exact_namespaces
+        if self.tfjobs == SERVE_OFF or (watched and self.kubeflow_namespace not in watched):
+            return None
+        return f"/api/v1/namespaces/{self.kubeflow_namespace}"
 
     @property
     def exact_namespaces(self) -> tuple[str, ...]:

@@ -18,7 +18,7 @@ from tfmw_operator.api.kinds import TFMW_JOBS, JobKind
 from tfmw_operator.api.objects import Key
 from tfmw_operator.core.builders import pod_group_name_prefix
 from tfmw_operator.core.owned import Owned
-from tfmw_operator.kube.client import Kube
+from tfmw_operator.kube.client import ApiError, Kube
 from tfmw_operator.kube.informer import Informer, LatestJobs
 
 logger = logging.getLogger(__name__)
@@ -109,3 +109,27 @@ class JobAudit:
         for workload in await self.kube.list_workload_names(namespace):
             if workload.startswith(prefix):
                 await self.kube.delete_workload(namespace, workload)
+
+
+async def live_job_uids(
+    kube: Kube, namespaces: Iterable[str], kinds: Iterable[JobKind], unserved: Iterable[JobKind] = ()
+) -> dict[str, set[str]]:
+    """Each namespace's jobs' UIDs (every namespace: ""), of every kind served and, where the
+    operator may still list them, of the kinds it serves no more. The folder retention keeps a
+    folder while a job of its namespace has its UID: a TFJob's folder is as much its data as a
+    TFMultiWorkerJob's, and stays its data when the operator stops serving TFJobs. A kind
+    whose resource is not installed (404) has no jobs, and so has an unserved kind the
+    operator may not list (403); any other failure raises, and the sweep removes nothing."""
+    live: dict[str, set[str]] = {}
+    kinds_listed = [(kind, (404,)) for kind in kinds] + [(kind, (403, 404)) for kind in unserved]
+    for kind, none_when in kinds_listed:
+        for namespace in namespaces:
+            try:
+                listed = await kube.list_job_uids(namespace, kind)
+            except ApiError as error:
+                if error.status not in none_when:
+                    raise
+                continue
+            for (job_namespace, _), uid in listed.items():
+                live.setdefault(job_namespace, set()).add(uid)
+    return live

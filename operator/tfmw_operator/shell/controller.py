@@ -165,16 +165,17 @@ class JobController:
         # Where TFJobs are served: Kubeflow's own TFJob controller, seen through its pods (the
         # job's, and the controller's own): one controller per job (api/tfjob.py `serves`).
         self.kubeflow_pods: dict[str, Informer[str]] = {}
-        self.kubeflow_controllers: dict[str, Informer[bool]] = {}
+        self.kubeflow_controllers: list[Informer[bool]] = []
         if settings.tfjobs != SERVE_OFF:
             self.kubeflow_pods = {
                 n: Informer(kube, f"{scope}/pods", _name, self.queue.trigger, KUBEFLOW_PODS, _kubeflow_job)
                 for n, scope in by_scope
             }
-            self.kubeflow_controllers = {
-                n: Informer(kube, f"{scope}/pods", _running, ignore_changes, KUBEFLOW_CONTROLLER, own_name)
-                for n, scope in by_scope
-            }
+        if settings.kubeflow_controller_scope is not None:
+            path = f"{settings.kubeflow_controller_scope}/pods"
+            self.kubeflow_controllers = [
+                Informer(kube, path, _running, ignore_changes, KUBEFLOW_CONTROLLER, own_name)
+            ]
         self._told: set[str] = set()  # UIDs of jobs told once why they wait or are not served
         self.storage = SharedStorage(settings.shared_root)
         self.files = JobFileWatcher(self.storage, self.queue.trigger, self.queue.trigger_later)
@@ -186,6 +187,7 @@ class JobController:
         self.deleter = WorkerDeleter(kube, self.storage, self._pods_of)
         self._states: dict[Key, _JobState] = {}
         self._active = 0
+        self._started = time.monotonic()
         self._launching = FairSlots(LAUNCHES_AT_ONCE)  # in turn between namespaces (kube/fair)
 
     def watches(self) -> list[Informer[Owned]]:
@@ -193,7 +195,7 @@ class JobController:
 
     def side_watches(self) -> list[Informer[str] | Informer[bool]]:
         """Watches of what is not the operator's own that reconciles only read (never wait for)."""
-        return [self.namespaces, *self.kubeflow_pods.values(), *self.kubeflow_controllers.values()]
+        return [self.namespaces, *self.kubeflow_pods.values(), *self.kubeflow_controllers]
 
     def _view(self, informers: dict[str, Informer[T]], namespace: str) -> Informer[T]:
         return informers[namespace] if namespace in informers else informers[""]
@@ -280,8 +282,10 @@ class JobController:
             return None
         self._tell_rivals(key, job)
         kind = kind_of(job)
-        if kind is TFJOBS and not self._serves_tfjob(key, job):
-            return None
+        if kind is TFJOBS:
+            served = self._serves_tfjob(key, job)
+            if served is not True:
+                return None if served is False else KUBEFLOW_RECHECK_SECONDS
         pods = self._pods_of(namespace).of_job(key)
         service = next((s for s in self._services_of(namespace).of_job(key) if s.name == name), None)
         state = self._state(key)
@@ -444,17 +448,36 @@ class JobController:
             )
             self._warn(key[0], rival, "NameInUse", message)
 
-    def _serves_tfjob(self, key: Key, job: Json) -> bool:
+    def _serves_tfjob(self, key: Key, job: Json) -> bool | None:
         """Whether this TFJob is tfmw's to reconcile (api/tfjob.py `serves`); if not, say why
-        on it once, and touch nothing of it."""
+        on it once, and touch nothing of it. None: not known yet (Kubeflow's namespace not
+        listed yet), to be looked at again soon."""
         kubeflows_pods = (
             bool(self._view(self.kubeflow_pods, key[0]).of_job(key)) if self.kubeflow_pods else False
         )
-        running = any(any(view.of_job(k)) for view in self.kubeflow_controllers.values() for k in view.jobs())
-        serving = serves(self.settings.tfjobs, job, kubeflows_pods, running)
+        running: bool | None = None
+        if all(view.fresh for view in self.kubeflow_controllers):
+            running = any(any(view.of_job(k)) for view in self.kubeflow_controllers for k in view.jobs())
+        # Read only where it decides (the status annotation may be 64 KiB of JSON).
+        launched = running is not False and TFJOBS.recorded_status(job).launched_attempt is not None
+        serving = serves(self.settings.tfjobs, job, kubeflows_pods, running, launched)
         if serving.served:
             return True
         uid = str((job.get("metadata") or {}).get("uid") or "")
+        if not serving.settled:
+            if (
+                time.monotonic() - self._started > KUBEFLOW_UNKNOWN_TOLD_AFTER_SECONDS
+                and uid not in self._told
+            ):
+                # Its watch keeps failing (the operator's log says why): the job waits, and says so.
+                self._told.add(uid)
+                where = self.settings.kubeflow_namespace
+                why = (
+                    f"{serving.why}: the pods of namespace {where} cannot be listed (see the operator's log)"
+                )
+                logger.warning("TFJob %s/%s waits: %s", *key, why)
+                self._warn(key[0], job, "NotServedByTfmw", why)
+            return None
         if uid not in self._told:
             self._told.add(uid)
             logger.info("TFJob %s/%s is not tfmw's: %s", *key, serving.why)
@@ -719,6 +742,10 @@ def _step_stems(spec: JobSpec) -> list[str]:
 # Pods of Kubeflow's TFJob controller: its jobs' (by their job-name label) and its own.
 KUBEFLOW_PODS = f"{KF_OPERATOR_NAME}={KUBEFLOW_OPERATOR_NAME}"
 KUBEFLOW_CONTROLLER = "control-plane=kubeflow-training-operator"
+# How soon a TFJob is looked at again while whether Kubeflow's controller runs is not known
+# (its namespace's pods not listed yet), and after how long the job is told why it waits.
+KUBEFLOW_RECHECK_SECONDS = 2.0
+KUBEFLOW_UNKNOWN_TOLD_AFTER_SECONDS = 60.0
 
 
 def _name(obj: Json) -> str:

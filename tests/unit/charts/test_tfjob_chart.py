@@ -82,7 +82,12 @@ def test_the_charts_crd_template_is_the_modules_crd_between_a_header_and_a_foote
 
 def test_tfjob_is_off_by_default_and_renders_nothing_for_tfjobs() -> None:
     values = yaml.safe_load((CHART / "values.yaml").read_text())
-    assert values["tfjob"] == {"enabled": False, "installCRD": True, "serve": "all"}
+    assert values["tfjob"] == {
+        "enabled": False,
+        "installCRD": True,
+        "serve": "all",
+        "kubeflowNamespace": "kubeflow",
+    }
     assert tfjob_objects(helm_template()) == []
 
 

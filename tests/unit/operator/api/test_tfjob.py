@@ -107,7 +107,7 @@ def test_a_lone_replica_gets_no_tf_config_as_under_tfjob() -> None:
         ("Never", [("Fail", None)]),
         ("OnFailure", [("Restart", None)]),
         ("Always", [("Restart", None)]),
-        ("ExitCode", [("Restart", True), ("Fail", None), ("Restart", False)]),
+        ("ExitCode", [("RestartNotCounted", True), ("Fail", None), ("RestartNotCounted", False)]),
     ],
 )
 def test_each_replicas_restart_policy_becomes_rules_on_its_role(
@@ -123,8 +123,26 @@ def test_exit_code_fails_on_the_programs_own_codes_and_restarts_signals() -> Non
 
     job = parse_tfjob(tfjob(Worker=replica(2, "ExitCode")))
     assert rule_on(job, Failure("worker", "Error", 1, False)).action.value == "Fail"
-    assert rule_on(job, Failure("worker", "OOMKilled", 137, False)).action.value == "Restart"
-    assert rule_on(job, Failure("chief", "Evicted", 1, True)).action.value == "Restart"
+    assert rule_on(job, Failure("worker", "OOMKilled", 137, False)).action.value == "RestartNotCounted"
+    assert rule_on(job, Failure("chief", "Evicted", 1, True)).action.value == "RestartNotCounted"
+
+
+@pytest.mark.parametrize(
+    ("backoff_limit", "action", "noted"),
+    [(None, "RestartNotCounted", False), (3, "RestartNotCounted", True), (0, "Restart", False)],
+)
+def test_exit_code_restarts_count_against_backoff_limit_only_at_zero_as_in_kubeflow(
+    backoff_limit: int | None, action: str, noted: bool
+) -> None:
+    """Kubeflow's PastBackoffLimit skips ExitCode replicas; its exceedsBackoffLimit fails
+    the job at the first new failure only when backoffLimit is 0."""
+    run = {} if backoff_limit is None else {"backoffLimit": backoff_limit}
+    converted = convert(tfjob(run=run, Worker=replica(2, "ExitCode"), PS=replica(1, "OnFailure")))
+    rules = converted.manifest["spec"]["runPolicy"]["failureRules"]
+    assert {r["action"] for r in rules if r["onRoles"] != ["ps"]} == {action, "Fail"}
+    assert [r["action"] for r in rules if r["onRoles"] == ["ps"]] == ["Restart"]  # OnFailure: counted
+    fields = [n.field for n in converted.notes if "backoffLimit" in n.said and "restartPolicy" in n.field]
+    assert (fields == ["spec.tfReplicaSpecs.Worker.restartPolicy"]) is noted
 
 
 def test_success_policy_and_run_policy_map() -> None:
@@ -330,28 +348,40 @@ def test_a_refused_tfjob_says_why_in_its_failed_condition() -> None:
 
 
 @pytest.mark.parametrize(
-    ("mode", "named", "kubeflows_pods", "running", "served"),
+    ("mode", "named", "kubeflows_pods", "running", "launched", "served"),
     [
-        (SERVE_ALL, None, False, False, True),
-        (SERVE_ALL, MANAGED_BY_KUBEFLOW, False, False, True),
-        (SERVE_ALL, MANAGED_BY_TFMW, False, True, True),
-        (SERVE_ALL, None, True, False, False),  # started under Kubeflow's controller
-        (SERVE_ALL, None, False, True, False),  # Kubeflow's controller runs: it would serve it too
-        (SERVE_ALL, "kueue.x-k8s.io/multikueue", False, False, False),
-        (SERVE_MANAGED_BY, None, False, False, False),
-        (SERVE_MANAGED_BY, MANAGED_BY_TFMW, False, False, True),
-        ("off", MANAGED_BY_TFMW, False, False, False),
+        (SERVE_ALL, None, False, False, False, True),
+        (SERVE_ALL, MANAGED_BY_KUBEFLOW, False, False, False, True),
+        (SERVE_ALL, MANAGED_BY_TFMW, False, True, False, True),
+        (SERVE_ALL, None, True, False, False, False),  # started under Kubeflow's controller
+        (SERVE_ALL, None, True, False, True, False),  # ... whatever its status claims
+        (SERVE_ALL, None, False, True, False, False),  # Kubeflow's controller runs: it would serve it too
+        (SERVE_ALL, None, False, True, True, True),  # ... but a job tfmw launched stays tfmw's
+        (SERVE_ALL, None, False, None, True, True),  # ... whether it runs or not
+        (SERVE_ALL, MANAGED_BY_TFMW, False, None, False, True),
+        (SERVE_ALL, "kueue.x-k8s.io/multikueue", False, False, True, False),
+        (SERVE_MANAGED_BY, None, False, False, True, False),
+        (SERVE_MANAGED_BY, MANAGED_BY_TFMW, False, False, False, True),
+        ("off", MANAGED_BY_TFMW, False, False, True, False),
     ],
 )
 def test_exactly_one_controller_serves_a_tfjob(
-    mode: str, named: str | None, kubeflows_pods: bool, running: bool, served: bool
+    mode: str, named: str | None, kubeflows_pods: bool, running: bool | None, launched: bool, served: bool
 ) -> None:
     job = tfjob(Worker=replica(1))
     if named is not None:
         job["spec"]["runPolicy"] = {"managedBy": named}
-    decision = serves(mode, copy.deepcopy(job), kubeflows_pods, running)
+    decision = serves(mode, copy.deepcopy(job), kubeflows_pods, running, launched)
     assert decision.served is served
     assert served or decision.why  # never silent
+    assert decision.settled
+
+
+def test_a_tfjob_waits_while_whether_kubeflow_runs_is_not_known() -> None:
+    """Kubeflow's namespace not listed yet (the operator starting): an unclaimed job waits,
+    unsettled, and nothing is said on it yet."""
+    decision = serves(SERVE_ALL, tfjob(Worker=replica(1)), False, None)
+    assert not decision.served and not decision.settled
 
 
 def test_a_tfjob_s_pods_keep_kubeflow_s_shape_no_supervisor() -> None:

@@ -137,6 +137,45 @@ def test_each_refusal_names_its_field_and_why(spec: Any, said: str) -> None:
     assert refused.value.field == said.split(": ")[0]
 
 
+@pytest.mark.parametrize(
+    ("annotations", "field", "why"),
+    [
+        (
+            {"tfmw.dev/shared-claim": "Bad_Name!"},
+            "tfmw.dev/shared-claim",
+            "must be a PersistentVolumeClaim's name",
+        ),
+        (
+            {"tfmw.dev/shared-claim": "a" * 254},
+            "tfmw.dev/shared-claim",
+            "must be a PersistentVolumeClaim's name",
+        ),
+        (
+            {"tfmw.dev/shared-claim": "-data"},
+            "tfmw.dev/shared-claim",
+            "must be a PersistentVolumeClaim's name",
+        ),
+        (
+            {"tfmw.dev/shared-claim": "data", "tfmw.dev/shared-mount-path": "rel/path"},
+            "tfmw.dev/shared-mount-path",
+            "must be an absolute path such as /shared",
+        ),
+    ],
+)
+def test_the_shared_volume_annotations_get_the_crds_checks(annotations: Json, field: str, why: str) -> None:
+    """No CRD checks a TFJob's annotations: convert makes spec.sharedVolume's checks on them."""
+    with pytest.raises(ConversionError) as refused:
+        convert(tfjob({"tfReplicaSpecs": {"Worker": replica()}}, annotations=annotations))
+    assert refused.value.field == f"metadata.annotations[{field}]"
+    assert why in str(refused.value)
+
+
+def test_the_shared_volume_annotations_as_the_crd_takes_them() -> None:
+    annotations = {"tfmw.dev/shared-claim": "team.data-1", "tfmw.dev/shared-mount-path": "/data"}
+    converted = convert(tfjob({"tfReplicaSpecs": {"Worker": replica()}}, annotations=annotations))
+    assert converted.manifest["spec"]["sharedVolume"] == {"claimName": "team.data-1", "mountPath": "/data"}
+
+
 def test_a_lone_chief_counts_one_and_an_empty_set_is_dropped() -> None:
     converted = convert(
         tfjob({"tfReplicaSpecs": {"Chief": replica(1), "Worker": replica(1), "PS": replica(0)}})
@@ -158,7 +197,10 @@ def test_every_note_of_a_conversion_word_for_word_and_the_manifest_it_goes_with(
             "tfReplicaSpecs": {
                 "Master": replica(1, "Always", **port(2000)),
                 "Worker": replica(2, "ExitCode", **port(2000)),
-                "PS": {**replica(1, "OnFailure"), "template": {"spec": {"restartPolicy": "OnFailure"}}},
+                "PS": {
+                    **replica(1, "OnFailure"),
+                    "template": {"spec": {"restartPolicy": "OnFailure", **replica()["template"]["spec"]}},
+                },
                 "Evaluator": replica(1),
             },
             "successPolicy": "AllWorkers",
@@ -212,9 +254,9 @@ def test_every_note_of_a_conversion_word_for_word_and_the_manifest_it_goes_with(
         "restartPolicy": "Never",
         "failureRules": [
             {"onRoles": ["chief"], "action": "Restart"},
-            {"onRoles": ["worker"], "onDisruption": True, "action": "Restart"},
+            {"onRoles": ["worker"], "onDisruption": True, "action": "RestartNotCounted"},
             {"onRoles": ["worker"], "onExitCodes": list(range(1, 128)), "action": "Fail"},
-            {"onRoles": ["worker"], "onDisruption": False, "action": "Restart"},
+            {"onRoles": ["worker"], "onDisruption": False, "action": "RestartNotCounted"},
             {"onRoles": ["ps"], "action": "Restart"},
             {"onRoles": ["evaluator"], "action": "Fail"},
         ],
@@ -226,7 +268,9 @@ def test_every_note_of_a_conversion_word_for_word_and_the_manifest_it_goes_with(
     for template in (spec["template"], spec["chief"]["template"], spec["evaluator"]["template"]):
         assert template["spec"]["priorityClassName"] == "high"
         assert "ports" not in template["spec"]["containers"][0] and "restartPolicy" not in template["spec"]
-    assert spec["parameterServers"]["template"] == {"spec": {"priorityClassName": "high"}}
+    assert spec["parameterServers"]["template"] == {
+        "spec": {"containers": [{"name": "tensorflow", "image": "img:1"}], "priorityClassName": "high"}
+    }
 
 
 def test_a_lone_worker_without_a_chief_gets_all_workers_completion_when_asked_and_a_note_on_tf_config() -> (
@@ -302,9 +346,20 @@ def test_a_tfjob_port_without_a_number_is_tfjobs_default_and_only_it_leaves_the_
     assert container["ports"] == [{"name": "metrics", "containerPort": 9090}]
 
 
-def test_a_replica_without_a_template_converts_to_an_empty_pod_spec() -> None:
-    converted = convert(tfjob({"tfReplicaSpecs": {"Worker": replica(2), "PS": {"replicas": 1}}}))
-    assert converted.manifest["spec"]["parameterServers"] == {"replicas": 1, "template": {"spec": {}}}
+@pytest.mark.parametrize(
+    "ps",
+    [
+        {"replicas": 1},  # no template
+        {"replicas": 1, "template": {"spec": {"containers": []}}},
+        {"replicas": 1, "template": {"spec": {"containers": [{"name": "trainer", "image": "img:1"}]}}},
+    ],
+)
+def test_a_replica_without_a_tensorflow_container_is_refused_naming_it(ps: Json) -> None:
+    """As Kubeflow's webhook refuses it: its controller gives TF_CONFIG to that container."""
+    with pytest.raises(ConversionError) as refused:
+        convert(tfjob({"tfReplicaSpecs": {"Worker": replica(2), "PS": ps}}))
+    assert refused.value.field == "spec.tfReplicaSpecs.PS.template.spec.containers"
+    assert "must have a container named tensorflow" in str(refused.value)
 
 
 def test_a_templates_own_priority_class_is_kept_and_none_is_added_without_one() -> None:

@@ -1,0 +1,103 @@
+"""Who may stop tfmw serving TFJobs (api/tfjob.py `serves`), with the real API server and an
+operator process of its own in `--tfjobs=all`:
+
+- a pod that a tenant labels as Kubeflow's training-operator, in its own namespace, proves
+  nothing: the tenant's TFJobs, and everyone else's, are served as before;
+- Kubeflow's training-operator seen running in its own namespace (`--kubeflow-namespace`)
+  holds back a TFJob not yet launched (an Event says why), while one tfmw launched before
+  goes on to its end under tfmw.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+from kube import ClusterClient, Json, SimulatedKubelet, wait_for
+from operator_process import OperatorProcess
+from tfmw_operator.api import tfjob
+from wrappers import SIM_NODE, simulated_tfjob
+
+CONTROLLER_LABELS = {"control-plane": "kubeflow-training-operator"}
+
+
+def running_pod(kube: ClusterClient, kubelet: SimulatedKubelet, namespace: str, name: str) -> None:
+    """A Running pod labelled as Kubeflow's training-operator's."""
+    kube.core.create_namespaced_pod(
+        namespace,
+        {
+            "metadata": {"name": name, "labels": CONTROLLER_LABELS},
+            "spec": {
+                "nodeName": SIM_NODE,
+                "tolerations": [{"operator": "Exists"}],
+                "containers": [{"name": "manager", "image": "busybox:1.36"}],
+            },
+        },
+    )
+    kubelet.run(namespace, name)
+
+
+def create_tfjob(kube: ClusterClient, namespace: str, name: str) -> Json:
+    created: Json = kube.custom.create_namespaced_custom_object(
+        tfjob.GROUP, tfjob.VERSION, namespace, tfjob.PLURAL, simulated_tfjob(name)
+    )
+    return created
+
+
+def tfjob_pods(kube: ClusterClient, namespace: str, name: str) -> list[str]:
+    pods = kube.core.list_namespaced_pod(namespace, label_selector=f"{tfjob.KF_JOB_NAME}={name}").items
+    return [p.metadata.name for p in pods if p.metadata.deletion_timestamp is None]
+
+
+def tfjob_conditions(kube: ClusterClient, namespace: str, name: str) -> set[str]:
+    job = kube.custom.get_namespaced_custom_object(tfjob.GROUP, tfjob.VERSION, namespace, tfjob.PLURAL, name)
+    conditions = (job.get("status") or {}).get("conditions") or []
+    return {c["type"] for c in conditions if c.get("status") == "True"}
+
+
+def not_served(kube: ClusterClient, namespace: str, name: str) -> list[str]:
+    """The messages of the job's NotServedByTfmw Events."""
+    selector = f"involvedObject.name={name},involvedObject.kind={tfjob.TFJOB_KIND}"
+    events = kube.core.list_namespaced_event(namespace, field_selector=selector).items
+    return [e.message for e in events if e.reason == "NotServedByTfmw"]
+
+
+def test_only_kubeflow_s_own_namespace_says_its_controller_runs(
+    kube: ClusterClient,
+    kubelet: SimulatedKubelet,
+    tfjob_crd: None,
+    operator_process: Callable[..., OperatorProcess],
+) -> None:
+    tenant = kube.new_namespace("it-tfjob-tenant")
+    kubeflow = kube.new_namespace("it-tfjob-kubeflow")
+    args = ("--namespace", kubeflow, "--kubeflow-namespace", kubeflow, "--tfjobs", "all")
+    try:
+        process = operator_process(tenant, args=args)
+        process.wait_started()
+
+        # A tenant's decoy, Running in its own namespace: its TFJob is served all the same.
+        running_pod(kube, kubelet, tenant, "decoy")
+        create_tfjob(kube, tenant, "first")
+        (pod,) = wait_for("tfmw to launch first", lambda: tfjob_pods(kube, tenant, "first"), timeout=30)
+        kubelet.run(tenant, pod)
+        wait_for("first Running", lambda: "Running" in tfjob_conditions(kube, tenant, "first"), timeout=30)
+
+        # Kubeflow's controller in its own namespace. The operator started again: a job is
+        # decided only once that namespace's pods are listed, so the order is certain.
+        running_pod(kube, kubelet, kubeflow, "training-operator")
+        process.kill()
+        process.start().wait_started()
+        create_tfjob(kube, tenant, "second")
+        (message,) = wait_for(
+            "why second is not served", lambda: not_served(kube, tenant, "second"), timeout=30
+        )
+        assert "Kubeflow's training-operator is running" in message
+
+        # The job tfmw launched before is still tfmw's, to its end.
+        kubelet.exit(tenant, pod, 0)
+        wait_for(
+            "first Succeeded", lambda: "Succeeded" in tfjob_conditions(kube, tenant, "first"), timeout=30
+        )
+        assert tfjob_pods(kube, tenant, "second") == []
+    finally:
+        kube.delete_namespace(tenant)
+        kube.delete_namespace(kubeflow)
