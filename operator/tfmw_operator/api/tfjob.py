@@ -19,7 +19,15 @@ from typing import Any, Final
 
 from tfmw_operator.api.names import API_VERSION, FOLDER_CHECK_CONTAINER, KIND, LABEL_QUEUE_NAME
 from tfmw_operator.api.objects import Json, copy_json
-from tfmw_operator.api.spec import JobSpec, SpecError, object_at, objects_at, parse_job
+from tfmw_operator.api.spec import (
+    MAX_PARAMETER_SERVERS,
+    MAX_REPLICAS,
+    JobSpec,
+    SpecError,
+    object_at,
+    objects_at,
+    parse_job,
+)
 from tfmw_operator.api.status import ConditionType, JobStatus, Phase
 from tfmw_operator.api.times import format_time
 
@@ -122,7 +130,13 @@ def _sets(tfjob: Json) -> dict[str, tuple[str, Json]]:
             raise ConversionError(f"spec.tfReplicaSpecs.{key}", "must be a replica spec")
         target = "chief" if kind in ("chief", "master") else kind
         if target in sets:
-            raise ConversionError(f"spec.tfReplicaSpecs.{key}", "a TFJob has at most one Chief or Master")
+            first = sets[target][0]
+            why = (
+                "a TFJob has at most one Chief or Master"
+                if target == "chief"
+                else f"names the same replica type as spec.tfReplicaSpecs.{first}: keep one of them"
+            )
+            raise ConversionError(f"spec.tfReplicaSpecs.{key}", why)
         sets[target] = (str(key), replica)
     return sets
 
@@ -282,6 +296,13 @@ def convert(tfjob: Json) -> Conversion:
             raise ConversionError(
                 f"spec.tfReplicaSpecs.{sets[single][0]}.replicas", f"tfmw runs one {single}"
             )
+    # The bounds parse_spec puts on the converted job, said of the TFJob's own fields.
+    for target, most in (("worker", MAX_REPLICAS), ("ps", MAX_PARAMETER_SERVERS)):
+        if target in sets and counts[target] > most:
+            raise ConversionError(
+                f"spec.tfReplicaSpecs.{sets[target][0]}.replicas",
+                f"tfmw runs at most {most}, got {counts[target]}",
+            )
     sets = {target: value for target, value in sets.items() if counts[target] > 0}
     if "worker" not in sets:
         raise ConversionError(
@@ -290,11 +311,16 @@ def convert(tfjob: Json) -> Conversion:
         )
     if spec.get("enableDynamicWorker"):
         raise ConversionError(
-            "spec.enableDynamicWorker", "tfmw gives every task the whole cluster in TF_CONFIG"
+            "spec.enableDynamicWorker",
+            "tfmw gives every task the whole cluster in TF_CONFIG: leave it out (or false)",
         )
     for field in ("minResources",):
         if field in run:
-            raise ConversionError(f"spec.runPolicy.{field}", "has no meaning in tfmw")
+            raise ConversionError(
+                f"spec.runPolicy.{field}",
+                "has no meaning in tfmw: leave it out, and give the job a Kueue queue for its quota "
+                "(docs/kueue.md)",
+            )
     labels = {k: v for k, v in object_at(meta.get("labels"), "metadata.labels").items() if isinstance(v, str)}
     total = sum(counts[t] for t in sets)
     priority_class = _scheduling(run, labels, total, notes)

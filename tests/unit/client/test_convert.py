@@ -102,7 +102,10 @@ def tfjob(**spec: Any) -> dict[str, Any]:
             "document 1 (TFJob dist-mnist-for-e2e-test): spec.enableDynamicWorker:",
         ),
         (tfjob(successPolicy="Some"), "spec.successPolicy: must be empty or AllWorkers, got 'Some'"),
-        (tfjob(runPolicy={"minResources": {}}), "spec.runPolicy.minResources: has no meaning in tfmw"),
+        (
+            tfjob(runPolicy={"minResources": {}}),
+            "spec.runPolicy.minResources: has no meaning in tfmw: leave it out, and give the job a Kueue queue for its quota (docs/kueue.md)",
+        ),
         (
             {**tfjob(), "apiVersion": "kubeflow.org/v2"},
             "apiVersion: 'kubeflow.org/v2' is not kubeflow.org/v1",

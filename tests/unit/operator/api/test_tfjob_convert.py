@@ -83,11 +83,11 @@ def test_a_spec_that_is_no_object_is_refused_naming_it() -> None:
         ),
         (
             {"tfReplicaSpecs": {"Worker": replica()}, "enableDynamicWorker": True},
-            "spec.enableDynamicWorker: tfmw gives every task the whole cluster in TF_CONFIG",
+            "spec.enableDynamicWorker: tfmw gives every task the whole cluster in TF_CONFIG: leave it out (or false)",
         ),
         (
             {"tfReplicaSpecs": {"Worker": replica()}, "runPolicy": {"minResources": None}},
-            "spec.runPolicy.minResources: has no meaning in tfmw",
+            "spec.runPolicy.minResources: has no meaning in tfmw: leave it out, and give the job a Kueue queue for its quota (docs/kueue.md)",
         ),
         (
             {"tfReplicaSpecs": {"Worker": replica()}, "runPolicy": {"schedulingPolicy": "gang"}},
@@ -135,6 +135,42 @@ def test_each_refusal_names_its_field_and_why(spec: Any, said: str) -> None:
         convert(tfjob(spec))
     assert str(refused.value) == said
     assert refused.value.field == said.split(": ")[0]
+
+
+def test_a_replica_type_written_twice_is_named_with_its_twin() -> None:
+    with pytest.raises(ConversionError) as refused:
+        convert(tfjob({"tfReplicaSpecs": {"Worker": replica(2), "worker": replica(2)}}))
+    assert str(refused.value) == (
+        "spec.tfReplicaSpecs.worker: names the same replica type as spec.tfReplicaSpecs.Worker: keep one of them"
+    )
+
+
+@pytest.mark.parametrize(
+    ("replicas", "field", "said"),
+    [
+        (
+            {"Worker": replica(1025)},
+            "spec.tfReplicaSpecs.Worker.replicas",
+            "tfmw runs at most 1024, got 1025",
+        ),
+        (
+            {"Chief": replica(1), "worker": replica(1025)},
+            "spec.tfReplicaSpecs.worker.replicas",
+            "tfmw runs at most 1024, got 1025",
+        ),
+        (
+            {"Worker": replica(2), "PS": replica(65)},
+            "spec.tfReplicaSpecs.PS.replicas",
+            "tfmw runs at most 64, got 65",
+        ),
+    ],
+)
+def test_replica_bounds_name_the_tfjobs_own_field(replicas: Json, field: str, said: str) -> None:
+    """Not the converted job's spec.workers or spec.parameterServers, which the TFJob has not."""
+    with pytest.raises(ConversionError) as refused:
+        convert(tfjob({"tfReplicaSpecs": replicas}))
+    assert str(refused.value) == f"{field}: {said}"
+    convert(tfjob({"tfReplicaSpecs": {"Worker": replica(1024), "PS": replica(64)}}))  # the bounds themselves
 
 
 @pytest.mark.parametrize(
