@@ -80,7 +80,8 @@ def main(argv: list[str] | None = None) -> None:
         default=KUBEFLOW_NAMESPACE,
         help="where Kubeflow's training-operator runs, if anywhere: with --tfjobs=all, a TFJob naming no "
         "controller is not launched while a pod of it runs there (pods elsewhere prove nothing); "
-        "docs/tfjob.md",
+        "empty: looked for nowhere, for a cluster without Kubeflow where tenants may make that "
+        "namespace; docs/tfjob.md",
     )
     parser.add_argument("--verbose", action="store_true")
     parser.add_argument(
@@ -103,8 +104,12 @@ def main(argv: list[str] | None = None) -> None:
     for namespace in args.namespace:
         if not re.fullmatch(r"[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?", namespace):
             parser.error(f"--namespace {namespace!r}: give a namespace's exact name (no patterns)")
-    if not re.fullmatch(r"[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?", args.kubeflow_namespace):
-        parser.error(f"--kubeflow-namespace {args.kubeflow_namespace!r}: give a namespace's exact name")
+    if args.kubeflow_namespace and not re.fullmatch(
+        r"[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?", args.kubeflow_namespace
+    ):
+        parser.error(
+            f"--kubeflow-namespace {args.kubeflow_namespace!r}: give a namespace's exact name, or ''"
+        )
     if args.progress_interval < 1:
         parser.error("--progress-interval must be at least 1 second")
     settings = Settings(

@@ -18,7 +18,7 @@ from kubernetes import client
 from kubernetes.client.exceptions import ApiException
 from tfmw_operator.api.kinds import TFMW_JOBS, JobKind
 from tfmw_operator.api.objects import Key
-from tfmw_operator.kube.client import Kube, connection_info
+from tfmw_operator.kube.client import JOB_UIDS_PAGE, Kube, connection_info
 from tfmw_operator.runtime.settings import Settings
 from tfmw_operator.shell.controller import JobController
 from watching import follow_in_thread
@@ -146,9 +146,11 @@ def test_an_audit_lists_no_job_while_the_counts_agree(kube: ClusterClient, names
     lists: list[str] = []
 
     class Counted(Kube):
-        async def list_job_uids(self, namespace: str = "", kind: JobKind = TFMW_JOBS) -> dict[Key, str]:
+        async def list_job_uids(
+            self, namespace: str = "", kind: JobKind = TFMW_JOBS, page: int = JOB_UIDS_PAGE
+        ) -> dict[Key, str]:
             lists.append(namespace)
-            return await super().list_job_uids(namespace, kind)
+            return await super().list_job_uids(namespace, kind, page)
 
     async def audit() -> tuple[dict[Key, str], dict[Key, str], int | None]:
         controller = JobController(

@@ -17,6 +17,25 @@ class NotInstalledKind(TFJobKind):
     plural = "tfmwabsentjobs"  # no CRD serves it: the API server answers 404
 
 
+def test_the_jobs_uids_are_listed_page_by_page(kube: ClusterClient, namespace: str) -> None:
+    """Pages of one job each: every job is in the list, whatever the page size."""
+    made = {
+        (namespace, name): kube.create_job(
+            namespace, simulated_job(name).run_policy(suspend=True).manifest()
+        )["metadata"]["uid"]
+        for name in ("one", "two", "three")
+    }
+
+    async def listed() -> dict[tuple[str, str], str]:
+        kube_client = Kube(connection_info())
+        try:
+            return await kube_client.list_job_uids(namespace, TFMW_JOBS, page=1)
+        finally:
+            await kube_client.close()
+
+    assert asyncio.run(listed()) == made
+
+
 def test_a_tfjobs_folder_is_kept_whether_or_not_tfjobs_are_served(
     kube: ClusterClient, namespace: str, tfjob_crd: None
 ) -> None:

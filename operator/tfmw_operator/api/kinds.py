@@ -21,8 +21,6 @@ from tfmw_operator.api.spec import JobSpec, SpecError, parse_spec
 from tfmw_operator.api.status import JobStatus, merge_patch
 from tfmw_operator.api.times import format_time
 
-MAX_STATUS_ANNOTATION_BYTES: Final = 64 * 1024  # what the engine's own status may take on a TFJob
-
 
 @dataclass(frozen=True)
 class StatusWrites:
@@ -86,7 +84,7 @@ class TFJobKind:
 
     def recorded_status(self, job: Json) -> JobStatus:
         raw = ((job.get("metadata") or {}).get("annotations") or {}).get(tfjob.ANNOTATION_STATUS)
-        if not isinstance(raw, str) or len(raw) > MAX_STATUS_ANNOTATION_BYTES:
+        if not isinstance(raw, str) or len(raw) > tfjob.MAX_STATUS_ANNOTATION_BYTES:
             return JobStatus()
         try:
             return JobStatus.from_json(json.loads(raw))

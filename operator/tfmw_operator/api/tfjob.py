@@ -13,6 +13,7 @@ field, is in docs/tfjob.md. Pure.
 from __future__ import annotations
 
 import dataclasses
+import json
 import re
 from dataclasses import dataclass
 from typing import Any, Final
@@ -59,6 +60,7 @@ ANNOTATION_SHARED_MOUNT_PATH: Final = "tfmw.dev/shared-mount-path"
 CLAIM_NAME: Final = re.compile(r"[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*")
 # ... and writes: tfmw's own status of the job, which TFJob's status schema has no room for.
 ANNOTATION_STATUS: Final = "tfmw.dev/status"
+MAX_STATUS_ANNOTATION_BYTES: Final = 64 * 1024  # what the engine's own status may take on a TFJob
 
 DEFAULT_PORT: Final = 2222
 PORT_NAME: Final = "tfjob-port"
@@ -170,7 +172,9 @@ def _port(sets: dict[str, tuple[str, Json]], notes: list[Note]) -> int:
     return port
 
 
-def _template(key: str, replica: Json, notes: list[Note], priority_class: str | None) -> Json:
+def _template(
+    key: str, replica: Json, notes: list[Note], priority_class: str | None, launched: bool = False
+) -> Json:
     field = f"spec.tfReplicaSpecs.{key}.template"
     template: Json = copy_json(object_at(replica.get("template"), field))
     spec = template["spec"] = object_at(template.get("spec"), f"{field}.spec")
@@ -182,7 +186,7 @@ def _template(key: str, replica: Json, notes: list[Note], priority_class: str | 
                 "give yours another name",
             )
     containers = objects_at(spec.get("containers"), f"{field}.spec.containers")
-    if not any(c.get("name") == CONTAINER for c in containers):
+    if not launched and not any(c.get("name") == CONTAINER for c in containers):
         # Kubeflow's webhook refuses it too ("must have at least one container with name
         # tensorflow"): its controller gives TF_CONFIG and the port to that container only.
         raise ConversionError(
@@ -282,9 +286,11 @@ def _scheduling(run: Json, labels: Json, total: int, notes: list[Note]) -> str |
     return None
 
 
-def convert(tfjob: Json) -> Conversion:
+def convert(tfjob: Json, launched: bool = False) -> Conversion:
     """The TFMultiWorkerJob that means what `tfjob` means, or ConversionError naming the
-    field tfmw cannot honour."""
+    field tfmw cannot honour. `launched`: a job tfmw launched before, whose pods run: the
+    refusals added since (a `tensorflow` container, the shared-volume annotations' form) are
+    not made on it, so an upgrade of the operator never fails a running job for them."""
     meta = object_at(tfjob.get("metadata"), "metadata")
     spec = object_at(tfjob.get("spec"), "spec")
     run = object_at(spec.get("runPolicy"), "spec.runPolicy")
@@ -326,7 +332,8 @@ def convert(tfjob: Json) -> Conversion:
     priority_class = _scheduling(run, labels, total, notes)
     port = _port(sets, notes)
     templates = {
-        target: _template(key, replica, notes, priority_class) for target, (key, replica) in sets.items()
+        target: _template(key, replica, notes, priority_class, launched)
+        for target, (key, replica) in sets.items()
     }
     policies = {
         target: str(replica.get("restartPolicy") or "Never") for target, (key, replica) in sets.items()
@@ -392,7 +399,7 @@ def convert(tfjob: Json) -> Conversion:
     claim = annotations.get(ANNOTATION_SHARED_CLAIM)
     if isinstance(claim, str) and claim:
         # The CRD's checks of spec.sharedVolume, which no CRD makes on a TFJob's annotations.
-        if len(claim) > 253 or not CLAIM_NAME.fullmatch(claim):
+        if not launched and (len(claim) > 253 or not CLAIM_NAME.fullmatch(claim)):
             raise ConversionError(
                 f"metadata.annotations[{ANNOTATION_SHARED_CLAIM}]",
                 "must be a PersistentVolumeClaim's name: lower-case letters, digits, '-' and '.', "
@@ -401,7 +408,7 @@ def convert(tfjob: Json) -> Conversion:
         shared: Json = {"claimName": claim}
         mount_path = annotations.get(ANNOTATION_SHARED_MOUNT_PATH)
         if isinstance(mount_path, str) and mount_path:
-            if not mount_path.startswith("/") or len(mount_path) > 4096:
+            if not launched and (not mount_path.startswith("/") or len(mount_path) > 4096):
                 raise ConversionError(
                     f"metadata.annotations[{ANNOTATION_SHARED_MOUNT_PATH}]",
                     "must be an absolute path such as /shared",
@@ -427,7 +434,7 @@ def convert(tfjob: Json) -> Conversion:
 def parse_tfjob(tfjob: Json, folder_check_image: str = "") -> JobSpec:
     """The JobSpec tfmw's engine runs for `tfjob`: its conversion's, owned by the TFJob, with
     Kubeflow's pod labels; SpecError (ConversionError) naming the field it cannot run."""
-    conversion = convert(tfjob)
+    conversion = convert(tfjob, launched_before(tfjob))
     manifest = conversion.manifest
     meta = tfjob.get("metadata") or {}
     manifest["metadata"].update(namespace=meta.get("namespace", "default"), uid=meta.get("uid", ""))
@@ -440,6 +447,19 @@ def parse_tfjob(tfjob: Json, folder_check_image: str = "") -> JobSpec:
         tf_config=conversion.distributed,
         restart_containers=conversion.restart_containers,
     )
+
+
+def launched_before(tfjob: Json) -> bool:
+    """Whether tfmw's own status annotation says it launched the job (the job's owner can
+    write it: it only ever spares the job checks that guard nothing but the job itself)."""
+    raw = ((tfjob.get("metadata") or {}).get("annotations") or {}).get(ANNOTATION_STATUS)
+    if not isinstance(raw, str) or len(raw) > MAX_STATUS_ANNOTATION_BYTES:
+        return False
+    try:
+        status = json.loads(raw)
+    except (ValueError, RecursionError):
+        return False
+    return isinstance(status, dict) and type(status.get("launchedAttempt")) is int
 
 
 def parse_tfjob_spec(tfjob: Json, folder_check_image: str = "") -> JobSpec | SpecError:

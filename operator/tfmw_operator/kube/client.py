@@ -32,6 +32,7 @@ CONNECTION_POOL_SIZE = 8
 # slots go to namespaces in turn (fair.py): one tenant's thousand jobs never queue another's
 # requests behind theirs.
 REQUESTS_AT_ONCE = 2 * CONNECTION_POOL_SIZE
+JOB_UIDS_PAGE = 500  # jobs' metadata per page of list_job_uids
 REQUEST_TIMEOUT = aiohttp.ClientTimeout(total=30, sock_connect=5)
 LOG_TIMEOUT = aiohttp.ClientTimeout(total=60, sock_connect=5)
 # A followed log lasts as long as the container: the grace period of its deletion, then
@@ -335,19 +336,26 @@ class Kube:
         return job
 
     async def list_job_uids(
-        self, namespace: str = "", kind: JobKind = TFMW_JOBS
+        self, namespace: str = "", kind: JobKind = TFMW_JOBS, page: int = JOB_UIDS_PAGE
     ) -> dict[tuple[str, str], str]:
-        """Every job's UID by (namespace, name), in one namespace or all: metadata only."""
+        """Every job's UID by (namespace, name), in one namespace or all: metadata only, a page
+        at a time (a job's annotations may be 256 KiB each: one answer of them all could
+        outlast its timeout, and be held whole)."""
         jobs = _jobs(kind)
         path = _path(namespace, kind.plural, "", jobs) if namespace else f"{jobs}/{kind.plural}"
-        listed = await self.request("GET", path, accept=METADATA_LIST)
         found = {}
-        for item in listed.get("items") or []:
-            meta = item.get("metadata") or {}
-            found[(str(meta.get("namespace") or ""), str(meta.get("name") or ""))] = str(
-                meta.get("uid") or ""
-            )
-        return found
+        params = {"limit": str(page)}
+        while True:
+            listed = await self.request("GET", path, params=params, accept=METADATA_LIST)
+            for item in listed.get("items") or []:
+                meta = item.get("metadata") or {}
+                found[(str(meta.get("namespace") or ""), str(meta.get("name") or ""))] = str(
+                    meta.get("uid") or ""
+                )
+            token = (listed.get("metadata") or {}).get("continue")
+            if not token:
+                return found
+            params = {"limit": str(page), "continue": str(token)}
 
     async def count_jobs(self, namespace: str = "", kind: JobKind = TFMW_JOBS) -> int | None:
         """How many jobs there are, in one namespace or all, from a list of one (its

@@ -40,9 +40,11 @@ class Settings:
     @property
     def kubeflow_controller_scope(self) -> str | None:
         """The API path whose pods say that Kubeflow's training-operator runs: its own
-        namespace's; None when TFJobs are not served or that namespace is not watched."""
+        namespace's; None when TFJobs are not served, no namespace is named ("": Kubeflow's
+        controller is looked for nowhere) or it is not watched."""
         watched = self.exact_namespaces
-        if self.tfjobs == SERVE_OFF or (watched and self.kubeflow_namespace not in watched):
+        unseen = not self.kubeflow_namespace or (watched and self.kubeflow_namespace not in watched)
+        if self.tfjobs == SERVE_OFF or unseen:
             return None
         return f"/api/v1/namespaces/{self.kubeflow_namespace}"
 

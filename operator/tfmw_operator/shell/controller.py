@@ -187,7 +187,9 @@ class JobController:
         self.deleter = WorkerDeleter(kube, self.storage, self._pods_of)
         self._states: dict[Key, _JobState] = {}
         self._active = 0
-        self._started = time.monotonic()
+        # TFJobs undecided while Kubeflow's pods are not listed: since when, and those told.
+        self._unsettled_since: dict[str, float] = {}
+        self._told_unsettled: set[str] = set()
         self._launching = FairSlots(LAUNCHES_AT_ONCE)  # in turn between namespaces (kube/fair)
 
     def watches(self) -> list[Informer[Owned]]:
@@ -450,39 +452,45 @@ class JobController:
 
     def _serves_tfjob(self, key: Key, job: Json) -> bool | None:
         """Whether this TFJob is tfmw's to reconcile (api/tfjob.py `serves`); if not, say why
-        on it once, and touch nothing of it. None: not known yet (Kubeflow's namespace not
-        listed yet), to be looked at again soon."""
+        on it once, and touch nothing of it. None: not known yet (the watches of Kubeflow's
+        pods not listed yet), to be looked at again soon."""
         kubeflows_pods = (
             bool(self._view(self.kubeflow_pods, key[0]).of_job(key)) if self.kubeflow_pods else False
         )
         running: bool | None = None
-        if all(view.fresh for view in self.kubeflow_controllers):
+        watches: list[Informer[bool] | Informer[str]] = [
+            *self.kubeflow_controllers,
+            *self.kubeflow_pods.values(),
+        ]
+        if all(view.fresh for view in watches):
             running = any(any(view.of_job(k)) for view in self.kubeflow_controllers for k in view.jobs())
         # Read only where it decides (the status annotation may be 64 KiB of JSON).
         launched = running is not False and TFJOBS.recorded_status(job).launched_attempt is not None
         serving = serves(self.settings.tfjobs, job, kubeflows_pods, running, launched)
-        if serving.served:
-            return True
         uid = str((job.get("metadata") or {}).get("uid") or "")
         if not serving.settled:
-            if (
-                time.monotonic() - self._started > KUBEFLOW_UNKNOWN_TOLD_AFTER_SECONDS
-                and uid not in self._told
-            ):
-                # Its watch keeps failing (the operator's log says why): the job waits, and says so.
-                self._told.add(uid)
-                where = self.settings.kubeflow_namespace
-                why = (
-                    f"{serving.why}: the pods of namespace {where} cannot be listed (see the operator's log)"
-                )
-                logger.warning("TFJob %s/%s waits: %s", *key, why)
-                self._warn(key[0], job, "NotServedByTfmw", why)
+            self._tell_unsettled(key, job, uid, serving.why)
             return None
+        self._unsettled_since.pop(uid, None)
+        if serving.served:
+            return True
         if uid not in self._told:
             self._told.add(uid)
             logger.info("TFJob %s/%s is not tfmw's: %s", *key, serving.why)
             self._warn(key[0], job, "NotServedByTfmw", serving.why)
         return False
+
+    def _tell_unsettled(self, key: Key, job: Json, uid: str, why: str) -> None:
+        """A TFJob left undecided this long: its watches keep failing (the operator's log says
+        why). It waits, and says so once."""
+        now = time.monotonic()
+        since = self._unsettled_since.setdefault(uid, now)
+        if now - since < KUBEFLOW_UNKNOWN_TOLD_AFTER_SECONDS or uid in self._told_unsettled:
+            return
+        self._told_unsettled.add(uid)
+        why = f"{why}: the pods that say so cannot be listed (the operator's log says why); it waits"
+        logger.warning("TFJob %s/%s: %s", *key, why)
+        self._warn(key[0], job, "NotServedByTfmw", why)
 
     async def _namesake_service(self, key: Key) -> Owned | None:
         """A Service of the job's name that is not its own, as it is now (gone, or still there)."""

@@ -206,6 +206,31 @@ def test_the_shared_volume_annotations_get_the_crds_checks(annotations: Json, fi
     assert why in str(refused.value)
 
 
+def test_a_job_tfmw_launched_before_is_not_refused_for_checks_added_since() -> None:
+    """An operator upgraded under a running TFJob never fails it for a refusal the older one
+    did not make: a container named otherwise, the annotations' form."""
+    replicas = {
+        "Worker": replica(),
+        "PS": {"replicas": 1, "template": {"spec": {"containers": [{"name": "ps"}]}}},
+    }
+    annotations = {"tfmw.dev/shared-claim": "data", "tfmw.dev/shared-mount-path": "shared/"}
+    with pytest.raises(ConversionError):
+        parse_tfjob(tfjob({"tfReplicaSpecs": replicas}, namespace="ns", uid="u", annotations=annotations))
+    launched = {**annotations, "tfmw.dev/status": '{"attempt": 0, "launchedAttempt": 0}'}
+    job = parse_tfjob(tfjob({"tfReplicaSpecs": replicas}, namespace="ns", uid="u", annotations=launched))
+    assert job.mount_path == "shared/" and job.claim_name == "data"
+    for forged in ("{", '{"launchedAttempt": "0"}', "[]", "x" * (64 * 1024 + 1)):
+        with pytest.raises(ConversionError):
+            parse_tfjob(
+                tfjob(
+                    {"tfReplicaSpecs": replicas},
+                    namespace="ns",
+                    uid="u",
+                    annotations={**annotations, "tfmw.dev/status": forged},
+                )
+            )
+
+
 def test_the_shared_volume_annotations_as_the_crd_takes_them() -> None:
     annotations = {"tfmw.dev/shared-claim": "team.data-1", "tfmw.dev/shared-mount-path": "/data"}
     converted = convert(tfjob({"tfReplicaSpecs": {"Worker": replica()}}, annotations=annotations))

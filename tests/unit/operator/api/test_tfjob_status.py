@@ -8,10 +8,10 @@ import dataclasses
 import json
 from typing import Any
 
-from tfmw_operator.api.kinds import MAX_STATUS_ANNOTATION_BYTES, TFJOBS, StatusWrites
+from tfmw_operator.api.kinds import TFJOBS, StatusWrites
 from tfmw_operator.api.spec import ReplicaType
 from tfmw_operator.api.status import Condition, ConditionType, JobStatus, Phase, ReplicaCounts, WorkerCounts
-from tfmw_operator.api.tfjob import parse_tfjob, tfjob_conditions, tfjob_status
+from tfmw_operator.api.tfjob import MAX_STATUS_ANNOTATION_BYTES, parse_tfjob, tfjob_conditions, tfjob_status
 from wrappers import T0, at
 
 Json = dict[str, Any]

@@ -17,6 +17,7 @@ from tfmw_operator.runtime.settings import Settings
         (SERVE_ALL, ("team-a", "kubeflow"), "kubeflow", "/api/v1/namespaces/kubeflow"),
         (SERVE_ALL, ("team-a", "team-b"), "kubeflow", None),  # not watched: its pods cannot be read
         (SERVE_OFF, (), "kubeflow", None),
+        (SERVE_ALL, (), "", None),  # looked for nowhere
     ],
 )
 def test_kubeflow_s_controller_is_looked_for_only_in_its_own_namespace(
