@@ -12,6 +12,7 @@ which runs the local cluster's node."""
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import signal
@@ -60,9 +61,18 @@ def processes_of(job: str, pod: str) -> list[int]:
 
 
 def kill(job: str, pod: str) -> None:
-    pids = wait_for(f"{pod}'s process", lambda: processes_of(job, pod) or None, timeout=60, interval=0.2)
-    for pid in pids:
-        os.kill(pid, signal.SIGKILL)
+    """SIGKILL the pod's container processes; one that ended between the look and the signal
+    is not one killed, and they are looked for again until one is."""
+
+    def killed() -> int:
+        count = 0
+        for pid in processes_of(job, pod):
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(pid, signal.SIGKILL)
+                count += 1
+        return count
+
+    wait_for(f"{pod}'s process killed", killed, timeout=60, interval=0.2)
 
 
 def pod_uids(jobs: TFJobs, name: str) -> dict[str, str]:
