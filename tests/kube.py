@@ -170,6 +170,28 @@ class ClusterClient:
             return False
         return True
 
+    def create_crd(self, crd: Json) -> bool:
+        """Create a CRD through the API (Kubeflow's TFJob CRD, 600 KB, is more than client-side
+        apply can record) and wait until it serves; True if this call created it (and the
+        caller should remove it), False if it was there."""
+        try:
+            self.apiext.create_custom_resource_definition(crd)
+            created = True
+        except ApiException as error:
+            if error.status != 409:
+                raise
+            created = False
+        name = crd["metadata"]["name"]
+        wait_for(
+            f"the CRD {name} to serve",
+            lambda: any(
+                c.type == "Established" and c.status == "True"
+                for c in (self.apiext.read_custom_resource_definition(name).status.conditions or [])
+            ),
+            timeout=60,
+        )
+        return created
+
     def delete_namespace(self, name: str) -> None:
         with contextlib.suppress(ApiException):
             self.core.delete_namespace(name)

@@ -298,29 +298,11 @@ class TFJob(Contender):
 
 
 def install_tfjob_crd(kube: ClusterClient) -> str:
-    """Build the training-operator (once) and create its TFJob CRD; returns the binary.
-
-    The CRD is 576 KB: created through the API, as client-side apply cannot store it.
-    """
+    """Build the training-operator (once) and create its TFJob CRD; returns the binary."""
     binary = subprocess.run(
         [str(REPO / "hack" / "tfjob.sh")], check=True, stdout=subprocess.PIPE, text=True
     ).stdout.strip()
-    crd = yaml.safe_load((REPO / ".tfjob" / "tfjobs-crd.yaml").read_text())
-    try:
-        kube.apiext.create_custom_resource_definition(crd)
-    except ApiException as error:
-        if error.status != 409:
-            raise
-    wait_for(
-        "the TFJob CRD to serve",
-        lambda: any(
-            c.type == "Established" and c.status == "True"
-            for c in (
-                kube.apiext.read_custom_resource_definition("tfjobs.kubeflow.org").status.conditions or []
-            )
-        ),
-        timeout=60,
-    )
+    kube.create_crd(yaml.safe_load((REPO / ".tfjob" / "tfjobs-crd.yaml").read_text()))
     return binary
 
 

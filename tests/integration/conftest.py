@@ -23,9 +23,7 @@ from kube import (
     applied,
     kubectl,
     pause_deployed_operator,
-    wait_for,
 )
-from kubernetes.client.exceptions import ApiException
 from operator_process import OperatorProcess, OperatorThread
 from tfmw_operator.runtime.settings import Settings
 
@@ -152,20 +150,7 @@ TFJOB_CRD_NAME = "tfjobs.kubeflow.org"
 @pytest.fixture(scope="module")
 def tfjob_crd(kube: ClusterClient) -> Iterator[None]:
     """Kubeflow's TFJob CRD, as deploy/overlays/tfjob installs it; removed after if this made it."""
-    created = False
-    try:
-        kube.apiext.create_custom_resource_definition(yaml.safe_load(TFJOB_CRD.read_text()))
-        created = True
-    except ApiException as error:
-        if error.status != 409:
-            raise
-    wait_for(
-        "the TFJob CRD to serve",
-        lambda: any(
-            c.type == "Established" and c.status == "True"
-            for c in kube.apiext.read_custom_resource_definition(TFJOB_CRD_NAME).status.conditions or []
-        ),
-    )
+    created = kube.create_crd(yaml.safe_load(TFJOB_CRD.read_text()))
     yield
     if created:
         kube.apiext.delete_custom_resource_definition(TFJOB_CRD_NAME)

@@ -107,25 +107,9 @@ class TfmwController:
 
 
 def install_crd(kube: ClusterClient, module: Path) -> bool:
-    """Kubeflow's TFJob CRD from the module (created through the API: 600 KB is more than
-    client-side apply can record). True if this run created it (and should remove it)."""
+    """Kubeflow's TFJob CRD from the module. True if this run created it (and should remove it)."""
     crd = yaml.safe_load((module / "manifests" / "base" / "crds" / "kubeflow.org_tfjobs.yaml").read_text())
-    try:
-        kube.apiext.create_custom_resource_definition(crd)
-        created = True
-    except ApiException as error:
-        if error.status != 409:
-            raise
-        created = False
-    wait_for(
-        "the TFJob CRD to serve",
-        lambda: any(
-            c.type == "Established" and c.status == "True"
-            for c in (kube.apiext.read_custom_resource_definition(CRD_NAME).status.conditions or [])
-        ),
-        timeout=60,
-    )
-    return created
+    return kube.create_crd(crd)
 
 
 def remove_crd(kube: ClusterClient) -> None:
