@@ -30,6 +30,9 @@ from tfmw_operator.runtime.health import Health
 from tfmw_operator.runtime.settings import Settings
 from tfmw_operator.runtime.version import describe
 
+# A namespace's exact name (a DNS label), as --namespace and --kubeflow-namespace take it.
+NAMESPACE_NAME = re.compile(r"[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?")
+
 
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(prog="tfmw-operator", description=__doc__)
@@ -102,11 +105,9 @@ def main(argv: list[str] | None = None) -> None:
         except ValueError as error:
             parser.error(f"--version-configmap: {error}")
     for namespace in args.namespace:
-        if not re.fullmatch(r"[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?", namespace):
+        if not NAMESPACE_NAME.fullmatch(namespace):
             parser.error(f"--namespace {namespace!r}: give a namespace's exact name (no patterns)")
-    if args.kubeflow_namespace and not re.fullmatch(
-        r"[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?", args.kubeflow_namespace
-    ):
+    if args.kubeflow_namespace and not NAMESPACE_NAME.fullmatch(args.kubeflow_namespace):
         parser.error(
             f"--kubeflow-namespace {args.kubeflow_namespace!r}: give a namespace's exact name, or ''"
         )

@@ -83,13 +83,7 @@ class TFJobKind:
         return tfjob.parse_tfjob_spec(job, folder_check_image)
 
     def recorded_status(self, job: Json) -> JobStatus:
-        raw = ((job.get("metadata") or {}).get("annotations") or {}).get(tfjob.ANNOTATION_STATUS)
-        if not isinstance(raw, str) or len(raw) > tfjob.MAX_STATUS_ANNOTATION_BYTES:
-            return JobStatus()
-        try:
-            return JobStatus.from_json(json.loads(raw))
-        except (ValueError, RecursionError):  # edited by hand: start from nothing known
-            return JobStatus()
+        return tfjob.recorded_status(job)
 
     def status_writes(
         self, job: Json, status: JobStatus, spec: JobSpec | None, now: datetime

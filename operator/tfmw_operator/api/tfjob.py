@@ -449,17 +449,22 @@ def parse_tfjob(tfjob: Json, folder_check_image: str = "") -> JobSpec:
     )
 
 
+def recorded_status(tfjob: Json) -> JobStatus:
+    """tfmw's own status of the job, kept in its annotation (TFJob's status schema has no room
+    for it): nothing known when it is missing, too large or not tfmw's JSON (edited by hand)."""
+    raw = ((tfjob.get("metadata") or {}).get("annotations") or {}).get(ANNOTATION_STATUS)
+    if not isinstance(raw, str) or len(raw) > MAX_STATUS_ANNOTATION_BYTES:
+        return JobStatus()
+    try:
+        return JobStatus.from_json(json.loads(raw))
+    except (ValueError, RecursionError):
+        return JobStatus()
+
+
 def launched_before(tfjob: Json) -> bool:
     """Whether tfmw's own status annotation says it launched the job (the job's owner can
     write it: it only ever spares the job checks that guard nothing but the job itself)."""
-    raw = ((tfjob.get("metadata") or {}).get("annotations") or {}).get(ANNOTATION_STATUS)
-    if not isinstance(raw, str) or len(raw) > MAX_STATUS_ANNOTATION_BYTES:
-        return False
-    try:
-        status = json.loads(raw)
-    except (ValueError, RecursionError):
-        return False
-    return isinstance(status, dict) and type(status.get("launchedAttempt")) is int
+    return recorded_status(tfjob).launched_attempt is not None
 
 
 def parse_tfjob_spec(tfjob: Json, folder_check_image: str = "") -> JobSpec | SpecError:
