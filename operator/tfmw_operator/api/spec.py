@@ -204,6 +204,9 @@ class JobSpec:
     # restart a failed container themselves (pod restartPolicy OnFailure), as under Kubeflow's
     # controller, where the in-pod supervisor cannot (core/supervision.py).
     restart_containers: bool = False
+    # A TFJob's: where tfmw runs it differently from Kubeflow's controller (`tfmw convert`'s
+    # notes, "<field>: <what>"), said in the first launch's PodsCreated Event.
+    conversion_notes: tuple[str, ...] = ()
     # spec.minWorkers: a restart that cannot place the whole gang may go on with fewer workers,
     # down to this many (None: never fewer than `workers`).
     min_workers: int | None = None

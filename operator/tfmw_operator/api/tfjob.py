@@ -446,6 +446,7 @@ def parse_tfjob(tfjob: Json, folder_check_image: str = "") -> JobSpec:
         kubeflow_replica_types=tuple(sorted(conversion.replica_types.items())),
         tf_config=conversion.distributed,
         restart_containers=conversion.restart_containers,
+        conversion_notes=tuple(f"{note.field}: {note.said}" for note in conversion.notes),
     )
 
 

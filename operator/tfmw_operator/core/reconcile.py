@@ -693,7 +693,12 @@ def _launch(step: _Step, job: JobSpec, current: Sequence[ObservedPod], leftover_
         step.condition(ConditionType.SUSPENDED, False, "Resumed", "the job is not suspended")
     created = f"{len(missing)} worker pods" if len(job.replica_sets) == 1 else f"{len(missing)} pods"
     if missing or not kept:
-        step.event("Normal", "PodsCreated", f"created {created} for attempt {attempt}")
+        said = f"created {created} for attempt {attempt}"
+        if first and job.conversion_notes:
+            # Once, in the Event the launch posts anyway: what a TFJob's user would otherwise
+            # find out only from `tfmw convert`.
+            said += f"; run as Kubeflow's controller would, except: {'; '.join(job.conversion_notes)}"
+        step.event("Normal", "PodsCreated", said)
 
 
 # What a job without spec.sharedVolume lacks (the exit-code completion policies allow one):

@@ -121,8 +121,10 @@ class _JobState:
     control_unwritten: bool = False  # a control file that follows a status is not written yet (said once)
     step_times_due: float = 0.0  # on the monotonic clock: when its step-times documents are read next
     step_times_attempt: int | None = None  # the attempt they were read for last
-    # False while the steps folder is missing and watched: read at each reconcile, none timed.
+    # False while the steps folder is missing and watched: none timed, and read again only
+    # once the job's folder has changed (the stamp of step_times_absent is no longer its own).
     step_times_timed: bool = True
+    step_times_absent: tuple[tuple[int, int, int], StepTimesSnapshot] | None = None
     # The resourceVersion of the job last parsed, and what it gave: the API server gives every
     # change of a job a new one, so one version parses the same (_parsed). The job itself is
     # not kept: a finished job, reconciled no more, would hold two versions of it.
@@ -413,22 +415,29 @@ class JobController:
     ) -> StepTimesSnapshot | None:
         """The training pods' step-times documents, at most once per progress interval (sooner
         when a new attempt runs); None when it is not time yet, or nothing could be compared.
-        While there is no steps folder and inotify watches the job's folder, at every
-        reconcile and on no timer: the folder's creation brings the next one."""
+        While there is no steps folder and inotify watches the job's folder, on no timer, and
+        read again only once something was made in that folder: its creation brings the next
+        reconcile. Until then the reading is the last one, with no call: every reconcile of a
+        running job read the storage once more for it (make bench-scale)."""
         stems = _step_stems(spec)
         now = time.monotonic()
         if not stems or (now < state.step_times_due and attempt == state.step_times_attempt):
             return None
-        relpath = steps_relpath(spec.directory)
         # Asked before the read: a folder made after the read is then surely told.
-        told = self.files.tells_of(key, spec.directory)
+        stamp = self.files.folder_stamp(key, spec.directory)
+        absent = state.step_times_absent
+        state.step_times_attempt = attempt
+        if absent is not None and stamp is not None and absent[0] == stamp:
+            return absent[1]
+        relpath = steps_relpath(spec.directory)
         try:
             snapshot = await self.storage.call(relpath, read_step_times, spec.directory, stems)
         except StorageError as error:
             snapshot = StepTimesSnapshot(error=str(error))
-        state.step_times_attempt = attempt
-        state.step_times_timed = not (snapshot.no_folder and told)
-        if not state.step_times_timed:
+        watched_absent = snapshot.no_folder and stamp is not None
+        state.step_times_timed = not watched_absent
+        state.step_times_absent = (stamp, snapshot) if stamp is not None and watched_absent else None
+        if watched_absent:
             state.step_times_due = now
             return snapshot
         idle = not snapshot.documents and snapshot.error is None

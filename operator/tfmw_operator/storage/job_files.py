@@ -141,10 +141,11 @@ class JobFileWatcher:
         if self._jobs.pop(key, None) is not None and self._sync is not None:
             self._sync.changed(key)
 
-    def tells_of(self, key: Key, folder: str) -> bool:
-        """Whether inotify watches `folder` (relative to the root) for the job now: a file or
-        folder made in it from now on triggers the job (the training pods' steps folder too)."""
-        return self._sync is not None and folder in self._sync.events.watched(key)
+    def folder_stamp(self, key: Key, folder: str) -> tuple[int, int, int] | None:
+        """None unless inotify watches `folder` (relative to the root) for the job now: then a
+        file or folder made in it from now on triggers the job (the training pods' steps folder
+        too), and the stamp stays the same until something is (FolderEvents.stamp)."""
+        return None if self._sync is None else self._sync.events.stamp(key, folder)
 
     def awaiting_marker(self, key: Key) -> str | None:
         watched = self._jobs.get(key)

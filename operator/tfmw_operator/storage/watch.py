@@ -83,6 +83,8 @@ class FolderEvents:
         self._libc = libc
         self._keys: dict[int, Key] = {}
         self._folders: dict[Key, dict[str, int]] = {}  # key -> relpath -> watch descriptor
+        self._told: dict[int, int] = {}  # watch descriptor -> events read for it
+        self._overflows = 0  # times the kernel dropped events
 
     @classmethod
     def open(cls, shared_root: Path) -> FolderEvents | None:
@@ -108,6 +110,14 @@ class FolderEvents:
 
     def watched(self, key: Key) -> set[str]:
         return set(self._folders.get(key, {}))
+
+    def stamp(self, key: Key, relpath: str) -> tuple[int, int, int] | None:
+        """What changes whenever anything is told of the folder, or could have gone untold:
+        equal stamps, nothing was made in it between them. None while it is not watched. A
+        descriptor is never reused while the inotify instance lives, so a folder watched again
+        has another stamp."""
+        wd = self._folders.get(key, {}).get(relpath)
+        return None if wd is None else (self._overflows, wd, self._told.get(wd, 0))
 
     def watch(self, key: Key, relpaths: set[str]) -> bool:
         """Watch these folders for the key (and no others); False if one cannot be watched
@@ -146,6 +156,7 @@ class FolderEvents:
     def _remove(self, key: Key, relpath: str) -> None:
         wd = self._folders.get(key, {}).pop(relpath, None)
         if wd is not None and self._keys.pop(wd, None) is not None:
+            self._told.pop(wd, None)
             self._libc.inotify_rm_watch(self.fd, wd)
 
     def changed(self) -> dict[Key, set[str]] | None:
@@ -167,10 +178,12 @@ class FolderEvents:
                 offset += _EVENT.size + length
                 if mask & IN_Q_OVERFLOW:
                     overflow = True
+                    self._overflows += 1
                     continue
                 key = self._keys.get(wd)
                 if key is None:
                     continue
+                self._told[wd] = self._told.get(wd, 0) + 1
                 if mask & (IN_IGNORED | IN_DELETE_SELF | IN_MOVE_SELF):
                     self._drop_descriptor(wd)  # watched again on the next sweep
                 found.setdefault(key, set()).add(raw.rstrip(b"\0").decode("utf-8", "replace"))
@@ -178,6 +191,7 @@ class FolderEvents:
 
     def _drop_descriptor(self, wd: int) -> None:
         key = self._keys.pop(wd, None)
+        self._told.pop(wd, None)
         if key is None:
             return
         folders = self._folders.get(key, {})

@@ -7,6 +7,7 @@ import copy
 from typing import Any
 
 import pytest
+import wrappers
 from tfmw_operator.api.kinds import TFJOBS, TFMW_JOBS
 from tfmw_operator.api.spec import CompletionPolicy, Member, ReplicaType, SpecError, parse_job
 from tfmw_operator.api.status import ConditionType, JobStatus, Phase, ReplicaCounts, WorkerCounts
@@ -24,9 +25,11 @@ from tfmw_operator.api.tfjob import (
     serves,
     tfjob_conditions,
 )
-from tfmw_operator.core.builders import build_pod, build_tf_config
+from tfmw_operator.core.builders import EVENT_MESSAGE_LIMIT, build_pod, build_service, build_tf_config
+from tfmw_operator.core.observed import MarkerState
+from tfmw_operator.core.reconcile import reconcile
 from tfmw_operator.core.supervision import supervision_of
-from wrappers import T0, at, container_env
+from wrappers import T0, at, container_env, observe
 
 Json = dict[str, Any]
 STAMP = "2026-01-01T12:00:20Z"
@@ -83,6 +86,33 @@ def test_a_converted_job_is_what_the_engine_runs_for_the_tfjob() -> None:
     assert labels["training.kubeflow.org/job-role"] == "master"  # worker 0, without a chief
     assert labels["training.kubeflow.org/operator-name"] == "tfmw"  # never Kubeflow's: it would adopt
     assert "training.kubeflow.org/job-role" not in build_pod(job, Member.worker(1), 0)["metadata"]["labels"]
+
+
+def first_launch_events(job: Json, status: JobStatus) -> dict[str, str]:
+    spec = parse_tfjob(job)
+    seen = observe(job, [], MarkerState(), at(1), spec=spec, status=status, service=build_service(spec))
+    return {event.reason: event.message for event in reconcile(seen).events}
+
+
+def test_the_first_launch_says_where_tfmw_runs_the_tfjob_differently() -> None:
+    job = tfjob(Worker=replica(2, "ExitCode"), run={"backoffLimit": 3})
+    said = first_launch_events(job, JobStatus())["PodsCreated"]
+    assert said.startswith(
+        "created 2 worker pods for attempt 0; run as Kubeflow's controller would, except: "
+    )
+    # Each note as `tfmw convert` says it, naming the TFJob's own field.
+    for note in convert(job).notes:
+        assert f"{note.field}: {note.said}" in said
+    assert "spec.runPolicy.cleanPodPolicy: None" in said
+    assert len(said) <= EVENT_MESSAGE_LIMIT
+    # Said once: a later attempt's launch is only the launch.
+    again = JobStatus(phase=Phase.RESTARTING, attempt=1, launched_attempt=0, start_time=T0)
+    assert first_launch_events(job, again)["PodsCreated"] == "created 2 worker pods for attempt 1"
+
+
+def test_a_tfmultiworkerjobs_launch_says_only_the_launch() -> None:
+    spec = parse_job(wrappers.job("plain", workers=2).obj())
+    assert spec.conversion_notes == ()
 
 
 def test_a_master_keeps_its_name_in_the_labels_and_is_the_chief() -> None:

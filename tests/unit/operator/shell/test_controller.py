@@ -9,6 +9,7 @@ import json
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from pathlib import Path
+from typing import Any
 
 from aiohttp import web
 from loopback import kube_serving
@@ -104,14 +105,25 @@ def test_a_running_job_that_writes_no_step_times_sets_no_timer_till_its_steps_fo
     folder.mkdir(parents=True)
     statuses: list[Json] = []
 
+    read: list[str] = []
+
     async def scenario() -> tuple[list[float | None], list[Json]]:
         async with api(j, statuses) as kube:
             controller = running(kube, j, spec, tmp_path)
             # As its launch left it: its marker and progress document watched.
             controller.files.track(key, spec.marker_relpath, ProgressWatch(spec.progress_relpath))
             files = asyncio.create_task(controller.files.run())
+            call = controller.storage.call
+
+            def counted(relpath: str, function: Any, *args: Any) -> Any:
+                read.append(function.__name__)
+                return call(relpath, function, *args)
+
+            controller.storage.call = counted  # type: ignore[method-assign]
             await asyncio.sleep(0.5)  # the job's folder is watched
-            requeues = [await controller._reconcile(key), await controller._reconcile(key)]
+            requeues = [await controller._reconcile(key) for _ in range(3)]
+            # The missing folder is read once: nothing was made in the watched folder since.
+            assert read.count("read_step_times") == 1 and read.count("read_marker") == 3
             written = len(statuses)
             steps = folder / "steps"
             steps.mkdir()
@@ -127,7 +139,8 @@ def test_a_running_job_that_writes_no_step_times_sets_no_timer_till_its_steps_fo
             return requeues, statuses[written:]
 
     requeues, later = asyncio.run(scenario())
-    assert requeues == [None, None]  # nothing is due: no timer while no document can be there
+    assert requeues == [None, None, None]  # nothing is due: no timer while no document can be there
+    assert read.count("read_step_times") == 2  # read again once the folder came
     assert later and "stragglers" in later[-1]  # read at once when the folder came
     recorded = later[-1]["stragglers"]
     assert [(w["pod"], w["slowReadings"]) for w in recorded["workers"]] == [("mnist-worker-3", 1)]

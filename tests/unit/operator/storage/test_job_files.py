@@ -100,10 +100,13 @@ def test_the_steps_folder_made_in_a_watched_job_folder_triggers_its_job(tmp_path
         (tmp_path / "ns" / job).mkdir(parents=True)
     told: list[tuple[bool, bool, bool]] = []
 
+    def tells_of(watcher: JobFileWatcher, folder: str) -> bool:
+        return watcher.folder_stamp(KEY, folder) is not None
+
     def setup(watcher: JobFileWatcher) -> None:
         watcher.track(KEY, None, ProgressWatch(PROGRESS))  # an exit-code job: no marker
         watcher.track(("ns", "other"), None, ProgressWatch("ns/other/progress.json"))
-        told.append((watcher.tells_of(KEY, "ns/job"), False, False))
+        told.append((tells_of(watcher, "ns/job"), False, False))
 
     async def scenario() -> list[tuple[Key, float]]:
         triggered: list[tuple[Key, float]] = []
@@ -115,9 +118,7 @@ def test_the_steps_folder_made_in_a_watched_job_folder_triggers_its_job(tmp_path
         setup(watcher)
         detection = asyncio.create_task(watcher.run())
         await asyncio.sleep(0.5)  # the watches are set up
-        told.append(
-            (watcher.tells_of(KEY, "ns/job"), watcher.tells_of(KEY, "ns/other"), watcher.tells_of(KEY, "ns"))
-        )
+        told.append((tells_of(watcher, "ns/job"), tells_of(watcher, "ns/other"), tells_of(watcher, "ns")))
         (tmp_path / "ns" / "job" / "steps").mkdir()
         for _ in range(100):
             if triggered:

@@ -64,6 +64,46 @@ def test_a_linked_or_missing_folder_is_not_watched_and_a_removed_one_is_dropped(
     assert events.watched(("ns", "job")) == set()
 
 
+def test_a_folders_stamp_changes_with_anything_told_of_it_and_with_a_new_watch(
+    tmp_path: Path, events: FolderEvents
+) -> None:
+    # The controller reads a missing steps folder again only when the stamp of the job's
+    # folder has changed (shell/controller.py, _read_step_times).
+    key = ("ns", "job")
+    (tmp_path / "ns" / "job").mkdir(parents=True)
+    (tmp_path / "ns" / "other").mkdir()
+    assert events.stamp(key, "ns/job") is None  # not watched: nothing is promised
+    assert events.watch(key, {"ns/job"}) and events.watch(("ns", "other"), {"ns/other"})
+    first = events.stamp(key, "ns/job")
+    assert first is not None
+    (tmp_path / "ns" / "other" / "steps").mkdir()  # another job's folder
+    events.changed()
+    assert events.stamp(key, "ns/job") == first
+    (tmp_path / "ns" / "job" / "steps").mkdir()
+    assert events.stamp(key, "ns/job") == first  # not read yet: the read tells it
+    events.changed()
+    second = events.stamp(key, "ns/job")
+    assert second not in (None, first)
+    # Watched again (its watch dropped and put back): another descriptor, another stamp.
+    events.forget(key)
+    assert events.stamp(key, "ns/job") is None
+    assert events.watch(key, {"ns/job"})
+    assert events.stamp(key, "ns/job") not in (None, first, second)
+
+
+def test_events_the_kernel_dropped_change_every_stamp(tmp_path: Path, events: FolderEvents) -> None:
+    (tmp_path / "ns" / "job").mkdir(parents=True)
+    assert events.watch(("ns", "job"), {"ns/job"})
+    before = events.stamp(("ns", "job"), "ns/job")
+    queued = int(Path("/proc/sys/fs/inotify/max_queued_events").read_text())
+    for index in range(queued + 10):  # more than the kernel keeps: it drops the rest
+        (tmp_path / "ns" / "job" / f"f{index}").touch()
+    told = [events.changed() for _ in range(queued // 1000 + 10)]
+    assert None in told
+    after = events.stamp(("ns", "job"), "ns/job")
+    assert after is not None and before is not None and after[0] == before[0] + 1
+
+
 class Wants:
     """What each key wants watched, and which keys a sync asked about."""
 
