@@ -42,7 +42,13 @@ from tfmw_operator.api.status import (
 )
 from tfmw_operator.api.times import NEVER, format_time, later
 from tfmw_operator.contract import reports_folder
-from tfmw_operator.core.builders import build_service, cluster_hosts, member_pod_name, pod_group_name
+from tfmw_operator.core.builders import (
+    EVENT_MESSAGE_LIMIT,
+    build_service,
+    cluster_hosts,
+    member_pod_name,
+    pod_group_name,
+)
 from tfmw_operator.core.decision import (
     Action,
     CreatePods,
@@ -697,8 +703,20 @@ def _launch(step: _Step, job: JobSpec, current: Sequence[ObservedPod], leftover_
         if first and job.conversion_notes:
             # Once, in the Event the launch posts anyway: what a TFJob's user would otherwise
             # find out only from `tfmw convert`.
-            said += f"; run as Kubeflow's controller would, except: {'; '.join(job.conversion_notes)}"
+            said = _with_notes(f"{said}; run as Kubeflow's controller would, except: ", job.conversion_notes)
         step.event("Normal", "PodsCreated", said)
+
+
+def _with_notes(said: str, notes: Sequence[str]) -> str:
+    """`said` followed by as many whole notes as an Event's message holds, then how many more."""
+    room = EVENT_MESSAGE_LIMIT - len(said) - len("; and 999 more (tfmw convert prints them)")
+    kept: list[str] = []
+    for note in notes:
+        if sum(len(k) + 2 for k in kept) + len(note) > room:
+            break
+        kept.append(note)
+    more = len(notes) - len(kept)
+    return said + "; ".join([*kept, f"and {more} more (tfmw convert prints them)"] if more else kept)
 
 
 # What a job without spec.sharedVolume lacks (the exit-code completion policies allow one):

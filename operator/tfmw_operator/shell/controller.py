@@ -78,6 +78,7 @@ from tfmw_operator.storage.files import (
 )
 from tfmw_operator.storage.job_files import JobFileWatcher, Signature
 from tfmw_operator.storage.step_times import read_step_times, steps_relpath
+from tfmw_operator.storage.watch import FolderStamp
 
 logger = logging.getLogger(__name__)
 T = TypeVar("T")
@@ -102,6 +103,18 @@ LAUNCHES_AT_ONCE = 16
 # was a reconcile per job per minute: nearly all of the operator's idle CPU (scale bench on
 # kwok, 200 jobs: 0.5 % of a core with it, 0.03 % without).
 STEP_TIMES_IDLE_INTERVALS = 6
+# The longest a missing steps folder is taken as missing with no look, while nothing is told
+# of the job's folder: a bound on trusting the kernel's word, and no timer of its own.
+STEP_TIMES_ABSENT_TRUSTED_SECONDS = 60.0
+
+
+@dataclass(frozen=True)
+class _StepsAbsent:
+    """A reading that found no steps folder in a job's watched folder."""
+
+    reading: StepTimesSnapshot
+    stamp: FolderStamp  # the job folder's, taken before the read
+    read_at: float  # on the monotonic clock
 
 
 @dataclass
@@ -121,10 +134,10 @@ class _JobState:
     control_unwritten: bool = False  # a control file that follows a status is not written yet (said once)
     step_times_due: float = 0.0  # on the monotonic clock: when its step-times documents are read next
     step_times_attempt: int | None = None  # the attempt they were read for last
-    # False while the steps folder is missing and watched: none timed, and read again only
-    # once the job's folder has changed (the stamp of step_times_absent is no longer its own).
-    step_times_timed: bool = True
-    step_times_absent: tuple[tuple[int, int, int], StepTimesSnapshot] | None = None
+    # While the steps folder is missing and the job's folder watched: that reading, the
+    # folder's stamp then and when it was read. No timer then (_reconcile), and no read again
+    # until the stamp changes (_read_step_times).
+    steps_absent: _StepsAbsent | None = None
     # The resourceVersion of the job last parsed, and what it gave: the API server gives every
     # change of a job a new one, so one version parses the same (_parsed). The job itself is
     # not kept: a finished job, reconciled no more, would hold two versions of it.
@@ -362,7 +375,7 @@ class JobController:
             # again soon while the gang waits for it.
             requeue = QUEUE_RECHECK_SECONDS if requeue is None else min(requeue, QUEUE_RECHECK_SECONDS)
         running = decision.status.phase is Phase.RUNNING
-        if running and isinstance(spec, JobSpec) and _step_stems(spec) and state.step_times_timed:
+        if running and isinstance(spec, JobSpec) and _step_stems(spec) and state.steps_absent is None:
             # Nothing else tells when the workers' documents change: read them again then.
             if state.step_times_attempt != decision.status.attempt:
                 # Not read for this attempt yet: the gang has just turned Running, and its
@@ -415,29 +428,30 @@ class JobController:
     ) -> StepTimesSnapshot | None:
         """The training pods' step-times documents, at most once per progress interval (sooner
         when a new attempt runs); None when it is not time yet, or nothing could be compared.
-        While there is no steps folder and inotify watches the job's folder, on no timer, and
-        read again only once something was made in that folder: its creation brings the next
-        reconcile. Until then the reading is the last one, with no call: every reconcile of a
-        running job read the storage once more for it (make bench-scale)."""
+        While there is no steps folder and inotify watches the job's folder: on no timer, its
+        creation brings the next reconcile; and that reading stands, with no call, while no
+        event of the job's folder has been read since (at most
+        STEP_TIMES_ABSENT_TRUSTED_SECONDS). A read at every reconcile of a running job was a
+        third storage call per reconcile beside the marker's and the progress document's."""
         stems = _step_stems(spec)
         now = time.monotonic()
         if not stems or (now < state.step_times_due and attempt == state.step_times_attempt):
             return None
         # Asked before the read: a folder made after the read is then surely told.
         stamp = self.files.folder_stamp(key, spec.directory)
-        absent = state.step_times_absent
+        absent = state.steps_absent
         state.step_times_attempt = attempt
-        if absent is not None and stamp is not None and absent[0] == stamp:
-            return absent[1]
+        trusted = absent is not None and now - absent.read_at < STEP_TIMES_ABSENT_TRUSTED_SECONDS
+        if absent is not None and trusted and absent.stamp == stamp:
+            return absent.reading
         relpath = steps_relpath(spec.directory)
         try:
             snapshot = await self.storage.call(relpath, read_step_times, spec.directory, stems)
         except StorageError as error:
             snapshot = StepTimesSnapshot(error=str(error))
-        watched_absent = snapshot.no_folder and stamp is not None
-        state.step_times_timed = not watched_absent
-        state.step_times_absent = (stamp, snapshot) if stamp is not None and watched_absent else None
-        if watched_absent:
+        state.steps_absent = None
+        if snapshot.no_folder and stamp is not None:
+            state.steps_absent = _StepsAbsent(snapshot, stamp, now)
             state.step_times_due = now
             return snapshot
         idle = not snapshot.documents and snapshot.error is None

@@ -37,7 +37,7 @@ from tfmw_operator.storage.files import (
     marker_exists,
     namespace_of,
 )
-from tfmw_operator.storage.watch import FolderEvents, WatchSync
+from tfmw_operator.storage.watch import FolderEvents, FolderStamp, WatchSync
 
 logger = logging.getLogger(__name__)
 
@@ -141,7 +141,7 @@ class JobFileWatcher:
         if self._jobs.pop(key, None) is not None and self._sync is not None:
             self._sync.changed(key)
 
-    def folder_stamp(self, key: Key, folder: str) -> tuple[int, int, int] | None:
+    def folder_stamp(self, key: Key, folder: str) -> FolderStamp | None:
         """None unless inotify watches `folder` (relative to the root) for the job now: then a
         file or folder made in it from now on triggers the job (the training pods' steps folder
         too), and the stamp stays the same until something is (FolderEvents.stamp)."""

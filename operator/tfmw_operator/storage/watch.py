@@ -43,6 +43,8 @@ WATCH_MASK = IN_CLOSE_WRITE | IN_MOVED_TO | IN_CREATE | IN_DELETE_SELF | IN_MOVE
 # folder the descriptor holds (reached without following links).
 WATCH_FLAGS = IN_ONLYDIR
 _EVENT = struct.Struct("iIII")  # wd, mask, cookie, len
+# Overflows so far, the folder's watch descriptor, the events read for it (FolderEvents.stamp).
+FolderStamp = tuple[int, int, int]
 MAX_READS_PER_CALL = 8
 
 # Filesystems whose every write goes through this kernel, so inotify sees all of them.
@@ -111,11 +113,11 @@ class FolderEvents:
     def watched(self, key: Key) -> set[str]:
         return set(self._folders.get(key, {}))
 
-    def stamp(self, key: Key, relpath: str) -> tuple[int, int, int] | None:
-        """What changes whenever anything is told of the folder, or could have gone untold:
-        equal stamps, nothing was made in it between them. None while it is not watched. A
-        descriptor is never reused while the inotify instance lives, so a folder watched again
-        has another stamp."""
+    def stamp(self, key: Key, relpath: str) -> FolderStamp | None:
+        """What changes whenever `changed()` reads anything told of the folder, or the kernel
+        dropped events: equal stamps, no event of the folder was read between them (read
+        before the reconcile it triggers). None while it is not watched. A folder watched
+        again has another descriptor, so another stamp (watch() records no descriptor twice)."""
         wd = self._folders.get(key, {}).get(relpath)
         return None if wd is None else (self._overflows, wd, self._told.get(wd, 0))
 
@@ -140,6 +142,12 @@ class FolderEvents:
                     logger.warning(
                         "no inotify watches left (fs.inotify.max_user_watches): polling %s", relpath
                     )
+                complete = False
+                continue
+            if wd in self._keys:
+                # The kernel's descriptor for a folder already watched (one moved onto this
+                # path while its own move is still unread): left to polling, so that one
+                # descriptor never stands for two folders (and stamps stay true).
                 complete = False
                 continue
             held[relpath] = wd

@@ -4,6 +4,7 @@ has no faithful meaning, its status told in TFJob's shape, and one controller pe
 from __future__ import annotations
 
 import copy
+import dataclasses
 from typing import Any
 
 import pytest
@@ -88,8 +89,10 @@ def test_a_converted_job_is_what_the_engine_runs_for_the_tfjob() -> None:
     assert "training.kubeflow.org/job-role" not in build_pod(job, Member.worker(1), 0)["metadata"]["labels"]
 
 
-def first_launch_events(job: Json, status: JobStatus) -> dict[str, str]:
+def first_launch_events(job: Json, status: JobStatus, notes: tuple[str, ...] | None = None) -> dict[str, str]:
     spec = parse_tfjob(job)
+    if notes is not None:
+        spec = dataclasses.replace(spec, conversion_notes=notes)
     seen = observe(job, [], MarkerState(), at(1), spec=spec, status=status, service=build_service(spec))
     return {event.reason: event.message for event in reconcile(seen).events}
 
@@ -108,6 +111,15 @@ def test_the_first_launch_says_where_tfmw_runs_the_tfjob_differently() -> None:
     # Said once: a later attempt's launch is only the launch.
     again = JobStatus(phase=Phase.RESTARTING, attempt=1, launched_attempt=0, start_time=T0)
     assert first_launch_events(job, again)["PodsCreated"] == "created 2 worker pods for attempt 1"
+
+
+def test_notes_beyond_an_events_room_are_counted_not_cut() -> None:
+    notes = tuple(f"spec.tfReplicaSpecs.Worker.field{i}: {'x' * 80}" for i in range(20))
+    said = first_launch_events(tfjob(Worker=replica(2)), JobStatus(), notes)["PodsCreated"]
+    assert len(said) <= EVENT_MESSAGE_LIMIT
+    kept = [note for note in notes if note in said]
+    assert 5 <= len(kept) < 20 and said.endswith(f"; and {20 - len(kept)} more (tfmw convert prints them)")
+    assert said.count("field") == len(kept)  # whole notes only
 
 
 def test_a_tfmultiworkerjobs_launch_says_only_the_launch() -> None:

@@ -11,6 +11,7 @@ from contextlib import asynccontextmanager
 from pathlib import Path
 from typing import Any
 
+import pytest
 from aiohttp import web
 from loopback import kube_serving
 from tfmw_operator.api.kinds import kind_of
@@ -20,6 +21,7 @@ from tfmw_operator.core.builders import build_service
 from tfmw_operator.core.decision import ProgressWatch
 from tfmw_operator.kube.client import Kube
 from tfmw_operator.runtime.settings import Settings
+from tfmw_operator.shell import controller as shell_controller
 from tfmw_operator.shell.controller import JobController
 from wrappers import SUPERVISOR_IMAGE, job, pod, write_marker
 
@@ -99,13 +101,29 @@ def test_a_running_job_that_writes_no_step_times_sets_no_timer_till_its_steps_fo
     # 1,000 running jobs whose programs write no step times each cost a reconcile a minute when
     # a timer read them (make bench-scale: 2.27 % of a core idle); inotify says when the steps
     # folder is made.
+    reads = reads_of_a_running_job_without_steps(tmp_path)
+    # The missing folder is read once: nothing was told of the watched folder since; then
+    # again once the folder came.
+    assert reads == (1, 2)
+
+
+def test_a_missing_steps_folder_is_trusted_missing_for_a_while_only(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(shell_controller, "STEP_TIMES_ABSENT_TRUSTED_SECONDS", 0.0)
+    assert reads_of_a_running_job_without_steps(tmp_path)[0] == 3
+
+
+def reads_of_a_running_job_without_steps(tmp_path: Path) -> tuple[int, int]:
+    """How often the steps folder is read in three reconciles of a running job that has none,
+    and in all, once the folder is made."""
     j = job().workers(WORKERS).launched(phase="Running").obj()
     spec, key = as_held(j)
     folder = tmp_path / spec.directory
     folder.mkdir(parents=True)
     statuses: list[Json] = []
-
-    read: list[str] = []
+    read: list[str] = []  # the storage calls, by the function called
+    before: list[int] = []
 
     async def scenario() -> tuple[list[float | None], list[Json]]:
         async with api(j, statuses) as kube:
@@ -122,8 +140,8 @@ def test_a_running_job_that_writes_no_step_times_sets_no_timer_till_its_steps_fo
             controller.storage.call = counted  # type: ignore[method-assign]
             await asyncio.sleep(0.5)  # the job's folder is watched
             requeues = [await controller._reconcile(key) for _ in range(3)]
-            # The missing folder is read once: nothing was made in the watched folder since.
-            assert read.count("read_step_times") == 1 and read.count("read_marker") == 3
+            before.append(read.count("read_step_times"))
+            assert read.count("read_marker") == 3
             written = len(statuses)
             steps = folder / "steps"
             steps.mkdir()
@@ -140,10 +158,10 @@ def test_a_running_job_that_writes_no_step_times_sets_no_timer_till_its_steps_fo
 
     requeues, later = asyncio.run(scenario())
     assert requeues == [None, None, None]  # nothing is due: no timer while no document can be there
-    assert read.count("read_step_times") == 2  # read again once the folder came
     assert later and "stragglers" in later[-1]  # read at once when the folder came
     recorded = later[-1]["stragglers"]
     assert [(w["pod"], w["slowReadings"]) for w in recorded["workers"]] == [("mnist-worker-3", 1)]
+    return before[0], read.count("read_step_times")
 
 
 def test_a_job_whose_marker_is_there_reads_no_step_times(tmp_path: Path) -> None:
