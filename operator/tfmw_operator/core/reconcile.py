@@ -712,7 +712,8 @@ def _with_notes(said: str, notes: Sequence[str]) -> str:
     room = EVENT_MESSAGE_LIMIT - len(said) - len("; and 999 more (tfmw convert prints them)")
     kept: list[str] = []
     for note in notes:
-        if sum(len(k) + 2 for k in kept) + len(note) > room:
+        room -= len(note) + (2 if kept else 0)  # "; " between notes
+        if room < 0:
             break
         kept.append(note)
     more = len(notes) - len(kept)
