@@ -2,8 +2,8 @@
 
 Kueue's webhooks fail closed. A webhook for a framework that is not enabled (Deployments,
 StatefulSets, Jobs...) would refuse those objects cluster-wide whenever Kueue is down, so
-it is dropped; the pod webhooks are kept, for namespaces labelled tfmw.dev/kueue=enabled
-only. Webhooks for Kueue's own resources (queues, workloads, flavors) stay as they are.
+it is dropped; the pod and TFJob webhooks are kept, for namespaces labelled
+tfmw.dev/kueue=enabled only. Webhooks for Kueue's own resources (queues, workloads, flavors) stay as they are.
 """
 
 from __future__ import annotations
@@ -30,7 +30,7 @@ def scoped(webhook: dict[str, Any]) -> dict[str, Any] | None:
     targets = groups_and_resources(webhook)
     if all(group == KUEUE_GROUP for group, _ in targets):
         return webhook
-    if targets == {("", "pods")}:
+    if targets in ({("", "pods")}, {("kubeflow.org", "tfjobs")}):
         return {**webhook, "namespaceSelector": NAMESPACES}
     return None
 

@@ -228,3 +228,111 @@ def test_the_operator_with_its_service_account_runs_a_job_under_the_policy(
     kubelet.run_all(namespace, "trained")
     status = kube.wait_phase(namespace, "trained", "Running", timeout=30)
     assert status.get("attempt") == 0
+
+
+# The TFJob policy (deploy/overlays/tfjob/component): the same rule, and Kueue's TFJob
+# integration let through. Kueue admits a TFJob by updating its spec (runPolicy.suspend
+# false, its pod sets' node selectors) as its own ServiceAccount, whose role may not create
+# pods but may update workloads/status; MultiKueue creates TFJobs on worker clusters so too.
+TFJOB_POLICY = REPO / "deploy" / "overlays" / "tfjob" / "component" / "tfjob-admission-policy.yaml"
+TFJOBS = "tfjobs.kubeflow.org"
+TFJOB_VERBS = [{"apiGroups": ["kubeflow.org"], "resources": ["tfjobs"], "verbs": JOB_VERBS}]
+# Kueue v0.17.0's manager role, as far as it touches these (config/components/rbac/role.yaml).
+KUEUE_LIKE = [
+    {
+        "apiGroups": ["kubeflow.org"],
+        "resources": ["tfjobs"],
+        "verbs": ["get", "list", "watch", "update", "patch"],
+    },
+    {"apiGroups": ["kubeflow.org"], "resources": ["tfjobs/status"], "verbs": ["get", "update", "patch"]},
+    {
+        "apiGroups": [""],
+        "resources": ["pods"],
+        "verbs": ["delete", "get", "list", "patch", "update", "watch"],
+    },
+    {"apiGroups": ["kueue.x-k8s.io"], "resources": ["workloads/status"], "verbs": ["get", "update", "patch"]},
+]
+# MultiKueue's worker-cluster role: it creates the TFJob there.
+KUEUE_REMOTE = [
+    {
+        "apiGroups": ["kubeflow.org"],
+        "resources": ["tfjobs"],
+        "verbs": ["create", "delete", "get", "list", "watch"],
+    },
+    {"apiGroups": ["kueue.x-k8s.io"], "resources": ["workloads/status"], "verbs": ["get", "update", "patch"]},
+]
+
+
+def tfjob(name: str, suspend: bool = True) -> Json:
+    container = {"name": "tensorflow", "image": "tfmw-trainer:dev", "command": ["true"]}
+    return {
+        "apiVersion": "kubeflow.org/v1",
+        "kind": "TFJob",
+        "metadata": {"name": name, "labels": {"kueue.x-k8s.io/queue-name": "team"}},
+        "spec": {
+            "runPolicy": {"suspend": suspend},
+            "tfReplicaSpecs": {"Worker": {"replicas": 1, "template": {"spec": {"containers": [container]}}}},
+        },
+    }
+
+
+@pytest.fixture(scope="module")
+def tfjob_tenants(
+    kube: ClusterClient, tfjob_crd: None, tmp_path_factory: pytest.TempPathFactory
+) -> Iterator[dict[str, Tenant]]:
+    namespace = kube.new_namespace("vap-tfjob")
+    folder = tmp_path_factory.mktemp("tfjob-tenants")
+    accounts = {"tfjobs-only": TFJOB_VERBS, "kueue": KUEUE_LIKE, "kueue-remote": KUEUE_REMOTE}
+    objects = [obj for account, rules in accounts.items() for obj in role(namespace, account, rules)]
+    kubectl("apply", "-f", "-", input=yaml.safe_dump_all(objects))
+    made = {name: Tenant(namespace, name, kubeconfig_for(namespace, name, folder)) for name in accounts}
+    assert made["kueue"].kubectl("auth", "can-i", "create", "pods").stdout.strip() == "no"
+
+    def bites() -> bool:
+        result = made["tfjobs-only"].create(tfjob("probe"))
+        if result.returncode == 0:
+            kubectl("-n", namespace, "delete", TFJOBS, "probe")
+        return "tfmw-tfjob-creator-may-create-pods" in result.stderr
+
+    with applied(TFJOB_POLICY):
+        wait_for("the TFJob admission policy in force", bites, timeout=30, interval=0.5)
+        yield made
+        kube.delete_namespace(namespace)
+
+
+def test_a_tfjob_from_one_who_may_not_create_pods_is_refused_with_the_fix(
+    tfjob_tenants: dict[str, Tenant],
+) -> None:
+    tenant = tfjob_tenants["tfjobs-only"]
+    result = tenant.create(tfjob("refused"))
+    assert result.returncode != 0
+    assert "ValidatingAdmissionPolicy 'tfmw-tfjob-creator-may-create-pods'" in result.stderr, result.stderr
+    assert f"{tenant.username} may not create pods in namespace {tenant.namespace}" in result.stderr
+    assert "Kueue" in result.stderr  # the message says who else passes
+
+
+def test_kueue_admits_a_queued_tfjob_by_unsuspending_it_and_a_tenant_may_not(
+    tfjob_tenants: dict[str, Tenant],
+) -> None:
+    """What Kueue's TFJob integration does at admission, as a ServiceAccount with Kueue's
+    rights: the TFJob's suspend set false and a node selector put on its pod set. Refused
+    before the policy let workloads/status writers through: the job stayed suspended."""
+    namespace = tfjob_tenants["kueue"].namespace
+    assert (
+        kubectl("-n", namespace, "create", "-f", "-", input=yaml.safe_dump(tfjob("queued"))).returncode == 0
+    )
+    admission = (
+        '{"spec":{"runPolicy":{"suspend":false},"tfReplicaSpecs":{"Worker":{"template":'
+        '{"spec":{"nodeSelector":{"kubernetes.io/os":"linux"}}}}}}}'
+    )
+    refused = tfjob_tenants["tfjobs-only"].kubectl("patch", TFJOBS, "queued", "--type=merge", "-p", admission)
+    assert refused.returncode != 0 and "may not create pods" in refused.stderr, refused.stderr
+    admitted = tfjob_tenants["kueue"].kubectl("patch", TFJOBS, "queued", "--type=merge", "-p", admission)
+    assert admitted.returncode == 0, admitted.stderr
+    stored = kubectl("-n", namespace, "get", TFJOBS, "queued", "-o", "yaml").stdout
+    assert yaml.safe_load(stored)["spec"]["runPolicy"]["suspend"] is False
+
+
+def test_multikueue_creates_a_tfjob_on_a_worker_cluster(tfjob_tenants: dict[str, Tenant]) -> None:
+    result = tfjob_tenants["kueue-remote"].create(tfjob("remote"))
+    assert result.returncode == 0, result.stderr

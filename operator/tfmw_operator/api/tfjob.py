@@ -339,6 +339,14 @@ def convert(tfjob: Json, launched: bool = False) -> Conversion:
         target: str(replica.get("restartPolicy") or "Never") for target, (key, replica) in sets.items()
     }
     role_keys = {target: key for target, (key, _) in sets.items()}
+    if "chief" in sets and role_keys["chief"].lower() == "master":
+        notes.append(
+            Note(
+                f"spec.tfReplicaSpecs.{role_keys['chief']}",
+                "runs as TensorFlow 2's chief: pod <job>-chief-0, TF_CONFIG type chief (Kubeflow's: "
+                "<job>-master-0, master); its replica-type label stays master",
+            )
+        )
     gang = [target for target in ("chief", "worker") if target in sets]
     restart_containers = "ps" not in sets and all(policies[t] in ("OnFailure", "Always") for t in gang)
     if restart_containers:
@@ -601,7 +609,10 @@ def tfjob_status(status: JobStatus, spec: JobSpec | None, tfjob: Json, old: Json
     replicas: Json = {}
     counted = {r.type: r for r in status.replicas}
     for replica_set in spec.replica_sets if spec is not None else ():
-        key = spelt.get(str(replica_set.type), str(replica_set.type))
+        # Kubeflow's defaulter spells the keys CamelCase in memory before its status is written
+        # (setTypeNamesToCamelCase, pkg/apis/kubeflow.org/v1/tensorflow_defaults.go).
+        written = spelt.get(str(replica_set.type), str(replica_set.type))
+        key = REPLICA_TYPES.get(written.lower(), written)
         counts = counted.get(str(replica_set.type))
         if counts is None and replica_set.type.value == "worker" and status.workers is not None:
             active, succeeded, failed = (

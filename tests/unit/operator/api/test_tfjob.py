@@ -133,6 +133,11 @@ def test_a_master_keeps_its_name_in_the_labels_and_is_the_chief() -> None:
     assert labels["training.kubeflow.org/replica-type"] == "master"
     assert labels["training.kubeflow.org/job-role"] == "master"
     assert job.chief == Member(ReplicaType.CHIEF, 0)
+    # Where Kubeflow's would name it <job>-master-0 with TF_CONFIG type master: said once.
+    said = [n for n in job.conversion_notes if n.startswith("spec.tfReplicaSpecs.Master: ")]
+    assert len(said) == 1 and "<job>-chief-0" in said[0] and "<job>-master-0" in said[0]
+    chief = parse_tfjob(tfjob(Chief=replica(1), Worker=replica(1)))
+    assert not [n for n in chief.conversion_notes if n.startswith("spec.tfReplicaSpecs.Chief")]
 
 
 def test_a_lone_replica_gets_no_tf_config_as_under_tfjob() -> None:

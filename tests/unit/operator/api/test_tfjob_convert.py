@@ -288,6 +288,11 @@ def test_every_note_of_a_conversion_word_for_word_and_the_manifest_it_goes_with(
         ),
         Note("spec.port", "2000, the replicas' tfjob-port (the pods get it as port tfmw)"),
         Note("spec.tfReplicaSpecs.PS.template.spec.restartPolicy", "dropped: tfmw restarts pods itself"),
+        Note(
+            "spec.tfReplicaSpecs.Master",
+            "runs as TensorFlow 2's chief: pod <job>-chief-0, TF_CONFIG type chief (Kubeflow's: "
+            "<job>-master-0, master); its replica-type label stays master",
+        ),
         Note("spec.successPolicy", "ChiefExitCode: with a Chief, TFJob ends on the chief's exit"),
         Note(
             "spec.tfReplicaSpecs.Master.restartPolicy",

@@ -253,7 +253,7 @@ def test_a_suspended_condition_still_true_turns_false_on_resuming_whatever_its_r
     ]
 
 
-def test_replica_statuses_of_a_spec_without_kubeflows_spellings_are_keyed_by_tfmws_sets() -> None:
+def test_replica_statuses_of_a_spec_without_kubeflows_spellings_are_keyed_as_kubeflow_spells_them() -> None:
     native = dataclasses.replace(parse_tfjob(job(PS=1, Worker=2)), kubeflow_replica_types=())
     status = JobStatus(
         phase=Phase.RUNNING,
@@ -261,4 +261,26 @@ def test_replica_statuses_of_a_spec_without_kubeflows_spellings_are_keyed_by_tfm
         replicas=(ReplicaCounts("ps", running=1), ReplicaCounts("worker", running=2)),
     )
     rendered = tfjob_status(status, native, job(PS=1, Worker=2), {}, T1)
-    assert rendered["replicaStatuses"] == {"worker": {"active": 2}, "ps": {"active": 1}}
+    assert rendered["replicaStatuses"] == {"Worker": {"active": 2}, "PS": {"active": 1}}
+
+
+def test_replica_statuses_are_keyed_camel_case_whatever_case_the_manifest_uses() -> None:
+    """Kubeflow's defaulter rewrites `worker:` as `Worker` before its status is written: the
+    SDK and Katib read `replicaStatuses.Worker`."""
+    lower = job(ps=1, worker=2, master=1)
+    spec = parse_tfjob(lower)
+    status = JobStatus(
+        phase=Phase.RUNNING,
+        launched_attempt=0,
+        replicas=(
+            ReplicaCounts("chief", running=1),
+            ReplicaCounts("ps", running=1),
+            ReplicaCounts("worker", running=2),
+        ),
+    )
+    rendered = tfjob_status(status, spec, lower, {}, T1)
+    assert rendered["replicaStatuses"] == {
+        "Master": {"active": 1},
+        "PS": {"active": 1},
+        "Worker": {"active": 2},
+    }

@@ -1,0 +1,211 @@
+"""Kubeflow's TFJobs under a real Kueue with its TFJob integration on (as in Kueue's default
+configuration), served by tfmw: Kueue suspends a queued TFJob at its creation and admits it
+whole by setting `suspend: false` as its own ServiceAccount, which may not create pods. tfmw's
+admission policy for TFJobs lets that change through (Kueue may update workloads/status),
+tfmw launches the pods ungated (Kueue's pod webhook leaves the pods of a job it manages
+alone), and a second job waits suspended, holding nothing, until the first has finished."""
+
+from __future__ import annotations
+
+import subprocess
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+from e2e.test_kueue import OPT_IN, free_cpu_millicores
+from kube import REPO, ClusterClient, applied, kubectl, wait_for
+from operator_process import OperatorProcess
+
+Json = dict[str, Any]
+TFJOB_CRD = REPO / "deploy" / "overlays" / "tfjob" / "component" / "kubeflow.org_tfjobs.yaml"
+TFJOB_POLICY = REPO / "deploy" / "overlays" / "tfjob" / "component" / "tfjob-admission-policy.yaml"
+GROUP, VERSION, PLURAL = "kubeflow.org", "v1", "tfjobs"
+QUEUE = "team"
+RESTRICTED = {"allowPrivilegeEscalation": False, "capabilities": {"drop": ["ALL"]}}
+
+
+def tfjob(name: str, cpu: str, seconds: int) -> Json:
+    """Two workers that sleep `seconds` and exit 0 (TFJob's success: worker 0's exit)."""
+    container = {
+        "name": "tensorflow",
+        "image": "tfmw-trainer:dev",
+        "imagePullPolicy": "Never",
+        "command": ["python3", "-c", f"import time; time.sleep({seconds})"],
+        "resources": {"requests": {"cpu": cpu}},
+        "securityContext": RESTRICTED,
+    }
+    pod = {
+        "securityContext": {
+            "runAsNonRoot": True,
+            "runAsUser": 1000,
+            "seccompProfile": {"type": "RuntimeDefault"},
+        },
+        "containers": [container],
+    }
+    return {
+        "apiVersion": f"{GROUP}/{VERSION}",
+        "kind": "TFJob",
+        "metadata": {"name": name, "labels": {"kueue.x-k8s.io/queue-name": QUEUE}},
+        "spec": {"tfReplicaSpecs": {"Worker": {"replicas": 2, "template": {"spec": pod}}}},
+    }
+
+
+def queues(namespace: str, quota_millicores: int) -> list[Json]:
+    flavor = f"tfmw-tfjob-{namespace}"
+    return [
+        {"apiVersion": "kueue.x-k8s.io/v1beta2", "kind": "ResourceFlavor", "metadata": {"name": flavor}},
+        {
+            "apiVersion": "kueue.x-k8s.io/v1beta2",
+            "kind": "ClusterQueue",
+            "metadata": {"name": flavor},
+            "spec": {
+                "namespaceSelector": {"matchLabels": {"kubernetes.io/metadata.name": namespace}},
+                "resourceGroups": [
+                    {
+                        "coveredResources": ["cpu"],
+                        "flavors": [
+                            {
+                                "name": flavor,
+                                "resources": [{"name": "cpu", "nominalQuota": f"{quota_millicores}m"}],
+                            }
+                        ],
+                    }
+                ],
+            },
+        },
+        {
+            "apiVersion": "kueue.x-k8s.io/v1beta2",
+            "kind": "LocalQueue",
+            "metadata": {"name": QUEUE, "namespace": namespace},
+            "spec": {"clusterQueue": flavor},
+        },
+    ]
+
+
+class TFJobs:
+    def __init__(self, kube: ClusterClient, namespace: str) -> None:
+        self.kube, self.namespace = kube, namespace
+
+    def create(self, job: Json) -> Json:
+        made: Json = self.kube.custom.create_namespaced_custom_object(
+            GROUP, VERSION, self.namespace, PLURAL, job
+        )
+        return made
+
+    def get(self, name: str) -> Json:
+        found: Json = self.kube.custom.get_namespaced_custom_object(
+            GROUP, VERSION, self.namespace, PLURAL, name
+        )
+        return found
+
+    def true_conditions(self, name: str) -> set[str]:
+        conditions = (self.get(name).get("status") or {}).get("conditions") or []
+        return {c["type"] for c in conditions if c.get("status") == "True"}
+
+    def pods(self, name: str) -> list[Json]:
+        selector = f"training.kubeflow.org/job-name={name}"
+        pods: list[Json] = self.kube.sanitize(
+            self.kube.core.list_namespaced_pod(self.namespace, label_selector=selector).items
+        )
+        return pods
+
+    def workload(self, name: str) -> Json | None:
+        """Kueue's Workload for the TFJob: the one it controls, by the TFJob's UID."""
+        uid = self.get(name)["metadata"]["uid"]
+        listed = self.kube.custom.list_namespaced_custom_object(
+            "kueue.x-k8s.io", "v1beta2", self.namespace, "workloads"
+        )
+        for workload in listed["items"]:
+            owners = workload["metadata"].get("ownerReferences") or []
+            if any(o.get("uid") == uid and o.get("controller") for o in owners):
+                return workload  # type: ignore[no-any-return]
+        return None
+
+
+@pytest.fixture(scope="module")
+def tfjobs(kube: ClusterClient, tmp_path_factory: pytest.TempPathFactory) -> Iterator[TFJobs]:
+    """The TFJob CRD and tfmw's TFJob admission policy; Kueue up (restarted if the CRD is new
+    to it: it sets up its TFJob controller once it sees the API); a namespace of the test's own,
+    opted in to Kueue, with a queue whose quota fits one job of two 300m workers; tfmw's
+    operator serving TFJobs there. All undone afterwards."""
+    installed = (
+        kubectl("-n", "kueue-system", "get", "deployment/kueue-controller-manager", check=False).returncode
+        == 0
+    )
+    created_crd = kube.create_crd(yaml.safe_load(TFJOB_CRD.read_text()))
+    subprocess.run([str(REPO / "hack" / "kueue.sh"), "up"], check=True)
+    if created_crd and installed:
+        kubectl("-n", "kueue-system", "rollout", "restart", "deployment/kueue-controller-manager")
+        kubectl(
+            "-n", "kueue-system", "rollout", "status", "deployment/kueue-controller-manager", "--timeout=180s"
+        )
+    namespace = kube.new_namespace("kueue-tfjob", pod_security="restricted")
+    kubectl("label", "namespace", namespace, f"{OPT_IN}=enabled")
+    assert free_cpu_millicores(kube) >= 600, "the node cannot fit two 300m workers"
+    made = queues(namespace, 600)
+    shared = tmp_path_factory.mktemp("kueue-tfjob")
+    operator = OperatorProcess(namespace, Path(shared), args=("--tfjobs", "all"))
+    try:
+        with applied(TFJOB_POLICY):
+            # Kueue's webhooks answer once it serves; a queue made before then is refused.
+            wait_for(
+                "Kueue's queues made",
+                lambda: (
+                    kubectl("apply", "-f", "-", input=yaml.safe_dump_all(made), check=False).returncode == 0
+                ),
+                timeout=120,
+                interval=2,
+            )
+            operator.start()
+            operator.wait_started(timeout=60)
+            yield TFJobs(kube, namespace)
+    finally:
+        operator.stop()
+        kube.delete_namespace(namespace)
+        wait_for(
+            "the namespace gone",
+            lambda: kubectl("get", "namespace", namespace, check=False).returncode != 0,
+            timeout=180,
+        )
+        kubectl("delete", "--ignore-not-found", "-f", "-", input=yaml.safe_dump_all(made[1::-1]))
+        if created_crd:
+            kube.apiext.delete_custom_resource_definition("tfjobs.kubeflow.org")
+        if not installed:
+            subprocess.run([str(REPO / "hack" / "kueue.sh"), "down"], check=True)
+
+
+def test_kueue_admits_tfjobs_whole_one_at_a_time_and_tfmw_runs_them(tfjobs: TFJobs) -> None:
+    first = tfjobs.create(tfjob("first", "300m", 20))
+    # Kueue's webhook suspended it in the creation itself: nothing runs before admission.
+    assert first["spec"]["runPolicy"]["suspend"] is True
+    wait_for("first admitted: pods of tfmw", lambda: len(tfjobs.pods("first")) == 2, timeout=120)
+    tfjobs.create(tfjob("second", "300m", 1))
+    wait_for("Kueue's Workload of the second", lambda: tfjobs.workload("second"), timeout=60)
+    # While the first runs, the second waits suspended, holding nothing.
+    deadline = time.monotonic() + 8
+    while time.monotonic() < deadline and "Succeeded" not in tfjobs.true_conditions("first"):
+        assert tfjobs.get("second")["spec"]["runPolicy"]["suspend"] is True
+        assert tfjobs.pods("second") == []
+        time.sleep(1)
+    for pod in tfjobs.pods("first"):  # Kueue's pod integration left them alone: no gate
+        assert not pod["spec"].get("schedulingGates"), pod["spec"]["schedulingGates"]
+    for name in ("first", "second"):
+        wait_for(f"{name} Succeeded", lambda n=name: "Succeeded" in tfjobs.true_conditions(n), timeout=240)  # type: ignore[misc]
+        workload = tfjobs.workload(name)
+        assert workload is not None
+        admitted = [c for c in workload["status"].get("conditions") or [] if c["type"] == "Admitted"]
+        assert admitted, workload["status"]
+    wait_for(
+        "Kueue's Workloads finished",
+        lambda: all(
+            any(
+                c["type"] == "Finished" and c["status"] == "True"
+                for c in (tfjobs.workload(n) or {}).get("status", {}).get("conditions") or []
+            )
+            for n in ("first", "second")
+        ),
+        timeout=60,
+    )
