@@ -7,6 +7,7 @@ alone), and a second job waits suspended, holding nothing, until the first has f
 
 from __future__ import annotations
 
+import contextlib
 import subprocess
 import time
 from collections.abc import Iterator
@@ -27,13 +28,19 @@ QUEUE = "team"
 RESTRICTED = {"allowPrivilegeEscalation": False, "capabilities": {"drop": ["ALL"]}}
 
 
-def tfjob(name: str, cpu: str, seconds: int) -> Json:
-    """Two workers that sleep `seconds` and exit 0 (TFJob's success: worker 0's exit)."""
+def tfjob(name: str, cpu: str, seconds: int, priority: str | None = None) -> Json:
+    """Two workers that sleep `seconds` and exit 0 (TFJob's success: worker 0's exit);
+    `priority`: a Kueue WorkloadPriorityClass."""
     container = {
         "name": "tensorflow",
         "image": "tfmw-trainer:dev",
         "imagePullPolicy": "Never",
-        "command": ["python3", "-c", f"import time; time.sleep({seconds})"],
+        # Ends at once on SIGTERM: Python as PID 1 would otherwise ignore it for the grace.
+        "command": [
+            "python3",
+            "-c",
+            f"import signal, sys, time; signal.signal(signal.SIGTERM, lambda *_: sys.exit(143)); time.sleep({seconds})",
+        ],
         "resources": {"requests": {"cpu": cpu}},
         "securityContext": RESTRICTED,
     }
@@ -45,10 +52,13 @@ def tfjob(name: str, cpu: str, seconds: int) -> Json:
         },
         "containers": [container],
     }
+    labels = {"kueue.x-k8s.io/queue-name": QUEUE}
+    if priority is not None:
+        labels["kueue.x-k8s.io/priority-class"] = priority
     return {
         "apiVersion": f"{GROUP}/{VERSION}",
         "kind": "TFJob",
-        "metadata": {"name": name, "labels": {"kueue.x-k8s.io/queue-name": QUEUE}},
+        "metadata": {"name": name, "labels": labels},
         "spec": {"tfReplicaSpecs": {"Worker": {"replicas": 2, "template": {"spec": pod}}}},
     }
 
@@ -59,10 +69,17 @@ def queues(namespace: str, quota_millicores: int) -> list[Json]:
         {"apiVersion": "kueue.x-k8s.io/v1beta2", "kind": "ResourceFlavor", "metadata": {"name": flavor}},
         {
             "apiVersion": "kueue.x-k8s.io/v1beta2",
+            "kind": "WorkloadPriorityClass",
+            "metadata": {"name": flavor},
+            "value": 1000,
+        },
+        {
+            "apiVersion": "kueue.x-k8s.io/v1beta2",
             "kind": "ClusterQueue",
             "metadata": {"name": flavor},
             "spec": {
                 "namespaceSelector": {"matchLabels": {"kubernetes.io/metadata.name": namespace}},
+                "preemption": {"withinClusterQueue": "LowerPriority"},
                 "resourceGroups": [
                     {
                         "coveredResources": ["cpu"],
@@ -127,61 +144,70 @@ class TFJobs:
 
 @pytest.fixture(scope="module")
 def tfjobs(kube: ClusterClient, tmp_path_factory: pytest.TempPathFactory) -> Iterator[TFJobs]:
-    """The TFJob CRD and tfmw's TFJob admission policy; Kueue up (restarted if the CRD is new
-    to it: it sets up its TFJob controller once it sees the API); a namespace of the test's own,
-    opted in to Kueue, with a queue whose quota fits one job of two 300m workers; tfmw's
-    operator serving TFJobs there. All undone afterwards."""
+    """The TFJob CRD and tfmw's TFJob admission policy; Kueue up (restarted if it ran
+    already: it sets its TFJob controller up only once it has seen the API, after a backoff
+    of up to 2 minutes); a namespace of the test's own, opted in to Kueue, with a queue whose
+    quota fits one job of two 300m workers; tfmw's operator serving TFJobs there. Each is
+    undone afterwards, as soon as it exists, whatever fails later."""
     installed = (
         kubectl("-n", "kueue-system", "get", "deployment/kueue-controller-manager", check=False).returncode
         == 0
     )
-    created_crd = kube.create_crd(yaml.safe_load(TFJOB_CRD.read_text()))
-    subprocess.run([str(REPO / "hack" / "kueue.sh"), "up"], check=True)
-    if created_crd and installed:
-        kubectl("-n", "kueue-system", "rollout", "restart", "deployment/kueue-controller-manager")
-        kubectl(
-            "-n", "kueue-system", "rollout", "status", "deployment/kueue-controller-manager", "--timeout=180s"
-        )
-    namespace = kube.new_namespace("kueue-tfjob", pod_security="restricted")
-    kubectl("label", "namespace", namespace, f"{OPT_IN}=enabled")
-    assert free_cpu_millicores(kube) >= 600, "the node cannot fit two 300m workers"
-    made = queues(namespace, 600)
-    shared = tmp_path_factory.mktemp("kueue-tfjob")
-    operator = OperatorProcess(namespace, Path(shared), args=("--tfjobs", "all"))
-    try:
-        with applied(TFJOB_POLICY):
-            # Kueue's webhooks answer once it serves; a queue made before then is refused.
-            wait_for(
-                "Kueue's queues made",
-                lambda: (
-                    kubectl("apply", "-f", "-", input=yaml.safe_dump_all(made), check=False).returncode == 0
-                ),
-                timeout=120,
-                interval=2,
+    with contextlib.ExitStack() as undo:
+        if kube.create_crd(yaml.safe_load(TFJOB_CRD.read_text())):
+            undo.callback(kube.apiext.delete_custom_resource_definition, "tfjobs.kubeflow.org")
+        if not installed:
+            undo.callback(subprocess.run, [str(REPO / "hack" / "kueue.sh"), "down"], check=True)
+        subprocess.run([str(REPO / "hack" / "kueue.sh"), "up"], check=True)
+        if installed:
+            kubectl("-n", "kueue-system", "rollout", "restart", "deployment/kueue-controller-manager")
+            kubectl(
+                "-n",
+                "kueue-system",
+                "rollout",
+                "status",
+                "deployment/kueue-controller-manager",
+                "--timeout=180s",
             )
-            operator.start()
-            operator.wait_started(timeout=60)
-            yield TFJobs(kube, namespace)
-    finally:
-        operator.stop()
-        kube.delete_namespace(namespace)
-        wait_for(
+        undo.enter_context(applied(TFJOB_POLICY))
+        namespace = kube.new_namespace("kueue-tfjob", pod_security="restricted")
+        made = queues(namespace, 600)
+        # The cluster-wide ones last, once the namespace (and its Workloads) are gone.
+        undo.callback(
+            kubectl, "delete", "--ignore-not-found", "-f", "-", input=yaml.safe_dump_all(made[2::-1])
+        )
+        undo.callback(
+            wait_for,
             "the namespace gone",
             lambda: kubectl("get", "namespace", namespace, check=False).returncode != 0,
             timeout=180,
         )
-        kubectl("delete", "--ignore-not-found", "-f", "-", input=yaml.safe_dump_all(made[1::-1]))
-        if created_crd:
-            kube.apiext.delete_custom_resource_definition("tfjobs.kubeflow.org")
-        if not installed:
-            subprocess.run([str(REPO / "hack" / "kueue.sh"), "down"], check=True)
+        undo.callback(kube.delete_namespace, namespace)
+        kubectl("label", "namespace", namespace, f"{OPT_IN}=enabled")
+        assert free_cpu_millicores(kube) >= 600, "the node cannot fit two 300m workers"
+        # Kueue's webhooks answer once it serves; a queue made before then is refused.
+        wait_for(
+            "Kueue's queues made",
+            lambda: kubectl("apply", "-f", "-", input=yaml.safe_dump_all(made), check=False).returncode == 0,
+            timeout=120,
+            interval=2,
+        )
+        operator = OperatorProcess(
+            namespace, Path(tmp_path_factory.mktemp("kueue-tfjob")), args=("--tfjobs", "all")
+        )
+        undo.callback(operator.stop)
+        operator.start()
+        operator.wait_started(timeout=60)
+        yield TFJobs(kube, namespace)
 
 
 def test_kueue_admits_tfjobs_whole_one_at_a_time_and_tfmw_runs_them(tfjobs: TFJobs) -> None:
     first = tfjobs.create(tfjob("first", "300m", 20))
     # Kueue's webhook suspended it in the creation itself: nothing runs before admission.
-    assert first["spec"]["runPolicy"]["suspend"] is True
+    assert (first["spec"].get("runPolicy") or {}).get("suspend") is True, first["spec"]
     wait_for("first admitted: pods of tfmw", lambda: len(tfjobs.pods("first")) == 2, timeout=120)
+    for pod in tfjobs.pods("first"):  # Kueue's pod integration left them alone: no gate
+        assert not pod["spec"].get("schedulingGates"), pod["spec"]["schedulingGates"]
     tfjobs.create(tfjob("second", "300m", 1))
     wait_for("Kueue's Workload of the second", lambda: tfjobs.workload("second"), timeout=60)
     # While the first runs, the second waits suspended, holding nothing.
@@ -190,8 +216,6 @@ def test_kueue_admits_tfjobs_whole_one_at_a_time_and_tfmw_runs_them(tfjobs: TFJo
         assert tfjobs.get("second")["spec"]["runPolicy"]["suspend"] is True
         assert tfjobs.pods("second") == []
         time.sleep(1)
-    for pod in tfjobs.pods("first"):  # Kueue's pod integration left them alone: no gate
-        assert not pod["spec"].get("schedulingGates"), pod["spec"]["schedulingGates"]
     for name in ("first", "second"):
         wait_for(f"{name} Succeeded", lambda n=name: "Succeeded" in tfjobs.true_conditions(n), timeout=240)  # type: ignore[misc]
         workload = tfjobs.workload(name)
@@ -209,3 +233,31 @@ def test_kueue_admits_tfjobs_whole_one_at_a_time_and_tfmw_runs_them(tfjobs: TFJo
         ),
         timeout=60,
     )
+
+
+def test_kueue_preempts_a_running_tfjob_tfmw_stops_it_and_it_runs_again_after(tfjobs: TFJobs) -> None:
+    """Kueue evicts the lower-priority TFJob by suspending it; tfmw deletes its pods and its
+    status says no replica is active (what Kueue waits for before it frees the quota); the
+    higher-priority job runs; then the first is admitted again and tfmw runs it to the end."""
+    tfjobs.create(tfjob("low", "300m", 25))
+    wait_for("low running", lambda: "Running" in tfjobs.true_conditions("low"), timeout=120)
+    flavor = f"tfmw-tfjob-{tfjobs.namespace}"
+    tfjobs.create(tfjob("high", "300m", 3, priority=flavor))
+    wait_for("low suspended by Kueue", lambda: "Suspended" in tfjobs.true_conditions("low"), timeout=60)
+    wait_for("low's pods gone", lambda: tfjobs.pods("low") == [], timeout=60)
+
+    def inactive() -> bool:
+        replicas = (tfjobs.get("low").get("status") or {}).get("replicaStatuses") or {}
+        return not any(r.get("active") for r in replicas.values())
+
+    wait_for("low's status: no replica active", inactive, timeout=30)
+    wait_for("high Succeeded", lambda: "Succeeded" in tfjobs.true_conditions("high"), timeout=120)
+    wait_for(
+        "low Succeeded after its second admission",
+        lambda: "Succeeded" in tfjobs.true_conditions("low"),
+        timeout=180,
+    )
+    conditions = (tfjobs.workload("low") or {})["status"]["conditions"]
+    preempted = [c for c in conditions if c["type"] == "Preempted"]
+    # Once admitted again, Kueue keeps the preemption as "Previously: Preempted to ...".
+    assert preempted and "Preempted to accommodate" in preempted[0]["message"], conditions

@@ -10,7 +10,9 @@ user that may not create pods) goes through.
 
 from __future__ import annotations
 
+import json
 import os
+import uuid
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
@@ -231,33 +233,21 @@ def test_the_operator_with_its_service_account_runs_a_job_under_the_policy(
 
 
 # The TFJob policy (deploy/overlays/tfjob/component): the same rule, and Kueue's TFJob
-# integration let through. Kueue admits a TFJob by updating its spec (runPolicy.suspend
-# false, its pod sets' node selectors) as its own ServiceAccount, whose role may not create
-# pods but may update workloads/status; MultiKueue creates TFJobs on worker clusters so too.
+# integration let through for what it does. Kueue admits a TFJob by setting its spec's
+# runPolicy.suspend false and merging its pod sets' node selectors (tolerations, scheduling
+# gates, labels, annotations), and evicts it by setting it true and restoring them, as its own
+# ServiceAccount, whose role may not create pods but may update workloads/status.
 TFJOB_POLICY = REPO / "deploy" / "overlays" / "tfjob" / "component" / "tfjob-admission-policy.yaml"
 TFJOBS = "tfjobs.kubeflow.org"
 TFJOB_VERBS = [{"apiGroups": ["kubeflow.org"], "resources": ["tfjobs"], "verbs": JOB_VERBS}]
 # Kueue v0.17.0's manager role, as far as it touches these (config/components/rbac/role.yaml).
 KUEUE_LIKE = [
-    {
-        "apiGroups": ["kubeflow.org"],
-        "resources": ["tfjobs"],
-        "verbs": ["get", "list", "watch", "update", "patch"],
-    },
+    {"apiGroups": ["kubeflow.org"], "resources": ["tfjobs"], "verbs": JOB_VERBS},
     {"apiGroups": ["kubeflow.org"], "resources": ["tfjobs/status"], "verbs": ["get", "update", "patch"]},
     {
         "apiGroups": [""],
         "resources": ["pods"],
         "verbs": ["delete", "get", "list", "patch", "update", "watch"],
-    },
-    {"apiGroups": ["kueue.x-k8s.io"], "resources": ["workloads/status"], "verbs": ["get", "update", "patch"]},
-]
-# MultiKueue's worker-cluster role: it creates the TFJob there.
-KUEUE_REMOTE = [
-    {
-        "apiGroups": ["kubeflow.org"],
-        "resources": ["tfjobs"],
-        "verbs": ["create", "delete", "get", "list", "watch"],
     },
     {"apiGroups": ["kueue.x-k8s.io"], "resources": ["workloads/status"], "verbs": ["get", "update", "patch"]},
 ]
@@ -276,13 +266,25 @@ def tfjob(name: str, suspend: bool = True) -> Json:
     }
 
 
+def scheduling(suspend: bool, node_selector: Json | None) -> str:
+    """A merge patch as Kueue's admission (suspend false) or eviction (true) makes it."""
+    return json.dumps(
+        {
+            "spec": {
+                "runPolicy": {"suspend": suspend},
+                "tfReplicaSpecs": {"Worker": {"template": {"spec": {"nodeSelector": node_selector}}}},
+            }
+        }
+    )
+
+
 @pytest.fixture(scope="module")
 def tfjob_tenants(
     kube: ClusterClient, tfjob_crd: None, tmp_path_factory: pytest.TempPathFactory
 ) -> Iterator[dict[str, Tenant]]:
     namespace = kube.new_namespace("vap-tfjob")
     folder = tmp_path_factory.mktemp("tfjob-tenants")
-    accounts = {"tfjobs-only": TFJOB_VERBS, "kueue": KUEUE_LIKE, "kueue-remote": KUEUE_REMOTE}
+    accounts = {"tfjobs-only": TFJOB_VERBS, "kueue": KUEUE_LIKE}
     objects = [obj for account, rules in accounts.items() for obj in role(namespace, account, rules)]
     kubectl("apply", "-f", "-", input=yaml.safe_dump_all(objects))
     made = {name: Tenant(namespace, name, kubeconfig_for(namespace, name, folder)) for name in accounts}
@@ -300,39 +302,104 @@ def tfjob_tenants(
         kube.delete_namespace(namespace)
 
 
+def admin_creates(namespace: str, manifest: Json) -> None:
+    assert kubectl("-n", namespace, "create", "-f", "-", input=yaml.safe_dump(manifest)).returncode == 0
+
+
+def stored_spec(namespace: str, name: str) -> Json:
+    spec: Json = yaml.safe_load(kubectl("-n", namespace, "get", TFJOBS, name, "-o", "yaml").stdout)["spec"]
+    return spec
+
+
 def test_a_tfjob_from_one_who_may_not_create_pods_is_refused_with_the_fix(
     tfjob_tenants: dict[str, Tenant],
 ) -> None:
-    tenant = tfjob_tenants["tfjobs-only"]
-    result = tenant.create(tfjob("refused"))
-    assert result.returncode != 0
-    assert "ValidatingAdmissionPolicy 'tfmw-tfjob-creator-may-create-pods'" in result.stderr, result.stderr
-    assert f"{tenant.username} may not create pods in namespace {tenant.namespace}" in result.stderr
-    assert "Kueue" in result.stderr  # the message says who else passes
+    for account in ("tfjobs-only", "kueue"):  # Kueue creates no TFJob: refused too
+        tenant = tfjob_tenants[account]
+        result = tenant.create(tfjob("refused"))
+        assert result.returncode != 0
+        assert "ValidatingAdmissionPolicy 'tfmw-tfjob-creator-may-create-pods'" in result.stderr, (
+            result.stderr
+        )
+        assert f"{tenant.username} may not create pods in namespace {tenant.namespace}" in result.stderr
+        assert "Kueue may only suspend or admit a job" in result.stderr
 
 
-def test_kueue_admits_a_queued_tfjob_by_unsuspending_it_and_a_tenant_may_not(
+def test_kueue_admits_and_evicts_a_queued_tfjob_and_a_tenant_may_not(
     tfjob_tenants: dict[str, Tenant],
 ) -> None:
-    """What Kueue's TFJob integration does at admission, as a ServiceAccount with Kueue's
-    rights: the TFJob's suspend set false and a node selector put on its pod set. Refused
-    before the policy let workloads/status writers through: the job stayed suspended."""
-    namespace = tfjob_tenants["kueue"].namespace
-    assert (
-        kubectl("-n", namespace, "create", "-f", "-", input=yaml.safe_dump(tfjob("queued"))).returncode == 0
-    )
-    admission = (
-        '{"spec":{"runPolicy":{"suspend":false},"tfReplicaSpecs":{"Worker":{"template":'
-        '{"spec":{"nodeSelector":{"kubernetes.io/os":"linux"}}}}}}}'
-    )
-    refused = tfjob_tenants["tfjobs-only"].kubectl("patch", TFJOBS, "queued", "--type=merge", "-p", admission)
+    """What Kueue's TFJob integration does, as a ServiceAccount with Kueue's rights: admit
+    (suspend false, a node selector set), then evict (suspend true, the selector restored).
+    Before the policy let that through, a queued TFJob stayed suspended for ever."""
+    kueue, tenant = tfjob_tenants["kueue"], tfjob_tenants["tfjobs-only"]
+    admin_creates(kueue.namespace, tfjob("queued"))
+    admission = scheduling(False, {"kubernetes.io/os": "linux"})
+    refused = tenant.kubectl("patch", TFJOBS, "queued", "--type=merge", "-p", admission)
     assert refused.returncode != 0 and "may not create pods" in refused.stderr, refused.stderr
-    admitted = tfjob_tenants["kueue"].kubectl("patch", TFJOBS, "queued", "--type=merge", "-p", admission)
+    admitted = kueue.kubectl("patch", TFJOBS, "queued", "--type=merge", "-p", admission)
     assert admitted.returncode == 0, admitted.stderr
-    stored = kubectl("-n", namespace, "get", TFJOBS, "queued", "-o", "yaml").stdout
-    assert yaml.safe_load(stored)["spec"]["runPolicy"]["suspend"] is False
+    spec = stored_spec(kueue.namespace, "queued")
+    assert spec["runPolicy"]["suspend"] is False
+    assert spec["tfReplicaSpecs"]["Worker"]["template"]["spec"]["nodeSelector"] == {
+        "kubernetes.io/os": "linux"
+    }
+    evicted = kueue.kubectl("patch", TFJOBS, "queued", "--type=merge", "-p", scheduling(True, None))
+    assert evicted.returncode == 0, evicted.stderr
+    assert stored_spec(kueue.namespace, "queued")["runPolicy"]["suspend"] is True
 
 
-def test_multikueue_creates_a_tfjob_on_a_worker_cluster(tfjob_tenants: dict[str, Tenant]) -> None:
-    result = tfjob_tenants["kueue-remote"].create(tfjob("remote"))
-    assert result.returncode == 0, result.stderr
+@pytest.mark.parametrize(
+    "patch",
+    [
+        # what the pods run, while suspended
+        {
+            "spec": {
+                "tfReplicaSpecs": {
+                    "Worker": {
+                        "template": {
+                            "spec": {
+                                "containers": [{"name": "tensorflow", "image": "evil:1", "command": ["sh"]}]
+                            }
+                        }
+                    }
+                }
+            }
+        },
+        {"spec": {"tfReplicaSpecs": {"Worker": {"template": {"spec": {"hostPID": True}}}}}},
+        {"spec": {"tfReplicaSpecs": {"Worker": {"template": {"spec": {"serviceAccountName": "admin"}}}}}},
+        {"spec": {"tfReplicaSpecs": {"Worker": {"replicas": 5}}}},
+        {
+            "spec": {
+                "tfReplicaSpecs": {
+                    "PS": {
+                        "replicas": 1,
+                        "template": {"spec": {"containers": [{"name": "tensorflow", "image": "evil:1"}]}},
+                    }
+                }
+            }
+        },
+        {"spec": {"runPolicy": {"backoffLimit": 100}}},
+        {"metadata": {"labels": {"kueue.x-k8s.io/queue-name": "other"}}},
+        # the scheduling fields of a job running, neither suspended before nor after
+        {"spec": {"tfReplicaSpecs": {"Worker": {"template": {"spec": {"nodeSelector": {"a": "b"}}}}}}},
+    ],
+    ids=[
+        "image",
+        "hostPID",
+        "serviceAccount",
+        "replicas",
+        "a new replica type",
+        "backoffLimit",
+        "queue label",
+        "running",
+    ],
+)
+def test_kueues_right_changes_nothing_but_the_scheduling_of_a_suspended_job(
+    tfjob_tenants: dict[str, Tenant], patch: Json
+) -> None:
+    kueue = tfjob_tenants["kueue"]
+    name = f"held-{uuid.uuid4().hex[:6]}"
+    running = "nodeSelector" in json.dumps(patch)
+    admin_creates(kueue.namespace, tfjob(name, suspend=not running))
+    result = kueue.kubectl("patch", TFJOBS, name, "--type=merge", "-p", json.dumps(patch))
+    assert result.returncode != 0 and "may not create pods" in result.stderr, result.stderr

@@ -451,6 +451,23 @@ def test_suspend_deletes_pods_and_resume_starts_a_fresh_attempt() -> None:
     assert created(resumed) == [(0, 1), (1, 1)]
 
 
+def test_a_suspended_jobs_counts_follow_its_pods_down_to_none() -> None:
+    """Kueue frees a suspended TFJob's quota only once its status counts no active replica
+    (jobframework's IsActive over replicaStatuses): the counts are the pods still there, not
+    the last running ones, or a preempted job would hold its quota for ever."""
+    j = job().launched(phase="Running").obj()
+    running = decide(j, running_pods(j))
+    assert running.status is not None and running.status.workers == WorkerCounts(running=2)
+    j["status"] = running.status.to_json()
+    j["spec"]["runPolicy"] = {"suspend": True}
+    stopping = decide(j, running_pods(j))
+    assert stopping.status is not None and stopping.status.workers == WorkerCounts(running=2)
+    j["status"] = stopping.status.to_json()
+    gone = decide(j, [])
+    assert gone.status is not None and gone.status.phase == "Suspended"
+    assert gone.status.workers == WorkerCounts()
+
+
 def test_job_created_suspended_creates_nothing() -> None:
     decision = decide(job().run_policy(suspend=True).obj())
     assert decision.pods_to_create == ()
