@@ -101,6 +101,16 @@ class Tenant:
         return self.kubectl("patch", JOBS, name, "--type=merge", "-p", patch, *extra)
 
 
+def make_tenants(
+    kube: ClusterClient, prefix: str, accounts: dict[str, list[Json]], folder: Path
+) -> dict[str, Tenant]:
+    """A namespace of their own, and in it one ServiceAccount per entry, allowed exactly its rules."""
+    namespace = kube.new_namespace(prefix)
+    objects = [obj for account, rules in accounts.items() for obj in role(namespace, account, rules)]
+    kubectl("apply", "-f", "-", input=yaml.safe_dump_all(objects))
+    return {name: Tenant(namespace, name, kubeconfig_for(namespace, name, folder)) for name in accounts}
+
+
 def refused(tenant: Tenant) -> bool:
     """Whether the policy refuses the tenant's job (and not some other check)."""
     result = tenant.create(hostile_job("probe"))
@@ -120,12 +130,9 @@ def policy(kube: ClusterClient) -> Iterator[bool]:
 def tenants(
     kube: ClusterClient, policy: bool, tmp_path_factory: pytest.TempPathFactory
 ) -> Iterator[dict[str, Tenant]]:
-    namespace = kube.new_namespace("vap")
-    folder = tmp_path_factory.mktemp("tenants")
     accounts = {"jobs-only": JOBS_ONLY, "jobs-and-pods": JOBS_AND_PODS, "status-only": STATUS_ONLY}
-    objects = [obj for account, rules in accounts.items() for obj in role(namespace, account, rules)]
-    kubectl("apply", "-f", "-", input=yaml.safe_dump_all(objects))
-    made = {name: Tenant(namespace, name, kubeconfig_for(namespace, name, folder)) for name in accounts}
+    made = make_tenants(kube, "vap", accounts, tmp_path_factory.mktemp("tenants"))
+    namespace = made["jobs-only"].namespace
     # RBAC alone would let jobs-only create jobs, and not pods: the policy is all that stands.
     assert made["jobs-only"].kubectl("auth", "can-i", "create", JOBS).stdout.strip() == "yes"
     assert made["jobs-only"].kubectl("auth", "can-i", "create", "pods").stdout.strip() == "no"
@@ -282,12 +289,9 @@ def scheduling(suspend: bool, node_selector: Json | None) -> str:
 def tfjob_tenants(
     kube: ClusterClient, tfjob_crd: None, tmp_path_factory: pytest.TempPathFactory
 ) -> Iterator[dict[str, Tenant]]:
-    namespace = kube.new_namespace("vap-tfjob")
-    folder = tmp_path_factory.mktemp("tfjob-tenants")
     accounts = {"tfjobs-only": TFJOB_VERBS, "kueue": KUEUE_LIKE}
-    objects = [obj for account, rules in accounts.items() for obj in role(namespace, account, rules)]
-    kubectl("apply", "-f", "-", input=yaml.safe_dump_all(objects))
-    made = {name: Tenant(namespace, name, kubeconfig_for(namespace, name, folder)) for name in accounts}
+    made = make_tenants(kube, "vap-tfjob", accounts, tmp_path_factory.mktemp("tfjob-tenants"))
+    namespace = made["kueue"].namespace
     assert made["kueue"].kubectl("auth", "can-i", "create", "pods").stdout.strip() == "no"
 
     def bites() -> bool:
