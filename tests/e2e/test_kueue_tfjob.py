@@ -261,3 +261,24 @@ def test_kueue_preempts_a_running_tfjob_tfmw_stops_it_and_it_runs_again_after(tf
     preempted = [c for c in conditions if c["type"] == "Preempted"]
     # Once admitted again, Kueue keeps the preemption as "Previously: Preempted to ...".
     assert preempted and "Preempted to accommodate" in preempted[0]["message"], conditions
+
+
+def test_a_tfjob_naming_its_queue_in_scheduling_policy_is_admitted_as_one_pod_group(tfjobs: TFJobs) -> None:
+    """`schedulingPolicy.queue` (Volcano's field) without Kueue's label on the TFJob: Kueue's
+    TFJob integration leaves the job alone, tfmw labels its pods for that queue as one pod
+    group, and Kueue's pod integration admits the group whole."""
+    job = tfjob("grouped", "300m", 3)
+    del job["metadata"]["labels"]
+    job["spec"]["runPolicy"] = {"schedulingPolicy": {"queue": QUEUE}}
+    made = tfjobs.create(job)
+    assert not (made["spec"].get("runPolicy") or {}).get("suspend"), made["spec"]
+    wait_for("grouped's pods", lambda: len(tfjobs.pods("grouped")) == 2, timeout=60)
+    groups = {p["metadata"]["labels"].get("kueue.x-k8s.io/pod-group-name") for p in tfjobs.pods("grouped")}
+    assert len(groups) == 1 and None not in groups, groups
+    wait_for("grouped Succeeded", lambda: "Succeeded" in tfjobs.true_conditions("grouped"), timeout=120)
+    assert tfjobs.workload("grouped") is None  # no Workload of the TFJob's own
+    group = tfjobs.kube.custom.get_namespaced_custom_object(
+        "kueue.x-k8s.io", "v1beta2", tfjobs.namespace, "workloads", groups.pop()
+    )
+    admitted = [c for c in group["status"]["conditions"] if c["type"] == "Admitted" and c["status"] == "True"]
+    assert admitted, group["status"]
