@@ -3,7 +3,8 @@
 Kueue's webhooks fail closed. A webhook for a framework that is not enabled (Deployments,
 StatefulSets, Jobs...) would refuse those objects cluster-wide whenever Kueue is down, so
 it is dropped; the pod and TFJob webhooks are kept, for namespaces labelled
-tfmw.dev/kueue=enabled only. Webhooks for Kueue's own resources (queues, workloads, flavors) stay as they are.
+tfmw.dev/kueue=enabled only. Webhooks for Kueue's own resources (queues, workloads,
+flavors) stay as they are.
 """
 
 from __future__ import annotations

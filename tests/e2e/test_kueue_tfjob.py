@@ -19,11 +19,11 @@ import yaml
 from e2e.test_kueue import OPT_IN, free_cpu_millicores
 from kube import REPO, ClusterClient, applied, kubectl, wait_for
 from operator_process import OperatorProcess
+from tfjob import harness
 
 Json = dict[str, Any]
 TFJOB_CRD = REPO / "deploy" / "overlays" / "tfjob" / "component" / "kubeflow.org_tfjobs.yaml"
 TFJOB_POLICY = REPO / "deploy" / "overlays" / "tfjob" / "component" / "tfjob-admission-policy.yaml"
-GROUP, VERSION, PLURAL = "kubeflow.org", "v1", "tfjobs"
 QUEUE = "team"
 RESTRICTED = {"allowPrivilegeEscalation": False, "capabilities": {"drop": ["ALL"]}}
 
@@ -56,7 +56,7 @@ def tfjob(name: str, cpu: str, seconds: int, priority: str | None = None) -> Jso
     if priority is not None:
         labels["kueue.x-k8s.io/priority-class"] = priority
     return {
-        "apiVersion": f"{GROUP}/{VERSION}",
+        "apiVersion": f"{harness.GROUP}/{harness.VERSION}",
         "kind": "TFJob",
         "metadata": {"name": name, "labels": labels},
         "spec": {"tfReplicaSpecs": {"Worker": {"replicas": 2, "template": {"spec": pod}}}},
@@ -102,36 +102,20 @@ def queues(namespace: str, quota_millicores: int) -> list[Json]:
     ]
 
 
-class TFJobs:
-    def __init__(self, kube: ClusterClient, namespace: str) -> None:
-        self.kube, self.namespace = kube, namespace
+class TFJobs(harness.TFJobs):
+    """The harness's TFJobs of one namespace (tests/tfjob), with Kueue's view of them."""
 
-    def create(self, job: Json) -> Json:
-        made: Json = self.kube.custom.create_namespaced_custom_object(
-            GROUP, VERSION, self.namespace, PLURAL, job
-        )
-        return made
-
-    def get(self, name: str) -> Json:
-        found: Json = self.kube.custom.get_namespaced_custom_object(
-            GROUP, VERSION, self.namespace, PLURAL, name
-        )
+    def job(self, name: str) -> Json:
+        found = self.get(name)
+        assert found is not None, f"TFJob {name} is gone"
         return found
 
-    def true_conditions(self, name: str) -> set[str]:
-        conditions = (self.get(name).get("status") or {}).get("conditions") or []
-        return {c["type"] for c in conditions if c.get("status") == "True"}
-
-    def pods(self, name: str) -> list[Json]:
-        selector = f"training.kubeflow.org/job-name={name}"
-        pods: list[Json] = self.kube.sanitize(
-            self.kube.core.list_namespaced_pod(self.namespace, label_selector=selector).items
-        )
-        return pods
+    def conditions(self, name: str) -> set[str]:
+        return harness.true_conditions(self.get(name))
 
     def workload(self, name: str) -> Json | None:
         """Kueue's Workload for the TFJob: the one it controls, by the TFJob's UID."""
-        uid = self.get(name)["metadata"]["uid"]
+        uid = self.job(name)["metadata"]["uid"]
         listed = self.kube.custom.list_namespaced_custom_object(
             "kueue.x-k8s.io", "v1beta2", self.namespace, "workloads"
         )
@@ -212,12 +196,12 @@ def test_kueue_admits_tfjobs_whole_one_at_a_time_and_tfmw_runs_them(tfjobs: TFJo
     wait_for("Kueue's Workload of the second", lambda: tfjobs.workload("second"), timeout=60)
     # While the first runs, the second waits suspended, holding nothing.
     deadline = time.monotonic() + 8
-    while time.monotonic() < deadline and "Succeeded" not in tfjobs.true_conditions("first"):
-        assert tfjobs.get("second")["spec"]["runPolicy"]["suspend"] is True
+    while time.monotonic() < deadline and "Succeeded" not in tfjobs.conditions("first"):
+        assert tfjobs.job("second")["spec"]["runPolicy"]["suspend"] is True
         assert tfjobs.pods("second") == []
         time.sleep(1)
     for name in ("first", "second"):
-        wait_for(f"{name} Succeeded", lambda n=name: "Succeeded" in tfjobs.true_conditions(n), timeout=240)  # type: ignore[misc]
+        wait_for(f"{name} Succeeded", lambda n=name: "Succeeded" in tfjobs.conditions(n), timeout=240)  # type: ignore[misc]
         workload = tfjobs.workload(name)
         assert workload is not None
         admitted = [c for c in workload["status"].get("conditions") or [] if c["type"] == "Admitted"]
@@ -240,21 +224,21 @@ def test_kueue_preempts_a_running_tfjob_tfmw_stops_it_and_it_runs_again_after(tf
     status says no replica is active (what Kueue waits for before it frees the quota); the
     higher-priority job runs; then the first is admitted again and tfmw runs it to the end."""
     tfjobs.create(tfjob("low", "300m", 25))
-    wait_for("low running", lambda: "Running" in tfjobs.true_conditions("low"), timeout=120)
+    wait_for("low running", lambda: "Running" in tfjobs.conditions("low"), timeout=120)
     flavor = f"tfmw-tfjob-{tfjobs.namespace}"
     tfjobs.create(tfjob("high", "300m", 3, priority=flavor))
-    wait_for("low suspended by Kueue", lambda: "Suspended" in tfjobs.true_conditions("low"), timeout=60)
+    wait_for("low suspended by Kueue", lambda: "Suspended" in tfjobs.conditions("low"), timeout=60)
     wait_for("low's pods gone", lambda: tfjobs.pods("low") == [], timeout=60)
 
     def inactive() -> bool:
-        replicas = (tfjobs.get("low").get("status") or {}).get("replicaStatuses") or {}
+        replicas = (tfjobs.job("low").get("status") or {}).get("replicaStatuses") or {}
         return not any(r.get("active") for r in replicas.values())
 
     wait_for("low's status: no replica active", inactive, timeout=30)
-    wait_for("high Succeeded", lambda: "Succeeded" in tfjobs.true_conditions("high"), timeout=120)
+    wait_for("high Succeeded", lambda: "Succeeded" in tfjobs.conditions("high"), timeout=120)
     wait_for(
         "low Succeeded after its second admission",
-        lambda: "Succeeded" in tfjobs.true_conditions("low"),
+        lambda: "Succeeded" in tfjobs.conditions("low"),
         timeout=180,
     )
     conditions = (tfjobs.workload("low") or {})["status"]["conditions"]
@@ -267,7 +251,7 @@ def test_a_tfjob_naming_its_queue_in_scheduling_policy_is_admitted_as_one_pod_gr
     """`schedulingPolicy.queue` (Volcano's field) without Kueue's label on the TFJob: Kueue's
     TFJob integration leaves the job alone, tfmw labels its pods for that queue as one pod
     group, and Kueue's pod integration admits the group whole."""
-    job = tfjob("grouped", "300m", 3)
+    job = tfjob("grouped", "300m", 15)
     del job["metadata"]["labels"]
     job["spec"]["runPolicy"] = {"schedulingPolicy": {"queue": QUEUE}}
     made = tfjobs.create(job)
@@ -275,10 +259,16 @@ def test_a_tfjob_naming_its_queue_in_scheduling_policy_is_admitted_as_one_pod_gr
     wait_for("grouped's pods", lambda: len(tfjobs.pods("grouped")) == 2, timeout=60)
     groups = {p["metadata"]["labels"].get("kueue.x-k8s.io/pod-group-name") for p in tfjobs.pods("grouped")}
     assert len(groups) == 1 and None not in groups, groups
-    wait_for("grouped Succeeded", lambda: "Succeeded" in tfjobs.true_conditions("grouped"), timeout=120)
+    name = groups.pop()
+
+    def group_admitted() -> bool:
+        # Read while the gang runs: once it has ended, tfmw ends its pod group's Workload.
+        found = tfjobs.kube.custom.list_namespaced_custom_object(
+            "kueue.x-k8s.io", "v1beta2", tfjobs.namespace, "workloads", field_selector=f"metadata.name={name}"
+        )["items"]
+        conditions = (found[0].get("status") or {}).get("conditions") or [] if found else []
+        return any(c["type"] == "Admitted" and c["status"] == "True" for c in conditions)
+
+    wait_for("the pod group's Workload admitted", group_admitted, timeout=60)
     assert tfjobs.workload("grouped") is None  # no Workload of the TFJob's own
-    group = tfjobs.kube.custom.get_namespaced_custom_object(
-        "kueue.x-k8s.io", "v1beta2", tfjobs.namespace, "workloads", groups.pop()
-    )
-    admitted = [c for c in group["status"]["conditions"] if c["type"] == "Admitted" and c["status"] == "True"]
-    assert admitted, group["status"]
+    wait_for("grouped Succeeded", lambda: "Succeeded" in tfjobs.conditions("grouped"), timeout=120)
