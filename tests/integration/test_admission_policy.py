@@ -247,6 +247,7 @@ def test_the_operator_with_its_service_account_runs_a_job_under_the_policy(
 TFJOB_POLICY = REPO / "deploy" / "overlays" / "tfjob" / "component" / "tfjob-admission-policy.yaml"
 TFJOBS = "tfjobs.kubeflow.org"
 TFJOB_VERBS = [{"apiGroups": ["kubeflow.org"], "resources": ["tfjobs"], "verbs": JOB_VERBS}]
+TFJOBS_AND_PODS = [*TFJOB_VERBS, {"apiGroups": [""], "resources": ["pods"], "verbs": ["create"]}]
 # Kueue v0.17.0's manager role, as far as it touches these (config/components/rbac/role.yaml).
 KUEUE_LIKE = [
     {"apiGroups": ["kubeflow.org"], "resources": ["tfjobs"], "verbs": JOB_VERBS},
@@ -260,14 +261,17 @@ KUEUE_LIKE = [
 ]
 
 
-def tfjob(name: str, suspend: bool = True) -> Json:
+def tfjob(name: str, suspend: bool = True, managed_by: str | None = None) -> Json:
     container = {"name": "tensorflow", "image": "tfmw-trainer:dev", "command": ["true"]}
+    run_policy: Json = (
+        {"suspend": suspend} if managed_by is None else {"suspend": suspend, "managedBy": managed_by}
+    )
     return {
         "apiVersion": "kubeflow.org/v1",
         "kind": "TFJob",
         "metadata": {"name": name, "labels": {"kueue.x-k8s.io/queue-name": "team"}},
         "spec": {
-            "runPolicy": {"suspend": suspend},
+            "runPolicy": run_policy,
             "tfReplicaSpecs": {"Worker": {"replicas": 1, "template": {"spec": {"containers": [container]}}}},
         },
     }
@@ -289,7 +293,7 @@ def scheduling(suspend: bool, node_selector: Json | None) -> str:
 def tfjob_tenants(
     kube: ClusterClient, tfjob_crd: None, tmp_path_factory: pytest.TempPathFactory
 ) -> Iterator[dict[str, Tenant]]:
-    accounts = {"tfjobs-only": TFJOB_VERBS, "kueue": KUEUE_LIKE}
+    accounts = {"tfjobs-only": TFJOB_VERBS, "kueue": KUEUE_LIKE, "tfjobs-and-pods": TFJOBS_AND_PODS}
     made = make_tenants(kube, "vap-tfjob", accounts, tmp_path_factory.mktemp("tfjob-tenants"))
     namespace = made["kueue"].namespace
     assert made["kueue"].kubectl("auth", "can-i", "create", "pods").stdout.strip() == "no"
@@ -300,8 +304,35 @@ def tfjob_tenants(
             kubectl("-n", namespace, "delete", TFJOBS, "probe")
         return "tfmw-tfjob-creator-may-create-pods" in result.stderr
 
+    def holds() -> bool:
+        result = kubectl(
+            "-n",
+            namespace,
+            "patch",
+            TFJOBS,
+            "probe-sets",
+            "--type=merge",
+            "-p",
+            '{"spec":{"tfReplicaSpecs":{"Worker":{"replicas":2}}}}',
+            check=False,
+        )
+        if result.returncode == 0:
+            kubectl(
+                "-n",
+                namespace,
+                "patch",
+                TFJOBS,
+                "probe-sets",
+                "--type=merge",
+                "-p",
+                '{"spec":{"tfReplicaSpecs":{"Worker":{"replicas":1}}}}',
+            )
+        return "tfmw-tfjob-sets-held-while-not-suspended" in result.stderr
+
     with applied(TFJOB_POLICY):
         wait_for("the TFJob admission policy in force", bites, timeout=30, interval=0.5)
+        admin_creates(namespace, tfjob("probe-sets", suspend=False))
+        wait_for("the TFJob sets policy in force", holds, timeout=30, interval=0.5)
         yield made
         kube.delete_namespace(namespace)
 
@@ -407,3 +438,85 @@ def test_kueues_right_changes_nothing_but_the_scheduling_of_a_suspended_job(
     admin_creates(kueue.namespace, tfjob(name, suspend=not running))
     result = kueue.kubectl("patch", TFJOBS, name, "--type=merge", "-p", json.dumps(patch))
     assert result.returncode != 0 and "may not create pods" in result.stderr, result.stderr
+
+
+# The second TFJob policy: a TFJob tfmw serves keeps its replica sets while it is not
+# suspended, whoever changes it (here one who may create pods, so the first policy passes).
+SETS_HELD = "ValidatingAdmissionPolicy 'tfmw-tfjob-sets-held-while-not-suspended'"
+NEW_WORKER = {"spec": {"tfReplicaSpecs": {"Worker": {"replicas": 2}}}}
+NEW_IMAGE = {
+    "spec": {
+        "tfReplicaSpecs": {
+            "Worker": {"template": {"spec": {"containers": [{"name": "tensorflow", "image": "other:2"}]}}}
+        }
+    }
+}
+NEW_PS = {
+    "spec": {
+        "tfReplicaSpecs": {
+            "PS": {
+                "replicas": 1,
+                "template": {"spec": {"containers": [{"name": "tensorflow", "image": "x:1"}]}},
+            }
+        }
+    }
+}
+
+
+@pytest.mark.parametrize(
+    ("patch", "named"),
+    [
+        (NEW_WORKER, "spec.tfReplicaSpecs.Worker of TFJob"),
+        (NEW_IMAGE, "spec.tfReplicaSpecs.Worker of TFJob"),
+        (NEW_PS, "spec.tfReplicaSpecs.PS of TFJob"),
+        ({"spec": {"successPolicy": "AllWorkers"}}, "spec.successPolicy of TFJob"),
+        ({"spec": {"enableDynamicWorker": True}}, "spec.enableDynamicWorker of TFJob"),
+    ],
+    ids=["replicas", "image", "a new replica type", "successPolicy", "enableDynamicWorker"],
+)
+def test_a_tfjob_not_suspended_keeps_its_replica_sets_with_the_field_and_the_fix(
+    tfjob_tenants: dict[str, Tenant], patch: Json, named: str
+) -> None:
+    owner = tfjob_tenants["tfjobs-and-pods"]
+    name = f"held-{uuid.uuid4().hex[:6]}"
+    admin_creates(owner.namespace, tfjob(name, suspend=False))
+    before = stored_spec(owner.namespace, name)
+    result = owner.kubectl("patch", TFJOBS, name, "--type=merge", "-p", json.dumps(patch))
+    assert result.returncode != 0
+    assert SETS_HELD in result.stderr, result.stderr
+    assert f"{named} {name} cannot change while it is not suspended" in result.stderr, result.stderr
+    assert "Fix: set spec.runPolicy.suspend to true" in result.stderr
+    assert stored_spec(owner.namespace, name) == before
+
+
+def test_a_tfjob_not_suspended_may_change_its_run_policy_and_labels_and_a_suspended_one_its_sets(
+    tfjob_tenants: dict[str, Tenant],
+) -> None:
+    owner = tfjob_tenants["tfjobs-and-pods"]
+    name = f"free-{uuid.uuid4().hex[:6]}"
+    admin_creates(owner.namespace, tfjob(name, suspend=False))
+
+    def patched(patch: Json) -> None:
+        result = owner.kubectl("patch", TFJOBS, name, "--type=merge", "-p", json.dumps(patch))
+        assert result.returncode == 0, (patch, result.stderr)
+
+    patched({"spec": {"runPolicy": {"backoffLimit": 7, "activeDeadlineSeconds": 600}}})
+    patched({"metadata": {"labels": {"team": "vision"}, "annotations": {"note": "longer"}}})
+    # Suspending and resizing in one change: the pods go, and the next attempt has 2 workers.
+    patched({"spec": {"runPolicy": {"suspend": True}, "tfReplicaSpecs": {"Worker": {"replicas": 2}}}})
+    patched(NEW_IMAGE)  # while suspended
+    patched({"spec": {"runPolicy": {"suspend": False}}})
+    spec = stored_spec(owner.namespace, name)
+    assert spec["tfReplicaSpecs"]["Worker"]["replicas"] == 2
+    assert spec["tfReplicaSpecs"]["Worker"]["template"]["spec"]["containers"][0]["image"] == "other:2"
+    assert spec["runPolicy"] == {"suspend": False, "backoffLimit": 7, "activeDeadlineSeconds": 600}
+
+
+def test_a_tfjob_another_controller_serves_is_left_to_it(tfjob_tenants: dict[str, Tenant]) -> None:
+    """managedBy naming Kubeflow's controller: its rules, not tfmw's (docs/tfjob.md)."""
+    owner = tfjob_tenants["tfjobs-and-pods"]
+    name = f"theirs-{uuid.uuid4().hex[:6]}"
+    admin_creates(owner.namespace, tfjob(name, suspend=False, managed_by="kubeflow.org/training-operator"))
+    result = owner.kubectl("patch", TFJOBS, name, "--type=merge", "-p", json.dumps(NEW_WORKER))
+    assert result.returncode == 0, result.stderr
+    assert stored_spec(owner.namespace, name)["tfReplicaSpecs"]["Worker"]["replicas"] == 2

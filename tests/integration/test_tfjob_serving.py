@@ -10,6 +10,7 @@ operator process of its own in `--tfjobs=all`:
 
 from __future__ import annotations
 
+import json
 from collections.abc import Callable
 
 from kube import ClusterClient, Json, SimulatedKubelet, wait_for
@@ -101,3 +102,67 @@ def test_only_kubeflow_s_own_namespace_says_its_controller_runs(
     finally:
         kube.delete_namespace(tenant)
         kube.delete_namespace(kubeflow)
+
+
+def tf_config_workers(kube: ClusterClient, namespace: str, pod: str) -> int:
+    spec = kube.core.read_namespaced_pod(pod, namespace).spec
+    (value,) = [e.value for c in spec.containers for e in c.env or [] if e.name == "TF_CONFIG"]
+    return len(json.loads(value)["cluster"]["worker"])
+
+
+def test_a_tfjob_resized_while_suspended_resumes_at_its_new_size_with_no_restart_counted(
+    kube: ClusterClient,
+    kubelet: SimulatedKubelet,
+    tfjob_crd: None,
+    operator_process: Callable[..., OperatorProcess],
+) -> None:
+    """The way to resize a TFJob tfmw serves (the admission policy holds its replica sets while
+    it is not suspended, tests/integration/test_admission_policy.py): suspend it, change it,
+    resume it. The next attempt is made from the new spec, whole, and is not a failure."""
+    namespace = kube.new_namespace("it-tfjob-resize")
+    try:
+        operator_process(namespace, args=("--tfjobs", "all")).wait_started()
+        kube.custom.create_namespaced_custom_object(
+            tfjob.GROUP, tfjob.VERSION, namespace, tfjob.PLURAL, simulated_tfjob("resized", workers=2)
+        )
+        first = wait_for(
+            "two pods", lambda: sorted(tfjob_pods(kube, namespace, "resized")) or None, timeout=30
+        )
+        assert len(first) == 2
+        for pod in first:
+            kubelet.run(namespace, pod)
+        wait_for("Running", lambda: "Running" in tfjob_conditions(kube, namespace, "resized"), timeout=30)
+
+        def patch(body: Json) -> None:
+            kube.custom.patch_namespaced_custom_object(
+                tfjob.GROUP, tfjob.VERSION, namespace, tfjob.PLURAL, "resized", body
+            )
+
+        patch({"spec": {"runPolicy": {"suspend": True}, "tfReplicaSpecs": {"Worker": {"replicas": 3}}}})
+        wait_for("Suspended", lambda: "Suspended" in tfjob_conditions(kube, namespace, "resized"), timeout=30)
+        wait_for("the pods gone", lambda: tfjob_pods(kube, namespace, "resized") == [], timeout=30)
+        patch({"spec": {"runPolicy": {"suspend": False}}})
+
+        def three() -> list[str] | None:
+            pods = tfjob_pods(kube, namespace, "resized")
+            return pods if len(pods) == 3 else None
+
+        pods = wait_for("three pods", three, timeout=30)
+        assert {tf_config_workers(kube, namespace, pod) for pod in pods} == {3}
+        for pod in pods:
+            kubelet.run(namespace, pod)
+        wait_for(
+            "Running again", lambda: "Running" in tfjob_conditions(kube, namespace, "resized"), timeout=30
+        )
+        selector = "involvedObject.name=resized"
+        reasons = {
+            e.reason for e in kube.core.list_namespaced_event(namespace, field_selector=selector).items
+        }
+        assert {"Suspended", "Resumed"} <= reasons
+        assert not reasons & {"GangRestart", "BackoffLimitExceeded", "PodLost"}, reasons
+        job = kube.custom.get_namespaced_custom_object(
+            tfjob.GROUP, tfjob.VERSION, namespace, tfjob.PLURAL, "resized"
+        )
+        assert job["status"]["replicaStatuses"]["Worker"].get("active") == 3
+    finally:
+        kube.delete_namespace(namespace)

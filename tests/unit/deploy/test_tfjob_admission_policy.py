@@ -74,3 +74,45 @@ def test_the_chart_installs_the_same_policy() -> None:
         return text[text.index("apiVersion:") : text.index("  validationActions:")]
 
     assert policy_text(CHART) == policy_text(POLICY)
+
+
+def sets_policy(path: Path) -> str:
+    """The second policy and its binding, from its `apiVersion:` on."""
+    text = path.read_text()
+    start = text.index("apiVersion:", text.index("tfmw-tfjob-sets-held-while-not-suspended") - 200)
+    return text[start:]
+
+
+def test_every_field_of_a_not_suspended_job_but_its_run_policy_is_held() -> None:
+    policy = [d for d in yaml.safe_load_all(POLICY.read_text()) if d["kind"] == "ValidatingAdmissionPolicy"][
+        1
+    ]
+    assert policy["metadata"]["name"] == "tfmw-tfjob-sets-held-while-not-suspended"
+    variables = {v["name"]: v["expression"] for v in policy["spec"]["variables"]}
+    named = variables["changedFields"]
+    for field in set(crd_spec()["properties"]) - {"runPolicy", "tfReplicaSpecs"}:
+        assert f"object.spec.?{field} == oldObject.spec.?{field}" in named, field
+        assert f"'spec.{field}'" in named, field
+    # Each set whole, and one that is gone.
+    sets = " ".join(variables["changedSets"].split())
+    assert "object.spec.tfReplicaSpecs[r] != oldObject.spec.tfReplicaSpecs[r]" in sets
+    assert "oldObject.spec.?tfReplicaSpecs.orValue({}).filter(r, !(r in object.spec" in sets
+    conditions = {c["name"]: c["expression"] for c in policy["spec"]["matchConditions"]}
+    assert "!oldObject.spec.?runPolicy.?suspend.orValue(false)" in conditions["not-suspended-before-or-after"]
+    assert "!object.spec.?runPolicy.?suspend.orValue(false)" in conditions["not-suspended-before-or-after"]
+    assert policy["spec"]["matchConstraints"]["resourceRules"][0]["operations"] == ["UPDATE"]
+
+
+def test_the_chart_installs_the_same_sets_policy_and_in_managed_by_mode_only_for_tfmws_jobs() -> None:
+    overlay = sets_policy(POLICY).replace(
+        "  validationActions: [Deny]",
+        "  validationActions: {{ toJson .Values.admissionPolicy.validationActions }}",
+    )
+    chart = sets_policy(CHART).removesuffix("{{- end }}\n")
+    served = "        oldObject.spec.?runPolicy.?managedBy.orValue('') in ['', 'tfmw.dev/tfjob-controller']\n"
+    templated = (
+        '        {{- if eq .Values.tfjob.serve "managedBy" }}\n'
+        "        oldObject.spec.?runPolicy.?managedBy.orValue('') == 'tfmw.dev/tfjob-controller'\n"
+        "        {{- else }}\n" + served + "        {{- end }}\n"
+    )
+    assert chart == overlay.replace(served, templated)
