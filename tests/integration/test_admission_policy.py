@@ -305,29 +305,21 @@ def tfjob_tenants(
         return "tfmw-tfjob-creator-may-create-pods" in result.stderr
 
     def holds() -> bool:
+        # A server-side dry run passes admission and stores nothing.
+        resize = '{"spec":{"tfReplicaSpecs":{"Worker":{"replicas":2}}}}'
         result = kubectl(
             "-n",
             namespace,
             "patch",
             TFJOBS,
             "probe-sets",
+            "--dry-run=server",
             "--type=merge",
             "-p",
-            '{"spec":{"tfReplicaSpecs":{"Worker":{"replicas":2}}}}',
+            resize,
             check=False,
         )
-        if result.returncode == 0:
-            kubectl(
-                "-n",
-                namespace,
-                "patch",
-                TFJOBS,
-                "probe-sets",
-                "--type=merge",
-                "-p",
-                '{"spec":{"tfReplicaSpecs":{"Worker":{"replicas":1}}}}',
-            )
-        return "tfmw-tfjob-sets-held-while-not-suspended" in result.stderr
+        return "tfmw-tfjob-spec-held" in result.stderr
 
     with applied(TFJOB_POLICY):
         wait_for("the TFJob admission policy in force", bites, timeout=30, interval=0.5)
@@ -442,7 +434,7 @@ def test_kueues_right_changes_nothing_but_the_scheduling_of_a_suspended_job(
 
 # The second TFJob policy: a TFJob tfmw serves keeps its replica sets while it is not
 # suspended, whoever changes it (here one who may create pods, so the first policy passes).
-SETS_HELD = "ValidatingAdmissionPolicy 'tfmw-tfjob-sets-held-while-not-suspended'"
+SPEC_HELD = "ValidatingAdmissionPolicy 'tfmw-tfjob-spec-held'"
 NEW_WORKER = {"spec": {"tfReplicaSpecs": {"Worker": {"replicas": 2}}}}
 NEW_IMAGE = {
     "spec": {
@@ -483,7 +475,7 @@ def test_a_tfjob_not_suspended_keeps_its_replica_sets_with_the_field_and_the_fix
     before = stored_spec(owner.namespace, name)
     result = owner.kubectl("patch", TFJOBS, name, "--type=merge", "-p", json.dumps(patch))
     assert result.returncode != 0
-    assert SETS_HELD in result.stderr, result.stderr
+    assert SPEC_HELD in result.stderr, result.stderr
     assert f"{named} {name} cannot change while it is not suspended" in result.stderr, result.stderr
     assert "Fix: set spec.runPolicy.suspend to true" in result.stderr
     assert stored_spec(owner.namespace, name) == before
@@ -513,10 +505,35 @@ def test_a_tfjob_not_suspended_may_change_its_run_policy_and_labels_and_a_suspen
 
 
 def test_a_tfjob_another_controller_serves_is_left_to_it(tfjob_tenants: dict[str, Tenant]) -> None:
-    """managedBy naming Kubeflow's controller: its rules, not tfmw's (docs/tfjob.md)."""
+    """managedBy naming a controller other than tfmw and Kubeflow's (whose jobs tfmw serves
+    in `all` mode): its rules, not tfmw's (docs/tfjob.md)."""
     owner = tfjob_tenants["tfjobs-and-pods"]
     name = f"theirs-{uuid.uuid4().hex[:6]}"
-    admin_creates(owner.namespace, tfjob(name, suspend=False, managed_by="kubeflow.org/training-operator"))
+    admin_creates(owner.namespace, tfjob(name, suspend=False, managed_by="example.com/other"))
     result = owner.kubectl("patch", TFJOBS, name, "--type=merge", "-p", json.dumps(NEW_WORKER))
     assert result.returncode == 0, result.stderr
     assert stored_spec(owner.namespace, name)["tfReplicaSpecs"]["Worker"]["replicas"] == 2
+
+
+@pytest.mark.parametrize(
+    ("before", "after", "suspend"),
+    [
+        (None, "example.com/other", False),  # handed away, to change its sets unheld after
+        (None, "example.com/other", True),  # even while suspended (Kubeflow's webhook's rule)
+        ("kubeflow.org/training-operator", None, False),
+        ("example.com/other", "tfmw.dev/tfjob-controller", False),  # taken back, after
+    ],
+    ids=["unset to another", "suspended", "Kubeflow's to unset", "another to tfmw"],
+)
+def test_the_controller_a_tfjob_names_cannot_change(
+    tfjob_tenants: dict[str, Tenant], before: str | None, after: str | None, suspend: bool
+) -> None:
+    owner = tfjob_tenants["tfjobs-and-pods"]
+    name = f"handed-{uuid.uuid4().hex[:6]}"
+    admin_creates(owner.namespace, tfjob(name, suspend=suspend, managed_by=before))
+    patch = {"spec": {"runPolicy": {"managedBy": after}}}
+    result = owner.kubectl("patch", TFJOBS, name, "--type=merge", "-p", json.dumps(patch))
+    assert result.returncode != 0
+    assert SPEC_HELD in result.stderr, result.stderr
+    assert f"spec.runPolicy.managedBy of TFJob {name} is immutable" in result.stderr
+    assert stored_spec(owner.namespace, name)["runPolicy"].get("managedBy") == before

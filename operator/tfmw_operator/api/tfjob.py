@@ -13,6 +13,7 @@ field, is in docs/tfjob.md. Pure.
 from __future__ import annotations
 
 import dataclasses
+import hashlib
 import json
 import re
 from dataclasses import dataclass
@@ -455,7 +456,23 @@ def parse_tfjob(tfjob: Json, folder_check_image: str = "") -> JobSpec:
         tf_config=conversion.distributed,
         restart_containers=conversion.restart_containers,
         conversion_notes=tuple(f"{note.field}: {note.said}" for note in conversion.notes),
+        sets_fingerprint=sets_fingerprint(tfjob),
     )
+
+
+# The spec fields a TFJob's pods are made from: held while it runs (the admission policy
+# tfmw-tfjob-spec-held), and made again from when they change anyway (policies/spec_change.py).
+SETS_FIELDS: Final = ("tfReplicaSpecs", "successPolicy", "enableDynamicWorker")
+
+
+def sets_fingerprint(tfjob: Json) -> str:
+    """A hash of the TFJob's SETS_FIELDS as stored: the same spec gives the same one, whatever
+    the operator's version (the conversion is not hashed: an upgrade that converts otherwise
+    must not make every running job's pods again)."""
+    spec = tfjob.get("spec")
+    sets = {f: spec.get(f) for f in SETS_FIELDS} if isinstance(spec, dict) else {}
+    encoded = json.dumps(sets, sort_keys=True, separators=(",", ":"), default=str)
+    return hashlib.sha256(encoded.encode()).hexdigest()[:32]
 
 
 def recorded_status(tfjob: Json) -> JobStatus:

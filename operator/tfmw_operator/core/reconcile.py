@@ -95,6 +95,7 @@ from tfmw_operator.core.policies.placement import UNPLACEABLE, Readmit, Shrink, 
 from tfmw_operator.core.policies.progress_deadline import PROGRESS_STALLED, judge_progress
 from tfmw_operator.core.policies.queue import judge_queue, workloads_of, workloads_over
 from tfmw_operator.core.policies.restart_backoff import judge_restart_backoff
+from tfmw_operator.core.policies.spec_change import judge_spec_change
 from tfmw_operator.core.policies.stacks import AskStacks, AwaitStacks, StacksTaken, judge_stacks
 from tfmw_operator.core.policies.straggler import describe, judge_stragglers, straggler_message
 from tfmw_operator.core.policies.time_limits import active_deadline, judge_pending
@@ -281,6 +282,11 @@ def _decide(step: _Step, job: JobSpec) -> None:
         return
     if isinstance(deadline, WakeAt):
         step.wake_at(deadline.at)
+
+    changed = judge_spec_change(job, step.status)
+    if changed is not None:
+        _restart(step, job, changed, current)
+        return
 
     if stale:
         _find_root_cause(step, job, stale)
@@ -684,6 +690,7 @@ def _launch(step: _Step, job: JobSpec, current: Sequence[ObservedPod], leftover_
         workers=evolve(workers, pending=workers.pending + new_workers),
         replicas=_replica_counts(job, current, step.status.replicas, pending=len(missing)),
         launched_attempt=attempt,
+        launched_sets=job.sets_fingerprint,
         # A queued job's clock starts when Kueue admits it (see _queued).
         start_time=step.status.start_time or (None if job.queue_name else step.now),
         phase=Phase.PENDING if phase in (None, Phase.SUSPENDED) else phase,
@@ -1077,7 +1084,7 @@ def _restart(step: _Step, job: JobSpec, verdict: Restart, current: Sequence[Obse
     step.condition(ConditionType.RESTARTING, True, reason, message)
     step.condition(ConditionType.RUNNING, False, reason, message)
     grace = _restart_grace(job) if verdict.survivors_can_save else 0
-    if in_place(job) and not verdict.kueue and not resized:
+    if in_place(job) and not verdict.kueue and not verdict.remake and not resized:
         # The control file raises the attempt (WriteControl, _finish): every supervisor stops its
         # command and waits; only the pods that are gone are deleted, and made again. The pods
         # keep their Kueue group, and so their admission. A pod on a node kept out now

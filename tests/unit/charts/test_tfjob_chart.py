@@ -140,9 +140,21 @@ def test_the_admission_policy_for_tfjobs_follows_the_charts_switch() -> None:
     off = helm_template("--set", "tfjob.enabled=true", "--set", "admissionPolicy.enabled=false")
     assert [d for d in tfjob_objects(off) if d["apiVersion"].startswith("admissionregistration")] == []
     on = helm_template("--set", "tfjob.enabled=true")
-    (policy,) = [d for d in tfjob_objects(on) if d["kind"] == "ValidatingAdmissionPolicy"]
-    (rule,) = policy["spec"]["matchConstraints"]["resourceRules"]
-    assert (rule["apiGroups"], rule["resources"]) == (["kubeflow.org"], ["tfjobs"])
+    policies = {
+        d["metadata"]["name"]: d for d in tfjob_objects(on) if d["kind"] == "ValidatingAdmissionPolicy"
+    }
+    assert set(policies) == {"tfmw-tfjob-creator-may-create-pods", "tfmw-tfjob-spec-held"}
+    for policy in policies.values():
+        (rule,) = policy["spec"]["matchConstraints"]["resourceRules"]
+        assert (rule["apiGroups"], rule["resources"]) == (["kubeflow.org"], ["tfjobs"])
+    bindings = {d["spec"]["policyName"] for d in tfjob_objects(on) if d["kind"].endswith("PolicyBinding")}
+    assert bindings == set(policies)
+    # A TFJob tfmw does not serve is not held by tfmw's rules.
+    off_serving = helm_template("--set", "tfjob.enabled=true", "--set", "tfjob.serve=off")
+    names = {
+        d["metadata"]["name"] for d in tfjob_objects(off_serving) if d["kind"] == "ValidatingAdmissionPolicy"
+    }
+    assert names == {"tfmw-tfjob-creator-may-create-pods"}
 
 
 def test_helm_lint_is_clean_with_tfjob_enabled() -> None:

@@ -76,18 +76,18 @@ def test_the_chart_installs_the_same_policy() -> None:
     assert policy_text(CHART) == policy_text(POLICY)
 
 
-def sets_policy(path: Path) -> str:
+def spec_held_policy(path: Path) -> str:
     """The second policy and its binding, from its `apiVersion:` on."""
     text = path.read_text()
-    start = text.index("apiVersion:", text.index("tfmw-tfjob-sets-held-while-not-suspended") - 200)
+    start = text.index("apiVersion:", text.index("name: tfmw-tfjob-spec-held") - 200)
     return text[start:]
 
 
-def test_every_field_of_a_not_suspended_job_but_its_run_policy_is_held() -> None:
+def test_every_field_of_a_not_suspended_job_but_its_run_policy_is_held_and_managed_by_always() -> None:
     policy = [d for d in yaml.safe_load_all(POLICY.read_text()) if d["kind"] == "ValidatingAdmissionPolicy"][
         1
     ]
-    assert policy["metadata"]["name"] == "tfmw-tfjob-sets-held-while-not-suspended"
+    assert policy["metadata"]["name"] == "tfmw-tfjob-spec-held"
     variables = {v["name"]: v["expression"] for v in policy["spec"]["variables"]}
     named = variables["changedFields"]
     for field in set(crd_spec()["properties"]) - {"runPolicy", "tfReplicaSpecs"}:
@@ -97,22 +97,28 @@ def test_every_field_of_a_not_suspended_job_but_its_run_policy_is_held() -> None
     sets = " ".join(variables["changedSets"].split())
     assert "object.spec.tfReplicaSpecs[r] != oldObject.spec.tfReplicaSpecs[r]" in sets
     assert "oldObject.spec.?tfReplicaSpecs.orValue({}).filter(r, !(r in object.spec" in sets
-    conditions = {c["name"]: c["expression"] for c in policy["spec"]["matchConditions"]}
-    assert "!oldObject.spec.?runPolicy.?suspend.orValue(false)" in conditions["not-suspended-before-or-after"]
-    assert "!object.spec.?runPolicy.?suspend.orValue(false)" in conditions["not-suspended-before-or-after"]
+    assert variables["suspended"] == (
+        "oldObject.spec.?runPolicy.?suspend.orValue(false) || object.spec.?runPolicy.?suspend.orValue(false)"
+    )
+    managed_by, held_sets = (v["expression"] for v in policy["spec"]["validations"])
+    assert managed_by == "object.spec.?runPolicy.?managedBy == oldObject.spec.?runPolicy.?managedBy"
+    assert held_sets == "variables.suspended || variables.changedFields.size() == 0"
+    (served,) = policy["spec"]["matchConditions"]
+    assert served["expression"].startswith("[oldObject, object].exists(")  # before or after
     assert policy["spec"]["matchConstraints"]["resourceRules"][0]["operations"] == ["UPDATE"]
 
 
-def test_the_chart_installs_the_same_sets_policy_and_in_managed_by_mode_only_for_tfmws_jobs() -> None:
-    overlay = sets_policy(POLICY).replace(
+def test_the_chart_installs_the_same_spec_policy_and_in_managed_by_mode_only_for_tfmws_jobs() -> None:
+    overlay = spec_held_policy(POLICY).replace(
         "  validationActions: [Deny]",
         "  validationActions: {{ toJson .Values.admissionPolicy.validationActions }}",
     )
-    chart = sets_policy(CHART).removesuffix("{{- end }}\n")
-    served = "        oldObject.spec.?runPolicy.?managedBy.orValue('') in ['', 'tfmw.dev/tfjob-controller']\n"
+    chart = spec_held_policy(CHART).removesuffix("{{- end }}\n{{- end }}\n")
+    served = "        in ['', 'tfmw.dev/tfjob-controller', 'kubeflow.org/training-operator'])\n"
     templated = (
         '        {{- if eq .Values.tfjob.serve "managedBy" }}\n'
-        "        oldObject.spec.?runPolicy.?managedBy.orValue('') == 'tfmw.dev/tfjob-controller'\n"
+        "        in ['tfmw.dev/tfjob-controller'])\n"
         "        {{- else }}\n" + served + "        {{- end }}\n"
     )
     assert chart == overlay.replace(served, templated)
+    assert '{{- if ne .Values.tfjob.serve "off" }}' in CHART.read_text()

@@ -59,6 +59,9 @@ class Restart:
     replace: tuple[Member, ...] = ()
     node_fault: bool = False  # a failure rule blamed the failed pod's node
     rule: str = ""  # the job's own failure rule that decided, if one did
+    # Every pod made again, none restarted in place: the spec they were made from changed
+    # (policies/spec_change.py).
+    remake: bool = False
 
 
 @dataclass(frozen=True)
