@@ -21,6 +21,9 @@ LABEL_REPLICA_TYPE: Final = "tfmw.dev/replica-type"
 LABEL_QUEUE_NAME: Final = "kueue.x-k8s.io/queue-name"
 LABEL_POD_GROUP: Final = "kueue.x-k8s.io/pod-group-name"
 ANNOTATION_POD_GROUP_COUNT: Final = "kueue.x-k8s.io/pod-group-total-count"
+# A TFJob's pods: the job's generation and the fingerprint of its replica sets they were made
+# from, "<generation>:<fingerprint>" (core/policies/spec_change.py).
+ANNOTATION_SETS_VERSION: Final = "tfmw.dev/sets-version"
 KUEUE_ADMISSION_GATE: Final = "kueue.x-k8s.io/admission"
 
 # The trainer: the container of this name, else a pod's first container.

@@ -214,10 +214,11 @@ class JobSpec:
     full_workers: int | None = None
     # Nodes the pods built now must avoid (runPolicy.nodeExclusion, from the status).
     avoid_nodes: tuple[str, ...] = ()
-    # A TFJob's: what its replica sets hash to (api/tfjob.py sets_fingerprint); a change under a
-    # running attempt makes its pods again (policies/spec_change.py). None: a TFMultiWorkerJob,
-    # whose CRD holds its sets.
-    sets_fingerprint: str | None = None
+    # A TFJob's: its generation and what its replica sets hash to, "<generation>:<fingerprint>"
+    # (api/tfjob.py sets_version), on each pod it makes; a change under a running attempt makes
+    # its pods again (core/policies/spec_change.py). None: a TFMultiWorkerJob, whose CRD holds
+    # its sets.
+    sets_version: str | None = None
 
     @property
     def requested_workers(self) -> int:

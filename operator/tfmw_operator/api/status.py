@@ -340,9 +340,6 @@ class JobStatus(Record):
     attempt: int = field(default=0, metadata=wire("attempt", INT))
     # The attempt whose pods were all created.
     launched_attempt: int | None = field(default=None, metadata=wire("launchedAttempt", INT))
-    # A TFJob's: the fingerprint of the replica sets that attempt was launched from
-    # (JobSpec.sets_fingerprint; policies/spec_change.py).
-    launched_sets: str | None = field(default=None, metadata=wire("launchedSets", STR))
     restarts: int = field(default=0, metadata=wire("restarts", INT))
     # Gang restarts because Kueue took the quota back: not against backoffLimit.
     evictions: int = field(default=0, metadata=wire("evictions", INT, omit_empty=True))

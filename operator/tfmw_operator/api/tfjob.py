@@ -456,7 +456,7 @@ def parse_tfjob(tfjob: Json, folder_check_image: str = "") -> JobSpec:
         tf_config=conversion.distributed,
         restart_containers=conversion.restart_containers,
         conversion_notes=tuple(f"{note.field}: {note.said}" for note in conversion.notes),
-        sets_fingerprint=sets_fingerprint(tfjob),
+        sets_version=sets_version(tfjob),
     )
 
 
@@ -468,11 +468,20 @@ SETS_FIELDS: Final = ("tfReplicaSpecs", "successPolicy", "enableDynamicWorker")
 def sets_fingerprint(tfjob: Json) -> str:
     """A hash of the TFJob's SETS_FIELDS as stored: the same spec gives the same one, whatever
     the operator's version (the conversion is not hashed: an upgrade that converts otherwise
-    must not make every running job's pods again)."""
+    must not make every running job's pods again). An empty field is an absent one."""
     spec = tfjob.get("spec")
-    sets = {f: spec.get(f) for f in SETS_FIELDS} if isinstance(spec, dict) else {}
+    spec = spec if isinstance(spec, dict) else {}
+    sets = {f: spec[f] for f in SETS_FIELDS if spec.get(f) not in (None, "", False, {})}
     encoded = json.dumps(sets, sort_keys=True, separators=(",", ":"), default=str)
     return hashlib.sha256(encoded.encode()).hexdigest()[:32]
+
+
+def sets_version(tfjob: Json) -> str:
+    """`<metadata.generation>:<sets_fingerprint>`: the generation tells a change a user wrote
+    from one the API server makes on read (a default a newer CRD adds), which moves no
+    generation and must not make running pods again."""
+    generation = (tfjob.get("metadata") or {}).get("generation")
+    return f"{generation if isinstance(generation, int) else 0}:{sets_fingerprint(tfjob)}"
 
 
 def recorded_status(tfjob: Json) -> JobStatus:

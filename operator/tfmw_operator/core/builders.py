@@ -9,6 +9,7 @@ from datetime import datetime
 from tfmw_operator import contract
 from tfmw_operator.api.names import (
     ANNOTATION_POD_GROUP_COUNT,
+    ANNOTATION_SETS_VERSION,
     API_VERSION,
     FOLDER_CHECK_CONTAINER,
     KIND,
@@ -365,6 +366,8 @@ def build_pod(
 
     labels = {**(metadata.get("labels") or {}), **pod_labels(job, member, attempt)}
     annotations = dict(metadata.get("annotations") or {})
+    if job.sets_version is not None:
+        annotations[ANNOTATION_SETS_VERSION] = job.sets_version
     if job.queue_name:
         # Kueue admits the whole group or none of it: no partial gang holds the nodes.
         group = pod_group or pod_group_name(job, attempt)

@@ -8,6 +8,7 @@ from dataclasses import dataclass
 from datetime import datetime
 
 from tfmw_operator.api.names import (
+    ANNOTATION_SETS_VERSION,
     FOLDER_CHECK_CONTAINER,
     KUEUE_ADMISSION_GATE,
     LABEL_ATTEMPT,
@@ -114,6 +115,9 @@ class ObservedPod:
     # Its hostname (immutable in the pod's spec), its first label in the job's DNS: the
     # pod's own name, or the attempt's it was made in (builders.member_host).
     hostname: str = ""
+    # A TFJob's pod: the job's generation and sets it was made from (JobSpec.sets_version),
+    # as its annotation says ("" when it has none).
+    sets_version: str = ""
 
     @property
     def member(self) -> Member:
@@ -372,6 +376,7 @@ def observe_pod(pod: Json) -> ObservedPod | None:
         replica_type=replica_type,
         attempt=attempt,
         pod_group=str(labels[LABEL_POD_GROUP]) if labels.get(LABEL_POD_GROUP) else None,
+        sets_version=str((meta.get("annotations") or {}).get(ANNOTATION_SETS_VERSION) or "")[:128],
         phase=phase,
         uid=meta.get("uid", ""),
         deleting=bool(meta.get("deletionTimestamp")),

@@ -283,7 +283,7 @@ def _decide(step: _Step, job: JobSpec) -> None:
     if isinstance(deadline, WakeAt):
         step.wake_at(deadline.at)
 
-    changed = judge_spec_change(job, step.status)
+    changed = judge_spec_change(job, current)
     if changed is not None:
         _restart(step, job, changed, current)
         return
@@ -690,7 +690,6 @@ def _launch(step: _Step, job: JobSpec, current: Sequence[ObservedPod], leftover_
         workers=evolve(workers, pending=workers.pending + new_workers),
         replicas=_replica_counts(job, current, step.status.replicas, pending=len(missing)),
         launched_attempt=attempt,
-        launched_sets=job.sets_fingerprint,
         # A queued job's clock starts when Kueue admits it (see _queued).
         start_time=step.status.start_time or (None if job.queue_name else step.now),
         phase=Phase.PENDING if phase in (None, Phase.SUSPENDED) else phase,
@@ -1091,7 +1090,7 @@ def _restart(step: _Step, job: JobSpec, verdict: Restart, current: Sequence[Obse
         # (runPolicy.nodeExclusion) is made again too, off that node.
         if step.status.history and step.status.history[0].attempt == over:
             step.update(history=(evolve(step.status.history[0], restart=IN_PLACE), *step.status.history[1:]))
-        step.event("Warning", "GangRestart", message)
+        step.event(*verdict.event, message)
         kept_out = {e.node for e in step.status.excluded_nodes}
         gone = gone_at_raise(current, step.now)
         off = [p for p in current if p.node in kept_out and not p.deleting and p not in gone]
@@ -1116,7 +1115,7 @@ def _restart(step: _Step, job: JobSpec, verdict: Restart, current: Sequence[Obse
     # Named by the pods (the queue label may be gone from the job) and by the attempt
     # (Kueue may have deleted the pods already).
     _end_workloads(step, _attempt_workloads(job, over, current))
-    step.event("Warning", "GangRestart", message)
+    step.event(*verdict.event, message)
     step.delete(current, grace_seconds=grace)
 
 

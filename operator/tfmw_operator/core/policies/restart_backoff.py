@@ -21,6 +21,7 @@ from tfmw_operator.api.status import (
     JobStatus,
 )
 from tfmw_operator.api.times import later, parse_time
+from tfmw_operator.core.policies.spec_change import SPEC_CHANGED
 from tfmw_operator.core.policies.verdicts import WakeAt
 
 RESTART_BACKOFF_SECONDS = 10.0
@@ -44,13 +45,13 @@ def judge_restart_backoff(status: JobStatus, now: datetime) -> WakeAt | None:
 
 def untrained_restarts(history: Sequence[AttemptRecord]) -> int:
     """The gang restarts in a row, the latest first, whose attempts did not train. A pod
-    restarted alone is not a gang restart (skipped); an attempt that failed or was suspended
-    ends the row."""
+    restarted alone is not a gang restart (skipped); an attempt that failed or was suspended,
+    or whose spec a user changed, ends the row."""
     attempts = [r for r in history if r.outcome not in WITHIN_ATTEMPT]
     count = 0
     for index, record in enumerate(attempts):
-        if record.outcome != RESTARTED:
-            break
+        if record.outcome != RESTARTED or record.cause == SPEC_CHANGED:
+            break  # a user's change, as a suspension, starts the count again
         if index + 1 < len(attempts):
             if trained(record, attempts[index + 1].checkpoint):
                 break

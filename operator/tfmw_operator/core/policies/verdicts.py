@@ -62,6 +62,8 @@ class Restart:
     # Every pod made again, none restarted in place: the spec they were made from changed
     # (policies/spec_change.py).
     remake: bool = False
+    # The Event the restart posts: (type, reason).
+    event: tuple[str, str] = ("Warning", "GangRestart")
 
 
 @dataclass(frozen=True)

@@ -27,7 +27,6 @@ RUNNING: dict[str, Any] = {
     "phase": "Running",
     "attempt": 1,
     "launchedAttempt": 1,
-    "launchedSets": "0123456789abcdef0123456789abcdef",
     "restarts": 1,
     "workers": {"pending": 0, "running": 2, "succeeded": 0, "failed": 0},
     "readyWorkers": "2/2",
