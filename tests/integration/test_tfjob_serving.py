@@ -44,9 +44,14 @@ def create_tfjob(kube: ClusterClient, namespace: str, name: str) -> Json:
     return created
 
 
-def tfjob_pods(kube: ClusterClient, namespace: str, name: str) -> list[str]:
+def pod_uids(kube: ClusterClient, namespace: str, name: str) -> dict[str, str]:
+    """The job's pods not being deleted, by name: their UIDs."""
     pods = kube.core.list_namespaced_pod(namespace, label_selector=f"{tfjob.KF_JOB_NAME}={name}").items
-    return [p.metadata.name for p in pods if p.metadata.deletion_timestamp is None]
+    return {p.metadata.name: p.metadata.uid for p in pods if p.metadata.deletion_timestamp is None}
+
+
+def tfjob_pods(kube: ClusterClient, namespace: str, name: str) -> list[str]:
+    return list(pod_uids(kube, namespace, name))
 
 
 def tfjob_conditions(kube: ClusterClient, namespace: str, name: str) -> set[str]:
@@ -104,6 +109,26 @@ def test_only_kubeflow_s_own_namespace_says_its_controller_runs(
         kube.delete_namespace(kubeflow)
 
 
+def running_tfjob(
+    kube: ClusterClient,
+    kubelet: SimulatedKubelet,
+    operator_process: Callable[..., OperatorProcess],
+    namespace: str,
+    name: str,
+) -> dict[str, str]:
+    """An operator of its own serving `namespace`, and a 2-worker TFJob there Running: its pods' UIDs."""
+    operator_process(namespace, args=("--tfjobs", "all")).wait_started()
+    kube.custom.create_namespaced_custom_object(
+        tfjob.GROUP, tfjob.VERSION, namespace, tfjob.PLURAL, simulated_tfjob(name, workers=2)
+    )
+    wait_for("two pods", lambda: len(pod_uids(kube, namespace, name)) == 2, timeout=30)
+    pods = pod_uids(kube, namespace, name)
+    for pod in pods:
+        kubelet.run(namespace, pod)
+    wait_for("Running", lambda: "Running" in tfjob_conditions(kube, namespace, name), timeout=30)
+    return pods
+
+
 def tf_config_workers(kube: ClusterClient, namespace: str, pod: str) -> int:
     spec = kube.core.read_namespaced_pod(pod, namespace).spec
     (value,) = [e.value for c in spec.containers for e in c.env or [] if e.name == "TF_CONFIG"]
@@ -121,14 +146,7 @@ def test_a_tfjob_resized_while_suspended_resumes_at_its_new_size_with_no_restart
     resume it. The next attempt is made from the new spec, whole, and is not a failure."""
     namespace = kube.new_namespace("it-tfjob-resize")
     try:
-        operator_process(namespace, args=("--tfjobs", "all")).wait_started()
-        kube.custom.create_namespaced_custom_object(
-            tfjob.GROUP, tfjob.VERSION, namespace, tfjob.PLURAL, simulated_tfjob("resized", workers=2)
-        )
-        wait_for("two pods", lambda: len(tfjob_pods(kube, namespace, "resized")) == 2, timeout=30)
-        for pod in tfjob_pods(kube, namespace, "resized"):
-            kubelet.run(namespace, pod)
-        wait_for("Running", lambda: "Running" in tfjob_conditions(kube, namespace, "resized"), timeout=30)
+        running_tfjob(kube, kubelet, operator_process, namespace, "resized")
 
         def patch(body: Json) -> None:
             kube.custom.patch_namespaced_custom_object(
@@ -167,12 +185,6 @@ def test_a_tfjob_resized_while_suspended_resumes_at_its_new_size_with_no_restart
         kube.delete_namespace(namespace)
 
 
-def pod_uids(kube: ClusterClient, namespace: str, name: str) -> dict[str, str]:
-    """The job's pods not being deleted, by name: their UIDs."""
-    pods = kube.core.list_namespaced_pod(namespace, label_selector=f"{tfjob.KF_JOB_NAME}={name}").items
-    return {p.metadata.name: p.metadata.uid for p in pods if p.metadata.deletion_timestamp is None}
-
-
 def test_a_tfjob_resized_as_it_runs_is_made_again_whole_and_not_counted(
     kube: ClusterClient,
     kubelet: SimulatedKubelet,
@@ -185,15 +197,7 @@ def test_a_tfjob_resized_as_it_runs_is_made_again_whole_and_not_counted(
     against backoffLimit (core/policies/spec_change.py)."""
     namespace = kube.new_namespace("it-tfjob-drift")
     try:
-        operator_process(namespace, args=("--tfjobs", "all")).wait_started()
-        kube.custom.create_namespaced_custom_object(
-            tfjob.GROUP, tfjob.VERSION, namespace, tfjob.PLURAL, simulated_tfjob("drift", workers=2)
-        )
-        wait_for("two pods", lambda: len(pod_uids(kube, namespace, "drift")) == 2, timeout=30)
-        first = pod_uids(kube, namespace, "drift")
-        for pod in first:
-            kubelet.run(namespace, pod)
-        wait_for("Running", lambda: "Running" in tfjob_conditions(kube, namespace, "drift"), timeout=30)
+        first = running_tfjob(kube, kubelet, operator_process, namespace, "drift")
         resize = {"spec": {"tfReplicaSpecs": {"Worker": {"replicas": 3}}}}
         kube.custom.patch_namespaced_custom_object(
             tfjob.GROUP, tfjob.VERSION, namespace, tfjob.PLURAL, "drift", resize
