@@ -484,6 +484,15 @@ def sets_version(tfjob: Json) -> str:
     return f"{generation if isinstance(generation, int) else 0}:{sets_fingerprint(tfjob)}"
 
 
+def parse_sets_version(raw: str | None) -> tuple[int, str] | None:
+    """(generation, fingerprint) of a sets_version (a pod's annotation, which may say anything);
+    None for anything else."""
+    generation, colon, fingerprint = (raw or "").partition(":")
+    if not colon or not fingerprint or not generation.isdigit() or len(generation) > 18:
+        return None
+    return int(generation), fingerprint
+
+
 def recorded_status(tfjob: Json) -> JobStatus:
     """tfmw's own status of the job, kept in its annotation (TFJob's status schema has no room
     for it): nothing known when it is missing, too large or not tfmw's JSON (edited by hand)."""

@@ -18,18 +18,11 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from tfmw_operator.api.spec import JobSpec
+from tfmw_operator.api.tfjob import parse_sets_version
 from tfmw_operator.core.pods import ObservedPod
 from tfmw_operator.core.policies.verdicts import Cause, Restart
 
 SPEC_CHANGED = "SpecChanged"
-
-
-def parse_sets_version(raw: str | None) -> tuple[int, str] | None:
-    """(generation, fingerprint) from "<generation>:<fingerprint>"; None for anything else."""
-    generation, colon, fingerprint = (raw or "").partition(":")
-    if not colon or not fingerprint or not generation.isdigit() or len(generation) > 18:
-        return None
-    return int(generation), fingerprint
 
 
 def judge_spec_change(job: JobSpec, pods: Sequence[ObservedPod]) -> Restart | None:

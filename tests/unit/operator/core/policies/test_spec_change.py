@@ -12,12 +12,12 @@ from tfmw_operator.api.names import ANNOTATION_SETS_VERSION
 from tfmw_operator.api.objects import Json
 from tfmw_operator.api.spec import Member, ReplicaType, parse_job
 from tfmw_operator.api.status import AttemptRecord, JobStatus
-from tfmw_operator.api.tfjob import parse_tfjob, sets_fingerprint, sets_version
+from tfmw_operator.api.tfjob import parse_sets_version, parse_tfjob, sets_fingerprint, sets_version
 from tfmw_operator.core.builders import build_pod
 from tfmw_operator.core.pods import observe_pod
 from tfmw_operator.core.policies.in_place import in_place
 from tfmw_operator.core.policies.restart_backoff import untrained_restarts
-from tfmw_operator.core.policies.spec_change import SPEC_CHANGED, judge_spec_change, parse_sets_version
+from tfmw_operator.core.policies.spec_change import SPEC_CHANGED, judge_spec_change
 from wrappers import SUPERVISOR_IMAGE, T0, decide, job
 
 WORKER = ReplicaType.WORKER
