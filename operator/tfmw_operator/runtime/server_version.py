@@ -1,8 +1,13 @@
 """The oldest Kubernetes tfmw runs on, and the check the operator makes before it starts.
 
-1.30: the admission policy (deploy/admission) is admissionregistration.k8s.io/v1, GA in
-1.30; the CRD's CEL rules (transition rules on oldSelf, fieldPath and reason) need 1.29 and
-1.28. On an older API server the operator refuses to start: a clear log line, exit 2.
+1.33: the CRD's failureRules checks use CEL's two-variable comprehensions (`all(i, r, ...)`,
+`transformList`), which the API server offers from 1.32 and accepts in a new CRD only from
+the release after (a new expression is compiled at the previous minor's library:
+k8s.io/apiserver pkg/cel/environment/base.go, IntroducedVersion 1.32, and
+DefaultCompatibilityVersion); on 1.30-1.32 the whole CRD is refused. Below that, the admission
+policy (deploy/admission) is admissionregistration.k8s.io/v1, GA in 1.30, and the CRD's
+transition rules, fieldPath and reason need 1.29 and 1.28. On an older API server the
+operator refuses to start: a clear log line, exit 2.
 """
 
 from __future__ import annotations
@@ -16,7 +21,7 @@ import kopf
 from tfmw_operator.api.objects import Json
 from tfmw_operator.kube.client import Kube
 
-MINIMUM = (1, 30)
+MINIMUM = (1, 33)
 ATTEMPTS = 6
 RETRY_SECONDS = 5.0
 logger = logging.getLogger(__name__)

@@ -2,8 +2,15 @@
 
 from __future__ import annotations
 
+import re
+from pathlib import Path
+
 import pytest
 from tfmw_operator.runtime.server_version import MINIMUM, parse, refusal
+
+CRD = Path(__file__).parents[4] / "crds" / "tfmwjobs.tfmw.dev.yaml"
+# CEL's two-variable macros: all(i, v, ...), exists(i, v, ...), transformList(i, v, ...) ...
+TWO_VARIABLE_MACRO = re.compile(r"\b(?:all|exists|exists_one|transformList|transformMap|transformMapEntry)\(\s*\w+\s*,\s*\w+\s*,")
 
 
 @pytest.mark.parametrize(
@@ -23,12 +30,15 @@ def test_the_version_is_read_as_managed_clusters_write_it(
     assert parse(info) == found
 
 
-def test_the_minimum_is_the_admission_policys_ga() -> None:
-    # ValidatingAdmissionPolicy v1 (deploy/admission) is GA in 1.30.
-    assert MINIMUM == (1, 30)
+def test_the_minimum_is_where_the_crds_cel_is_accepted() -> None:
+    # The API server offers the two-variable macros from 1.32 and compiles a new CRD's rules at
+    # the previous minor's library, so a CRD that uses them installs from 1.33 only
+    # (k8s.io/apiserver pkg/cel/environment/base.go): on 1.30-1.32 the whole CRD is refused.
+    assert TWO_VARIABLE_MACRO.search(CRD.read_text()), "the CRD no longer needs 1.33: lower MINIMUM"
+    assert MINIMUM == (1, 33)
 
 
-@pytest.mark.parametrize("minor", ["30", "31", "34", "30+"])
+@pytest.mark.parametrize("minor", ["33", "34", "37", "33+"])
 def test_the_minimum_and_newer_are_accepted(minor: str) -> None:
     assert refusal({"major": "1", "minor": minor, "gitVersion": f"v1.{minor.rstrip('+')}.0"}) is None
 
@@ -37,12 +47,12 @@ def test_a_newer_major_is_accepted() -> None:
     assert refusal({"major": "2", "minor": "0"}) is None
 
 
-@pytest.mark.parametrize("minor", ["29", "28+", "9"])
+@pytest.mark.parametrize("minor", ["32", "30+", "29", "9"])
 def test_an_older_server_is_refused_naming_both_versions(minor: str) -> None:
     why = refusal({"major": "1", "minor": minor, "gitVersion": f"v1.{minor.rstrip('+')}.3"})
     assert why is not None
     assert f"Kubernetes v1.{minor.rstrip('+')}.3" in why
-    assert "1.30 or newer" in why
+    assert "1.33 or newer" in why
 
 
 def test_a_server_that_names_no_version_is_refused() -> None:
