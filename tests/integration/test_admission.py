@@ -317,12 +317,12 @@ INVALID += [
     (
         "ps without parameter servers",
         rules({"action": "Fail", "onRoles": ["ps"]}),
-        "spec.runPolicy.failureRules[0].onRoles names ps, but the job has no spec.parameterServers",
+        "spec.runPolicy.failureRules[0].onRoles names only roles the job does not have (ps: it has no",
     ),
     (
         "evaluator without an evaluator",
         rules({"action": "Restart", "onExitCodes": [1]}, {"action": "Fail", "onRoles": ["evaluator"]}),
-        "spec.runPolicy.failureRules[1].onRoles names evaluator",
+        "spec.runPolicy.failureRules[1].onRoles names only roles the job does not have",
     ),
     (
         "a catch-all before other rules",
@@ -387,6 +387,10 @@ VALID: list[tuple[str, Callable[[Json], None]]] = [
         both(delete("spec", "sharedVolume"), completion(policy="ChiefExitCode")),
     ),
     ("AllWorkersExitCode with a shared volume", completion(policy="AllWorkersExitCode")),
+    (
+        "a rule on roles the job has beside ones it has not",
+        rules({"action": "Fail", "onRoles": ["worker", "ps", "evaluator"]}),
+    ),
     (
         "the PreemptionCheckpointHandler rule, as the issue writes it",
         rules({"onExitCodes": [42], "action": "RestartNotCounted"}),

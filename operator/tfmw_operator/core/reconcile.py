@@ -94,7 +94,12 @@ from tfmw_operator.core.policies.node_exclusion import exclude, excluded_message
 from tfmw_operator.core.policies.placement import UNPLACEABLE, Readmit, Shrink, judge_placement
 from tfmw_operator.core.policies.progress_deadline import PROGRESS_STALLED, judge_progress
 from tfmw_operator.core.policies.queue import judge_queue, workloads_of, workloads_over
-from tfmw_operator.core.policies.restart_backoff import judge_restart_backoff
+from tfmw_operator.core.policies.restart_backoff import (
+    judge_replacement_backoff,
+    judge_restart_backoff,
+    replacement_backoff_seconds,
+    replacements_in_a_row,
+)
 from tfmw_operator.core.policies.spec_change import judge_spec_change
 from tfmw_operator.core.policies.stacks import AskStacks, AwaitStacks, StacksTaken, judge_stacks
 from tfmw_operator.core.policies.straggler import describe, judge_stragglers, straggler_message
@@ -769,6 +774,11 @@ def _replace_gone(step: _Step, job: JobSpec, current: Sequence[ObservedPod]) -> 
     step.delete([p for p in current if p.member in replacing and p.deleting])
     present = {p.member for p in current}
     gone = tuple(sorted((m for m in replacing if m not in present), key=lambda m: m.order))
+    # A pod that keeps failing alone waits out its back-off before it is made again.
+    waits = {m: wait for m in gone if (wait := judge_replacement_backoff(step.status.history, m, step.now))}
+    for wait in waits.values():
+        step.wake_at(wait.at)
+    gone = tuple(m for m in gone if m not in waits)
     if gone and in_place(job) and step.obs.reports is None:
         # As _launch: a supervised pod is made only while the reports (and the supervisor
         # beside them) can be read.
@@ -905,15 +915,25 @@ def _replace(step: _Step, job: JobSpec, verdict: Restart, current: Sequence[Obse
         for r in counts.values()
     )
     stems = {m.stem for m in verdict.replace}
+    message = verdict.message + _replacement_wait(step, verdict.replace)
     step.update(
         restarts=step.status.restarts + (1 if verdict.counted else 0),
         restarts_not_counted=step.status.restarts_not_counted + (0 if verdict.counted else 1),
         replacing=tuple(sorted(set(step.status.replacing) | stems)),
         replicas=replicas,
-        message=verdict.message,
+        message=message,
     )
-    step.event("Warning", "PodRestarted", verdict.message)
+    step.event("Warning", "PodRestarted", message)
     step.delete([p for p in current if p.member in verdict.replace], grace_seconds=0)
+
+
+def _replacement_wait(step: _Step, members: Sequence[Member]) -> str:
+    """What the restart back-off makes the replacement wait, said where the restart is."""
+    longest = max((replacements_in_a_row(step.status.history, m)[0] for m in members), default=0)
+    seconds = replacement_backoff_seconds(longest)
+    if not seconds:
+        return ""
+    return f"; made again in {seconds:g} s (restart back-off: {longest} restarts of it in a row)"
 
 
 def _container_restarts(step: _Step, job: JobSpec, current: Sequence[ObservedPod]) -> bool:
@@ -960,7 +980,8 @@ def _progress_deadline(step: _Step, job: JobSpec) -> None:
         step.event("Warning", "ProgressStalled", verdict.message)
     step.condition(ConditionType.STALLED, True, PROGRESS_STALLED, verdict.message)
     # A rule of the job's own on ProgressStalled says more than progressDeadlinePolicy.
-    ruling = own_ruling(job, Failure(job.role(job.chief), PROGRESS_STALLED, None, disrupted=False))
+    stall = Failure(job.role(job.chief), PROGRESS_STALLED, None, disrupted=False)
+    ruling = own_ruling(job, stall, naming_its_cause=True)
     policy = job.run_policy.progress_deadline_policy
     if ruling is None and policy is ProgressDeadlinePolicy.REPORT:
         return

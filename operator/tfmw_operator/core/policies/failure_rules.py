@@ -69,9 +69,13 @@ def matches(rule: FailureRule, failure: Failure) -> bool:
     return rule.disruption is None or rule.disruption == failure.disrupted
 
 
-def own_ruling(job: JobSpec, failure: Failure) -> Ruling | None:
-    """The job's own first matching rule, if one matches."""
+def own_ruling(job: JobSpec, failure: Failure, naming_its_cause: bool = False) -> Ruling | None:
+    """The job's own first matching rule, if one matches; with `naming_its_cause`, only a rule
+    whose onCauses names the failure's cause may (a stall: progressDeadlinePolicy decides it
+    unless a rule names ProgressStalled, so a rule on roles alone or a catch-all leaves it)."""
     for position, rule in enumerate(job.run_policy.failure_rules):
+        if naming_its_cause and (rule.causes is None or failure.cause not in rule.causes):
+            continue
         if matches(rule, failure):
             return Ruling(rule.action, rule.describe(position), rule.node_fault)
     return None

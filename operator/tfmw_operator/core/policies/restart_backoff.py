@@ -5,14 +5,24 @@ an attempt that trained starts at once, and starts the count again: it ran at le
 RESTART_BACKOFF_SECONDS and its checkpoint moved on from the one it resumed from, or it ran
 STABLE_SECONDS (as the kubelet forgets a container's crash loop after 10 minutes of
 running). Waiting then would only lose training time (docs/benchmarks.md, run goodput-2:
-9.5 s of a second fault's 16). Pure."""
+9.5 s of a second fault's 16).
+
+A pod restarted alone (a parameter-server job's worker, the evaluator) backs off the same way,
+as the kubelet's crash loop does: its first replacement is made at once, the next of the same
+pod 10 s after the failure, then 20 s ... up to 5 minutes, the count starting again once it
+ran STABLE_SECONDS between two failures. A rule's RestartNotCounted never fails the job, so
+without this a pod that fails at its start was deleted and made again as fast as the API
+server answered, for as long as the job lived. Pure."""
 
 from __future__ import annotations
 
 from collections.abc import Sequence
 from datetime import datetime
+from itertools import pairwise
 
+from tfmw_operator.api.spec import Member
 from tfmw_operator.api.status import (
+    REPLACED,
     RESTARTED,
     WITHIN_ATTEMPT,
     AttemptRecord,
@@ -21,6 +31,7 @@ from tfmw_operator.api.status import (
     JobStatus,
 )
 from tfmw_operator.api.times import later, parse_time
+from tfmw_operator.contract import WORKER
 from tfmw_operator.core.policies.spec_change import SPEC_CHANGED
 from tfmw_operator.core.policies.verdicts import WakeAt
 
@@ -41,6 +52,45 @@ def judge_restart_backoff(status: JobStatus, now: datetime) -> WakeAt | None:
     # The exponent is held too (the history is bounded, but a status may say anything).
     ready_at = later(since, min(RESTART_BACKOFF_SECONDS * 2 ** min(restarts - 2, 16), MAX_RESTART_BACKOFF))
     return WakeAt(ready_at) if now < ready_at else None
+
+
+def judge_replacement_backoff(
+    history: Sequence[AttemptRecord], member: Member, now: datetime
+) -> WakeAt | None:
+    """When `member`, restarted alone, may be made again, if not yet; None: now."""
+    in_a_row, latest = replacements_in_a_row(history, member)
+    if in_a_row < 2 or latest is None:
+        return None
+    ready_at = later(latest, replacement_backoff_seconds(in_a_row))
+    return WakeAt(ready_at) if now < ready_at else None
+
+
+def replacement_backoff_seconds(in_a_row: int) -> float:
+    """The wait before the replacement of a pod restarted alone `in_a_row` times in a row."""
+    if in_a_row < 2:
+        return 0.0
+    return min(RESTART_BACKOFF_SECONDS * 2.0 ** min(in_a_row - 2, 16), MAX_RESTART_BACKOFF)
+
+
+def replacements_in_a_row(history: Sequence[AttemptRecord], member: Member) -> tuple[int, datetime | None]:
+    """How many times `member` was restarted alone in a row, each failure within STABLE_SECONDS
+    of the one before it (other pods' entries between them do not break the row), and when
+    the latest was. The history is bounded (MAX_HISTORY), and so is the count."""
+    mine = [
+        r
+        for r in history
+        if r.outcome == REPLACED
+        and r.worker == member.index
+        and (r.replica_type or WORKER) == str(member.type)
+    ]
+    if not mine:
+        return 0, None
+    count = 1
+    for newer, older in pairwise(mine):
+        if (newer.end_time - older.end_time).total_seconds() >= STABLE_SECONDS:
+            break
+        count += 1
+    return count, mine[0].end_time
 
 
 def untrained_restarts(history: Sequence[AttemptRecord]) -> int:

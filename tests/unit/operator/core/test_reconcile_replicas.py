@@ -622,6 +622,87 @@ def test_a_rule_that_restarts_a_stalled_job_uncounted_is_counted_apart_and_named
     assert (counted.restarts, counted.restarts_not_counted) == (1, 0)
 
 
+def test_a_stall_is_left_to_progress_deadline_policy_by_rules_that_do_not_name_it() -> None:
+    # A rule on roles alone, or a catch-all, matches the chief's failures, not a stall.
+    for rule in ({"action": "Fail", "onRoles": ["chief"]}, {"action": "RestartNotCounted"}):
+        status = stalled_progress(rule).status
+        assert (status.phase, status.attempt, status.restarts, status.restarts_not_counted) == (
+            "Restarting",
+            1,
+            1,
+            0,
+        ), rule
+        assert "failureRules" not in (status.message or "")
+
+
+def replaced_before(obj: Json, *seconds: float) -> None:
+    """`status.history`: worker 1 of the job restarted alone at each of `seconds` (newest
+    first), with the chief's restart between them."""
+    from tfmw_operator.api.times import format_time
+
+    history = [
+        {"attempt": 0, "outcome": "Replaced", "cause": "Error", "worker": 1, "endTime": format_time(at(t))}
+        for t in seconds
+    ]
+    history.insert(
+        1,
+        {
+            "attempt": 0,
+            "outcome": "Replaced",
+            "cause": "Error",
+            "worker": 0,
+            "replicaType": "chief",
+            "endTime": format_time(at(seconds[0] - 1)),
+        },
+    )
+    obj["status"]["history"] = history
+    obj["status"]["replacing"] = ["worker-1"]
+
+
+def test_a_pod_restarted_alone_again_and_again_waits_out_a_growing_back_off() -> None:
+    obj = job("ps").workers(2).chief().parameter_servers().launched(phase="Running").obj()
+    survivors = [
+        pod(obj, 0, 0, "chief").running().obj(),
+        pod(obj, 0, 0, "ps").running().obj(),
+        pod(obj, 0).running().obj(),
+    ]
+
+    def created(now: float) -> tuple[bool, float | None]:
+        decision = decide(obj, survivors, now=at(now))
+        return bool([a for a in decision.actions if isinstance(a, CreatePods)]), decision.requeue_after
+
+    replaced_before(obj, 100)  # the first: at once
+    assert created(100)[0]
+    replaced_before(obj, 100, 90)  # the second in a row: 10 s after it
+    assert created(105) == (False, 5)
+    assert created(110)[0]
+    replaced_before(obj, 400, 300, 290, 200)  # the fourth: 40 s
+    assert created(439)[1] == 1
+    assert created(440)[0]
+    replaced_before(obj, 2000, 1000, 990)  # 1,000 s apart: the row starts again
+    assert created(2000)[0]
+    replaced_before(obj, *range(5400, 4799, -60))  # ten in a row a minute apart: 5 minutes
+    late = decide(obj, survivors, now=at(5430))
+    assert not [a for a in late.actions if isinstance(a, CreatePods)] and late.requeue_after == 270
+
+
+def test_a_pod_restarted_alone_in_a_row_says_its_back_off_where_the_restart_is_said() -> None:
+    rule = {"action": "RestartNotCounted", "onRoles": ["worker"]}
+    obj = job("ps").workers(2).chief().parameter_servers().rules(rule).launched(phase="Running").obj()
+    replaced_before(obj, 50, 40)
+    obj["status"]["replacing"] = []
+    pods = [
+        pod(obj, 0, 0, "chief").running().obj(),
+        pod(obj, 0, 0, "ps").running().obj(),
+        pod(obj, 0).running().obj(),
+        pod(obj, 1).exited(1).obj(),
+    ]
+    decision = decide(obj, pods, now=at(60))
+    assert decision.status.replacing == ("worker-1",)
+    (said,) = [m for _, reason, m in events(decision) if reason == "PodRestarted"]
+    assert said.endswith("; made again in 20 s (restart back-off: 3 restarts of it in a row)")
+
+
 def test_a_refused_evaluation_document_is_a_warning_event_with_its_reason() -> None:
     from tfmw_operator.core.progress import ProgressProblem
 
