@@ -49,6 +49,10 @@ PEER_LOST_SLACK_SECONDS = 1
 # training cluster still reads live: the kubelets report each pod on its own, and the
 # noticer's status can come first. A peer that never reports (its node lost) costs this once.
 PEER_LOST_HOLD_SECONDS = 5
+# How long past its grace period a pod taken away whose exit is awaited (awaits_exit_code) may
+# hold the failures that came after it: the kubelet kills the program at the end of the grace
+# and reports it within seconds; a kubelet that never does leaves the pod judged as gone.
+AWAITED_EXIT_SLACK_SECONDS = 30
 
 
 @dataclass(frozen=True)
@@ -117,7 +121,25 @@ def cause_of(pod: ObservedPod) -> str:
     return "Error" if pod.exit_code else "Unknown"
 
 
+def taken_away_at(pod: ObservedPod) -> datetime | None:
+    """When the pod's deletion was asked for (its deletionTimestamp less its grace period)."""
+    if pod.deleting_since is None:
+        return None
+    return later(pod.deleting_since, -pod.grace_seconds)
+
+
+def failed_at(pod: ObservedPod) -> datetime | None:
+    """When a failed pod's failure began: its program's end, or the request that took the pod
+    away if that came first (the program then ended on the SIGTERM it got)."""
+    times = [t for t in (pod.finished_at, taken_away_at(pod)) if t is not None]
+    return min(times, default=None)
+
+
 def failure_of(job: JobSpec, pod: ObservedPod) -> MemberFailure:
+    # A pod whose deletion was asked for before its program ended was taken away, whether
+    # Kubernetes said why (a DisruptionTarget condition) or a user deleted it.
+    asked = taken_away_at(pod)
+    taken_away = asked is not None and (pod.finished_at is None or asked <= pod.finished_at)
     return MemberFailure(
         pod.member,
         job.role(pod.member),
@@ -125,7 +147,7 @@ def failure_of(job: JobSpec, pod: ObservedPod) -> MemberFailure:
         pod.exit_code,
         pod.reason,
         pod.message,
-        pod.disrupted,
+        pod.disrupted or taken_away,
         pod.preempted,
         cause_of(pod),
         pod.node,
@@ -207,6 +229,7 @@ def first_failure(
     (WakeAt) up to PEER_LOST_HOLD_SECONDS for that peer's end (peer_report_due)."""
     by_member = {p.member: p for p in current}
     failures: list[tuple[datetime, tuple[int, int], MemberFailure]] = []
+    awaited: list[tuple[datetime, tuple[int, int], ObservedPod]] = []
     never = datetime.max.replace(tzinfo=UTC)
     for member in job.members:
         if member in replacing:
@@ -217,13 +240,14 @@ def first_failure(
             failure = vanished(job, member, member_pod_name(job, member), exit_code=code)
             failures.append((never, member.order, failure))
         elif pod.phase == "Failed":
-            failures.append((pod.finished_at or never, member.order, failure_of(job, pod)))
+            failures.append((failed_at(pod) or never, member.order, failure_of(job, pod)))
         elif pod.deleting and pod.phase != "Succeeded":
-            if awaits_exit_code(job, pod):
-                continue
             # deletionTimestamp is the request's time plus the grace period: a pod someone
             # deleted is the cause of the peer that failed for want of it afterwards.
-            asked = never if pod.deleting_since is None else later(pod.deleting_since, -pod.grace_seconds)
+            asked = taken_away_at(pod) or never
+            if awaits_exit_code(job, pod):
+                awaited.append((asked, member.order, pod))
+                continue
             failure = vanished(job, member, pod.name, pod.preempted, pod.node, pod.disruption)
             failures.append((asked, member.order, failure))
         elif pod.kubelet_restarts and pod.node_lost:
@@ -243,6 +267,16 @@ def first_failure(
     if not failures:
         return None
     when, _, chosen = min(failures, key=lambda item: (item[0], item[2].cause == PEER_LOST, item[1]))
+    held = [item for item in awaited if item[0] <= when] if chosen.cause in EXPLAINED_BY_A_LOST_PEER else []
+    if held:
+        # A program's error exit after a pod was taken away may be that pod's doing (its
+        # collective broke on it): the pod's exit code is awaited, and then it is judged first
+        # (failed_at). A death of its own (a signal, OOM) is judged at once, as before.
+        _, _, first = min(held, key=lambda item: (item[0], item[1]))
+        due = later(first.deleting_since or now, AWAITED_EXIT_SLACK_SECONDS)
+        if now < due:
+            return WakeAt(due)
+        return vanished(job, first.member, first.name, first.preempted, first.node, first.disruption)
     if chosen.cause != PEER_LOST:
         return chosen
     if when < never:

@@ -25,7 +25,7 @@ from tfmw_operator.core.policies.failure import (
     lost_node_behind,
     restart_or_give_up,
 )
-from tfmw_operator.core.policies.verdicts import Cause, Fail, Restart
+from tfmw_operator.core.policies.verdicts import Cause, Fail, Restart, WakeAt
 from tfmw_operator.core.progress import ProgressReport
 from wrappers import PodWrapper, at, decide, job, pod, progress_report
 
@@ -550,6 +550,36 @@ def test_a_pod_awaiting_its_exit_code_does_not_hide_another_failure() -> None:
     verdict = judged(j, awaiting, observed(1, "Failed", exit_code=137, reason="OOMKilled"))
     assert isinstance(verdict, Restart) and verdict.cause is not None and verdict.cause.worker == 1
     assert judged(j, awaiting, observed(1)) is None
+
+
+def test_a_peers_error_after_a_pod_was_taken_away_waits_for_that_pods_exit_code() -> None:
+    # Worker 0 evicted at 0 s (grace 30); worker 1's collective breaks on it, exit 1 at 2 s.
+    # Judged at once, the ExitCode preset would fail the job for worker 1's "own error".
+    j = job().rules({"action": "RestartNotCounted", "onExitCodes": [42]}).launched(phase="Running").obj()
+    peer = observed(1, "Failed", exit_code=1, reason="Error", finished_at=at(2))
+    evicted = observed(0, deleting=True, deleting_since=at(30), disruption="EvictionByEvictionAPI")
+    assert judged(j, evicted, peer, now=3) == WakeAt(at(60))
+    # It saved and exited 42 at 20 s: it went first, and its rule decides.
+    saved = observed(
+        0, "Failed", exit_code=42, finished_at=at(20), deleting=True, deleting_since=at(30), disrupted=True
+    )
+    verdict = judged(j, saved, peer, now=21)
+    assert isinstance(verdict, Restart) and not verdict.counted
+    assert verdict.cause is not None and verdict.cause.worker == 0
+    # Its kubelet never said: past its grace and the slack, it is judged as taken away.
+    late = judged(j, evicted, peer, now=60)
+    assert isinstance(late, Restart) and late.counted and late.cause is not None
+    assert (late.cause.worker, late.cause.reason) == (0, "Evicted")
+
+
+def test_a_pod_deleted_before_its_program_ended_was_taken_away() -> None:
+    # `kubectl delete`: no DisruptionTarget condition, the program ends on the SIGTERM.
+    j = job().rules({"action": "Fail", "onDisruption": False}).launched(phase="Running").obj()
+    deleted = observed(0, "Failed", exit_code=143, finished_at=at(5), deleting=True, deleting_since=at(31))
+    verdict = judged(j, deleted, observed(1), now=6)
+    assert isinstance(verdict, Restart), verdict  # not the rule on the program's own end
+    ended_first = observed(0, "Failed", exit_code=1, finished_at=at(5), deleting=True, deleting_since=at(40))
+    assert isinstance(judged(j, ended_first, observed(1), now=6), Fail)
 
 
 def test_only_a_pod_being_deleted_and_not_yet_ended_awaits_its_exit_code() -> None:
