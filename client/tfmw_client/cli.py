@@ -17,7 +17,7 @@ import sys
 from collections.abc import Callable, Sequence
 from typing import Any, NoReturn, TextIO
 
-from tfmw_client.errors import EXIT_ERROR, EXIT_OK, TfmwError
+from tfmw_client.errors import EXIT_ERROR, EXIT_OK, ApiError, TfmwError
 
 Json = dict[str, Any]
 _DURATION = re.compile(r"(\d+(?:\.\d+)?)(ms|h|m|s)")
@@ -329,7 +329,10 @@ def run_get(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
         _dump(jobs if args.job else [{"apiVersion": "v1", "kind": "List", "items": jobs}], args.output, out)
         return EXIT_OK
     if args.output == "name":
-        out.write("".join(f"tfmwjob.tfmw.dev/{j['metadata']['name']}\n" for j in jobs))
+        named = [render.as_str(render.as_dict(j.get("metadata")).get("name")) for j in jobs]
+        out.write("".join(f"tfmwjob.tfmw.dev/{render.escape_controls(n)}\n" for n in named if n))
+        if not all(named):
+            err.write(f"warning: left out {named.count('')} listed item(s) without metadata.name\n")
         return EXIT_OK
     if not jobs:
         where = "any namespace" if args.all_namespaces else f"{client.namespace} namespace"
@@ -348,6 +351,7 @@ def run_describe(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
 
 
 def run_logs(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
+    from tfmw_client.render import escape_controls
     from tfmw_client.sdk import NoLivePods
 
     client = _client(args)
@@ -361,7 +365,8 @@ def run_logs(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
             err.write("its pods are gone: printing the saved logs, which do not grow\n")
         else:
             for stem, line in lines:
-                out.write(f"[{stem}] {line}\n" if prefix else f"{line}\n")
+                shown = f"[{escape_controls(stem)}] {line}" if prefix else line
+                out.write(f"{shown}\n")
                 out.flush()
             return EXIT_OK
 
@@ -414,7 +419,8 @@ def run_delete(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
         try:
             client.delete(name)
         except TfmwError as error:
-            if args.ignore_not_found and "not found" in error.message:
+            # Only the job's absence (a 404 for it, not for the API): a 403 or 500 is told.
+            if args.ignore_not_found and isinstance(error, ApiError) and error.not_found:
                 continue
             err.write(f"error: {error.message}\n")
             status = EXIT_ERROR
@@ -450,7 +456,7 @@ def run_version(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
 def run_convert(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
     import yaml
 
-    from tfmw_client.convert import convert
+    from tfmw_client.convert import check_expansion, convert
 
     source = "standard input" if args.filename == "-" else args.filename
     try:
@@ -465,6 +471,7 @@ def run_convert(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
         documents: list[object] = list(yaml.safe_load_all(text))
     except yaml.YAMLError as error:
         raise TfmwError(f"{source} is not YAML: {error}") from None
+    check_expansion(documents, source)
     converted = convert(documents, source)
     if args.output == "json":
         for item in converted:
@@ -518,6 +525,14 @@ def parse_args(argv: Sequence[str]) -> argparse.Namespace:
     return args
 
 
+def _escaped_lines(text: str) -> str:
+    """An error's lines kept (a failed job's last log lines), anything else that could drive
+    the terminal in them escaped: the message may quote the API server or a job."""
+    from tfmw_client.render import escape_controls
+
+    return "\n".join(escape_controls(line) for line in text.split("\n"))
+
+
 def main(argv: Sequence[str] | None = None, out: TextIO | None = None, err: TextIO | None = None) -> int:
     out, err = out or sys.stdout, err or sys.stderr
     args = parse_args(sys.argv[1:] if argv is None else argv)
@@ -529,10 +544,16 @@ def main(argv: Sequence[str] | None = None, out: TextIO | None = None, err: Text
         return COMMANDS[args.command](args, out, err)
     except TfmwError as error:
         out.flush()
-        err.write(f"error: {error.message}\n")
+        err.write(f"error: {_escaped_lines(error.message)}\n")
         if error.fix:
-            err.write(f"{error.fix}\n")
+            err.write(f"{_escaped_lines(error.fix)}\n")
         return error.exit_code
+    except RecursionError:
+        # Whatever was nested too deeply to read (an answer, a YAML file) got past the
+        # readers that name it: still a message, not a traceback.
+        out.flush()
+        err.write("error: the input is nested too deeply to read (more than about 1,000 levels)\n")
+        return EXIT_ERROR
     except KeyboardInterrupt:
         err.write("interrupted\n")
         return 130

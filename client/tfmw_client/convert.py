@@ -19,6 +19,37 @@ Json = dict[str, Any]
 FIX = 'change or remove that field in the TFJob (docs/cli.md, "tfmw convert", lists what is refused)'
 
 
+# Nodes a file may hold with its YAML aliases expanded: `-o json` writes each alias out in
+# full, so nine nested aliases of nine (a "billion laughs") would be gigabytes.
+MAX_EXPANDED_NODES = 1_000_000
+
+
+def expanded_size(value: object, sizes: dict[int, int] | None = None) -> int:
+    """The value's nodes counted as JSON would write them out: an object an alias shares is
+    counted at each place, but walked once. One that holds itself counts past any cap."""
+    if not isinstance(value, dict | list):
+        return 1
+    known = {} if sizes is None else sizes
+    if id(value) in known:
+        return known[id(value)]
+    known[id(value)] = MAX_EXPANDED_NODES + 1  # while it is walked: met again, it holds itself
+    children = [*value.keys(), *value.values()] if isinstance(value, dict) else value
+    known[id(value)] = 1 + sum(expanded_size(child, known) for child in children)
+    return known[id(value)]
+
+
+def check_expansion(documents: list[object], source: str) -> None:
+    """Refuses a file whose aliases expand past MAX_EXPANDED_NODES (as go-yaml, and so
+    kubectl, refuses an alias bomb) before anything is converted or written."""
+    sizes: dict[int, int] = {}
+    if sum(expanded_size(document, sizes) for document in documents) > MAX_EXPANDED_NODES:
+        raise TfmwError(
+            f"{source}: its YAML aliases (*name) expand to more than {MAX_EXPANDED_NODES:,} values "
+            "(or an anchor holds itself)",
+            "write the repeated parts out in full, or use fewer aliases",
+        )
+
+
 @dataclass(frozen=True)
 class Converted:
     document: Json

@@ -23,16 +23,21 @@ class TfmwError(Exception):
 
 
 class ApiError(TfmwError):
-    """The API server answered with an error status (its Status object's reason and message)."""
+    """The API server answered with an error status (its Status object's reason and message).
+    `type_missing`: a 404 for the resource type itself (its API not served), not the object."""
 
-    def __init__(self, status: int, reason: str, message: str, fix: str = "") -> None:
+    def __init__(
+        self, status: int, reason: str, message: str, fix: str = "", type_missing: bool = False
+    ) -> None:
         super().__init__(message or reason or f"HTTP {status}", fix)
         self.status = status
         self.reason = reason
+        self.type_missing = type_missing
 
     @property
     def not_found(self) -> bool:
-        return self.status == 404
+        """The object is not there (a 404 for a resource type that is served)."""
+        return self.status == 404 and not self.type_missing
 
     @property
     def forbidden(self) -> bool:

@@ -16,14 +16,14 @@ from __future__ import annotations
 import atexit
 import json
 import os
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from pathlib import Path
 from types import ModuleType
 from typing import Any
 from urllib.parse import quote, urlencode
 
 from tfmw_client import kubeconfig as kubeconfigs
-from tfmw_client import names
+from tfmw_client import names, render
 from tfmw_client.connection import Connection
 from tfmw_client.errors import ApiError, TfmwError
 from tfmw_client.transport import Response, Timeout, Transport, TransportError
@@ -34,6 +34,9 @@ IN_CLUSTER_NAMESPACE = Path("/var/run/secrets/kubernetes.io/serviceaccount/names
 REQUEST_TIMEOUT = 30.0  # seconds, for every call that is not a stream
 MERGE_PATCH = "application/merge-patch+json"
 USER_AGENT = "tfmw-cli"
+MAX_PAGES = 10_000  # of a listing, 500 items each: a server whose pages never end is cut off
+LOG_LINE_CAP = 64 * 1024  # bytes of a followed log line kept before it is printed in parts
+ERROR_BODY_CAP = 500  # characters of an error body that is not a Status object
 _private_folder: list[str] = []  # made once, removed when the process ends
 
 
@@ -77,23 +80,45 @@ def core_path(namespace: str, resource: str, name: str = "", subresource: str = 
     return path
 
 
-def _status_error(status: int, body: bytes) -> ApiError:
-    """The API server's Status object, or the raw body when it is not one."""
-    reason, message = "", ""
+def _decode(body: bytes) -> object:
+    """The body's JSON value, or None when it is not JSON or nested too deeply to read."""
     try:
-        document = json.loads(body or b"{}")
-    except ValueError:
-        document = None
+        return json.loads(body or b"{}")
+    except (ValueError, RecursionError):
+        return None
+
+
+def _cut(text: str, limit: int) -> str:
+    return text if len(text) <= limit else text[: limit - 1] + "…"
+
+
+def _type_missing(status: int, document: object) -> bool:
+    """A 404 for the resource type itself: the API server's plain "404 page not found" (no
+    Status object), or a Status naming no kind; an absent object's Status names its kind."""
+    if status != 404:
+        return False
+    if not isinstance(document, dict) or document.get("kind") != "Status":
+        return True
+    return not render.as_str(render.as_dict(document.get("details")).get("kind"))
+
+
+def _status_error(status: int, body: bytes, path: str = "") -> ApiError:
+    """The API server's Status object, or the body (escaped, cut short) when it is not one."""
+    reason, message, fix = "", "", ""
+    document = _decode(body)
     if isinstance(document, dict):
         reason = str(document.get("reason") or "")
         message = str(document.get("message") or "")
-    else:
-        message = body.decode("utf-8", "replace")[:500]
-    fix = ""
+    else:  # a proxy's or load balancer's page: shown, never obeyed
+        message = _cut(render.escape_controls(body.decode("utf-8", "replace")), ERROR_BODY_CAP)
+    type_missing = _type_missing(status, document)
     if status == 401:
         message = f"the API server refused your credentials (401 Unauthorized): {message}"
         fix = "log in again or refresh the kubeconfig's credentials; `kubectl auth whoami` shows who you are"
-    return ApiError(status, reason, message, fix)
+    elif type_missing and path.startswith(f"/apis/{names.GROUP}/"):
+        message = f"the {names.GROUP} API is not served on this cluster (404 for {path})"
+        fix = "is tfmw installed? `tfmw version` says what the cluster serves"
+    return ApiError(status, reason, message, fix, type_missing)
 
 
 def _unreachable(server: str, error: TransportError) -> TfmwError:
@@ -102,6 +127,34 @@ def _unreachable(server: str, error: TransportError) -> TfmwError:
         "check that the cluster is up and that --kubeconfig and --context point at it "
         "(`kubectl cluster-info`)",
     )
+
+
+def _utf8_boundary(data: bytearray, at: int) -> int:
+    """`at`, moved back to the start of the UTF-8 character it falls in (at most 3 bytes)."""
+    start = at
+    while start > at - 3 and start > 0 and data[start] & 0xC0 == 0x80:
+        start -= 1
+    return start if start > 0 else at
+
+
+def log_lines(chunks: Iterable[bytes], cap: int = LOG_LINE_CAP) -> Iterator[str]:
+    """The lines of a log arriving in chunks. Each chunk is scanned once (a long line costs
+    no more than its length), and a line longer than `cap` bytes comes in parts of at most
+    `cap`, so that a program writing without newlines cannot fill the memory."""
+    pending = bytearray()
+    for chunk in chunks:
+        scanned = len(pending)
+        pending += chunk
+        end = pending.rfind(b"\n", scanned)
+        if end >= 0:
+            yield from (line.decode("utf-8", "replace") for line in bytes(pending[:end]).split(b"\n"))
+            del pending[: end + 1]
+        while len(pending) > cap:
+            cut = _utf8_boundary(pending, cap)
+            yield pending[:cut].decode("utf-8", "replace")
+            del pending[:cut]
+    if pending:
+        yield pending.decode("utf-8", "replace")
 
 
 class OfficialTransport:
@@ -237,7 +290,7 @@ class Kube:
                     "point the kubeconfig's server at the API server itself",
                 )
             if not 200 <= response.status <= 299:
-                raise _status_error(response.status, response.data)
+                raise _status_error(response.status, response.data, path)
         except TransportError as error:
             raise _unreachable(self.server, error) from None
         return response
@@ -255,6 +308,14 @@ class Kube:
             document = json.loads(self._read(response) or b"{}")
         except ValueError as error:
             raise TfmwError(f"the API server's answer to {method} {path} is not JSON: {error}") from None
+        except RecursionError:
+            # One object nested thousands of levels deep (a tenant's preserved-unknown field)
+            # is beyond Python's JSON reader: an error naming the answer, not a traceback.
+            raise TfmwError(
+                f"the API server's answer to {method} {path} is nested too deeply to read "
+                "(an object in it holds JSON nested more than about 1,000 levels deep)",
+                "read the objects one by one (or with kubectl) to find it, and have its owner fix it",
+            ) from None
         if not isinstance(document, dict):
             raise TfmwError(f"the API server's answer to {method} {path} is not an object")
         return document
@@ -280,7 +341,8 @@ class Kube:
         return self.request("DELETE", path, body=body)
 
     def items(self, path: str, selector: str = "", field_selector: str = "") -> list[Json]:
-        """Every item of a list, page by page (500 at a time)."""
+        """Every item of a list, page by page (500 at a time); a server that repeats a page's
+        `continue` token, or whose pages never end (MAX_PAGES), is an error, not a loop."""
         query: list[tuple[str, str | int | bool]] = [("limit", 500)]
         if selector:
             query.append(("labelSelector", selector))
@@ -288,12 +350,24 @@ class Kube:
             query.append(("fieldSelector", field_selector))
         found: list[Json] = []
         token = ""
-        while True:
+        seen: set[str] = set()
+        for _ in range(MAX_PAGES):
             page = self.get(path, [*query, ("continue", token)] if token else query)
-            found.extend(item for item in page.get("items") or [] if isinstance(item, dict))
-            token = str((page.get("metadata") or {}).get("continue") or "")
+            found.extend(item for item in render.as_list(page.get("items")) if isinstance(item, dict))
+            token = render.as_str(render.as_dict(page.get("metadata")).get("continue"))
             if not token:
                 return found
+            if token in seen:
+                raise TfmwError(
+                    f"the API server's listing of {path} repeats a page (its continue token), "
+                    "so it would never end",
+                    "try again; if it persists, the API server (or a proxy before it) is at fault",
+                )
+            seen.add(token)
+        raise TfmwError(
+            f"the API server's listing of {path} did not end after {MAX_PAGES} pages",
+            "list a narrower set (one namespace, not -A)",
+        )
 
     # ---- logs ----
 
@@ -316,20 +390,13 @@ class Kube:
         if tail is not None:
             query.append(("tailLines", tail))
         response = self._send("GET", core_path(namespace, "pods", pod, "log"), query, timeout=(10.0, None))
-        pending = b""
         chunks = response.chunks(4096)
         try:
-            for chunk in chunks:
-                pending += chunk
-                *lines, pending = pending.split(b"\n")
-                for line in lines:
-                    yield line.decode("utf-8", "replace")
+            yield from log_lines(chunks)
         except TransportError as error:
             raise _unreachable(self.server, error) from None
         finally:
             chunks.close()
-        if pending:
-            yield pending.decode("utf-8", "replace")
 
     def can_i(self, namespace: str, verb: str, resource: str, subresource: str = "") -> bool | None:
         """A SelfSubjectAccessReview (what `kubectl auth can-i` asks); None when it cannot be asked."""

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Iterable, Mapping, Sequence
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 from typing import Any
 
 from tfmw_client import names
@@ -20,6 +20,11 @@ TABLE_BAR_WIDTH = 10
 # Conditions that are True only to record something done, not anything happening now.
 _QUIET_CONDITIONS = frozenset({"Created", "SharedVolumeChecked"})
 _ROLE_ORDER = {role: order for order, role in enumerate(names.ROLES)}
+HISTORY_LIMIT = 50  # status.history entries describe shows, the newest
+EVENTS_LIMIT = 10  # Events describe shows, the newest
+# An Event's time is its creator's word: one dated further ahead than this is not believed.
+CLOCK_SKEW = timedelta(minutes=5)
+_UNTRUSTED = datetime.min.replace(tzinfo=UTC)  # where an undated or future-dated Event sorts
 
 
 # ---- reading the JSON defensively ----
@@ -66,6 +71,30 @@ def program_tail(lines: list[str], count: int) -> list[str]:
     program = [i for i, line in enumerate(lines) if not line.startswith(SUPERVISOR_PREFIX)]
     start = program[-count] if len(program) >= count else 0
     return lines[start:]
+
+
+# Escaped in every cell and field shown, as kubectl (1.26+) escapes them: a value an API
+# object holds (an Event's reason is any string its creator chose) must not drive the
+# terminal. C0 (ESC, CR, BEL, newline...), DEL, C1, and the bidi overrides and isolates.
+_ESCAPED = {"\x1b": "^[", "\r": "\\r", "\n": "\\n", "\t": "\\t"}
+_BIDI_CONTROLS = frozenset(chr(c) for c in (*range(0x202A, 0x202F), *range(0x2066, 0x206A)))
+
+
+def _escaped(char: str) -> str:
+    code = ord(char)
+    if char in _ESCAPED:
+        return _ESCAPED[char]
+    if code < 0x20 or 0x7F <= code <= 0x9F:
+        return f"\\x{code:02x}"
+    if char in _BIDI_CONTROLS:
+        return f"\\u{code:04x}"
+    return char
+
+
+def escape_controls(text: str) -> str:
+    """The text with every control character written out (ESC as ^[, others as \\xNN or
+    \\uNNNN): shown, never obeyed."""
+    return "".join(_escaped(c) for c in text)
 
 
 def printable(text: str) -> str:
@@ -187,8 +216,9 @@ def progress_line(progress: Mapping[str, Any], width: int = BAR_WIDTH, ascii_onl
 
 
 def table(headers: Sequence[str], rows: Iterable[Sequence[str]], indent: str = "") -> str:
-    """Columns padded as kubectl pads them (three spaces between), the last one unpadded."""
-    body = [[cell or NONE for cell in row] for row in rows]
+    """Columns padded as kubectl pads them (three spaces between), the last one unpadded;
+    every cell's control characters escaped (escape_controls), whatever field it came from."""
+    body = [[escape_controls(cell) or NONE for cell in row] for row in rows]
     grid = [list(headers), *body]
     widths = [max(len(row[i]) for row in grid) for i in range(len(headers))]
     lines = []
@@ -392,11 +422,19 @@ def job_relative_log(job_name: str, namespace: str, logs: str) -> str:
     return logs[len(prefix) :] if logs.startswith(prefix) else logs
 
 
+def shown_history(job: Json) -> tuple[list[Json], int]:
+    """The newest HISTORY_LIMIT entries of status.history (kept newest first), and how many
+    older ones are left out: a job restarted thousands of times is not thousands of lines."""
+    history = [as_dict(e) for e in as_list(as_dict(job.get("status")).get("history"))]
+    return history[:HISTORY_LIMIT], max(0, len(history) - HISTORY_LIMIT)
+
+
 def history_table(job: Json, indent: str = "  ") -> str:
-    meta, status = as_dict(job.get("metadata")), as_dict(job.get("status"))
+    meta = as_dict(job.get("metadata"))
     name, namespace = as_str(meta.get("name")), as_str(meta.get("namespace"))
+    entries, left_out = shown_history(job)
     rows = []
-    for entry in (as_dict(e) for e in as_list(status.get("history"))):
+    for entry in entries:
         attempt, worker, code, lost = (
             as_int(entry.get(k)) for k in ("attempt", "worker", "exitCode", "epochsLost")
         )
@@ -415,16 +453,17 @@ def history_table(job: Json, indent: str = "  ") -> str:
         )
     if not rows:
         return f"{indent}(none: no attempt has ended)"
-    return table(
+    shown = table(
         ["ATTEMPT", "OUTCOME", "CAUSE", "WORKER", "NODE", "EXIT", "CHECKPOINT", "EPOCHS LOST", "LOG"],
         rows,
         indent,
     )
+    return f"{shown}\n{indent}({left_out} older attempts not shown)" if left_out else shown
 
 
 def history_messages(job: Json, indent: str = "  ") -> list[str]:
     lines = []
-    for entry in (as_dict(e) for e in as_list(as_dict(job.get("status")).get("history"))):
+    for entry in shown_history(job)[0]:
         message = one_line(as_str(entry.get("message")), 240)
         attempt = as_int(entry.get("attempt"))
         if message and attempt is not None:
@@ -445,27 +484,43 @@ def read_log_hint(job: Json) -> str:
     return f"tfmw logs {as_str(meta.get('name'))} --attempt {attempt}{who}"
 
 
-def events_table(events: Sequence[Json], now: datetime, limit: int = 10, indent: str = "  ") -> str:
-    def when(event: Json) -> str:
-        return (
-            as_str(event.get("lastTimestamp"))
-            or as_str(event.get("eventTime"))
-            or as_str(as_dict(event.get("metadata")).get("creationTimestamp"))
-        )
+def event_time(event: Json) -> str:
+    """When the Event last happened, as its creator wrote it."""
+    return (
+        as_str(event.get("lastTimestamp"))
+        or as_str(event.get("eventTime"))
+        or as_str(as_dict(event.get("metadata")).get("creationTimestamp"))
+    )
 
-    newest = sorted(events, key=when)[-limit:]
+
+def event_sort_time(event: Json, now: datetime) -> datetime:
+    """The Event's time for choosing the newest: an unreadable one, or one dated in the
+    future (past the clock skew), sorts as the oldest, so it cannot push real ones out."""
+    when = parse_time(event_time(event))
+    return when if when is not None and when <= now + CLOCK_SKEW else _UNTRUSTED
+
+
+def events_table(events: Sequence[Json], now: datetime, limit: int = EVENTS_LIMIT, indent: str = "  ") -> str:
+    dated = sorted(
+        enumerate(as_dict(e) for e in events), key=lambda pair: (event_sort_time(pair[1], now), pair[0])
+    )
+    newest = [event for _, event in dated[-limit:]] if limit > 0 else []
+    left_out = len(dated) - len(newest)
     rows = [
         [
             as_str(e.get("type")),
             as_str(e.get("reason")),
-            age(when(e), now),
+            age(event_time(e), now),
             one_line(as_str(e.get("message")), 160),
         ]
         for e in newest
     ]
     if not rows:
         return f"{indent}(none)"
-    return table(["TYPE", "REASON", "AGE", "MESSAGE"], rows, indent)
+    shown = table(["TYPE", "REASON", "AGE", "MESSAGE"], rows, indent)
+    if left_out:
+        shown += f"\n{indent}({left_out} older, undated or future-dated events not shown)"
+    return shown
 
 
 def describe(
@@ -518,7 +573,7 @@ def describe(
     fields.append(("Started", when_and_age(status.get("startTime"), now)))
     fields.append(("Completed", when_and_age(status.get("completionTime"), now)))
     width = max(len(k) for k, _ in fields) + 2
-    out = [f"{(key + ':').ljust(width)}{value}" for key, value in fields]
+    out = [f"{(key + ':').ljust(width)}{escape_controls(value)}" for key, value in fields]
     out += ["", "Pods:" if pods else "Pods: (none)"]
     if pods:
         out.append(pods_table(pods, now))
@@ -526,10 +581,10 @@ def describe(
     out += ["", "History (the newest first):", history_table(job)]
     messages = history_messages(job)
     if messages:
-        out += ["", "  Why each attempt ended:", *(f"  {m}" for m in messages)]
+        out += ["", "  Why each attempt ended:", *(f"  {escape_controls(m)}" for m in messages)]
     hint = read_log_hint(job)
     if hint:
-        out += ["", f"  The failed worker's log: {hint}"]
+        out += ["", f"  The failed worker's log: {escape_controls(hint)}"]
     if events is not None:
         out += ["", "Events:", events_table(events, now)]
     return "\n".join(out) + "\n"

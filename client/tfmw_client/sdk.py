@@ -65,10 +65,15 @@ class Logs:
         return dict(self.entries)[stem]
 
     def text(self) -> str:
-        """One entry as it is; several with each line prefixed `[<stem>] `."""
+        """One entry as it is; several with each line prefixed `[<stem>] ` (a saved file's
+        name, which the job's own pods could write, escaped: render.escape_controls)."""
         if len(self.entries) == 1:
             return self.entries[0][1]
-        return "\n".join(f"[{stem}] {line}" for stem, text in self.entries for line in text.splitlines())
+        return "\n".join(
+            f"[{render.escape_controls(stem)}] {line}"
+            for stem, text in self.entries
+            for line in text.splitlines()
+        )
 
 
 class Client:
@@ -268,7 +273,9 @@ class Client:
     def get(self, name: str, namespace: str | None = None) -> Json:
         job = self.kube.get_or_none(job_path(self._ns(namespace), name))
         if job is None:
-            raise TfmwError(
+            raise ApiError(
+                404,
+                "NotFound",
                 f'tfmwjobs.tfmw.dev "{name}" not found in namespace {self._ns(namespace)}',
                 "check the name and the namespace: tfmw get -A lists every job you may see",
             )
@@ -282,20 +289,22 @@ class Client:
             core_path(self._ns(namespace), "pods"), selector=f"{names.LABEL_JOB_NAME}={name}"
         )
 
-    def events(self, name: str, namespace: str | None = None) -> list[Json] | None:
-        """The job's Events; None when they may not be read."""
+    def events(self, name: str, namespace: str | None = None, uid: str = "") -> list[Json] | None:
+        """The job's Events (with `uid`, only this job's, not an earlier namesake's); None when
+        they may not be read."""
+        selector = f"involvedObject.name={name},involvedObject.kind={names.KIND}"
+        if uid:
+            selector += f",involvedObject.uid={uid}"
         try:
-            return self.kube.items(
-                core_path(self._ns(namespace), "events"),
-                field_selector=f"involvedObject.name={name},involvedObject.kind={names.KIND}",
-            )
+            return self.kube.items(core_path(self._ns(namespace), "events"), field_selector=selector)
         except ApiError:
             return None
 
     def describe(self, name: str, namespace: str | None = None, ascii_only: bool = False) -> str:
         job = self.get(name, namespace)
+        uid = render.as_str(render.as_dict(job.get("metadata")).get("uid"))
         return render.describe(
-            job, self.pods(name, namespace), self.events(name, namespace), datetime.now(UTC), ascii_only
+            job, self.pods(name, namespace), self.events(name, namespace, uid), datetime.now(UTC), ascii_only
         )
 
     # ---- logs ----
@@ -372,7 +381,7 @@ class Client:
             )
         entries = logs_module.choose_saved(saved, selection)
         if not entries:
-            found = ", ".join(sorted(saved.listing)) or "nothing"
+            found = render.escape_controls(", ".join(sorted(saved.listing))) or "nothing"
             raise TfmwError(
                 f"no saved log of {selection.describe()} in attempt {chosen} of {name}",
                 f"logs/attempt-{chosen}/ holds: {found}",
@@ -458,9 +467,11 @@ class Client:
         try:
             self.kube.delete(job_path(self._ns(namespace), name), {"propagationPolicy": "Background"})
         except ApiError as error:
-            if error.not_found:
-                raise TfmwError(
-                    f'tfmwjobs.tfmw.dev "{name}" not found in namespace {self._ns(namespace)}'
+            if error.not_found:  # still an ApiError: `delete --ignore-not-found` knows it by its status
+                raise ApiError(
+                    404,
+                    "NotFound",
+                    f'tfmwjobs.tfmw.dev "{name}" not found in namespace {self._ns(namespace)}',
                 ) from None
             raise
 
@@ -469,7 +480,7 @@ class Client:
         try:
             group = self.kube.get(f"/apis/{names.GROUP}")
         except ApiError as error:
-            return [] if error.not_found else None
+            return [] if error.status == 404 else None  # the group itself: type_missing too
         return [
             render.as_str(render.as_dict(v).get("version")) for v in render.as_list(group.get("versions"))
         ]

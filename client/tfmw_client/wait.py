@@ -53,7 +53,8 @@ def phase_of(job: Json) -> str:
 
 def failure_summary(job: Json) -> str:
     status = render.as_dict(job.get("status"))
-    reason = render.as_str(status.get("reason")) or "no reason given"
+    # The message keeps its lines (a log's last lines), each made printable; the reason is one word.
+    reason = render.escape_controls(render.as_str(status.get("reason"))) or "no reason given"
     message = render.as_str(status.get("message"))
     return f"{reason}: {render.printable(message)}" if message else reason
 

@@ -11,7 +11,7 @@ from typing import Any
 
 import pytest
 from tfmw_client import cli
-from tfmw_client.errors import EXIT_ERROR
+from tfmw_client.errors import EXIT_ERROR, ApiError, TfmwError
 
 REPO = Path(__file__).resolve().parents[3]
 
@@ -220,3 +220,57 @@ def test_get_loads_none_of_the_other_commands_machinery(tmp_path: Path) -> None:
             "tfmw_client.transport",
         ]
     )
+
+
+class Refusing:
+    """A client whose every call fails with `error`, or lists `jobs`."""
+
+    def __init__(self, error: TfmwError | None = None, jobs: list[Any] | None = None) -> None:
+        self.error, self.jobs, self.namespace = error, jobs or [], "team"
+
+    def delete(self, name: str) -> None:
+        if self.error:
+            raise self.error
+
+    def list_jobs(self, all_namespaces: bool = False) -> list[Any]:
+        if self.error:
+            raise self.error
+        return self.jobs
+
+
+def run_with(client: Refusing, monkeypatch: pytest.MonkeyPatch, *argv: str) -> tuple[int, str, str]:
+    monkeypatch.setattr(cli, "_client", lambda args: client)
+    out, err = io.StringIO(), io.StringIO()
+    return cli.main(list(argv), out=out, err=err), out.getvalue(), err.getvalue()
+
+
+def test_ignore_not_found_ignores_only_a_404_for_the_job(monkeypatch: pytest.MonkeyPatch) -> None:
+    gone = ApiError(404, "NotFound", 'tfmwjobs.tfmw.dev "x" not found')
+    assert run_with(Refusing(gone), monkeypatch, "delete", "x", "--ignore-not-found")[0] == 0
+    forbidden = ApiError(403, "Forbidden", 'tfmwjobs.tfmw.dev "x" is forbidden: role not found')
+    code, _, err = run_with(Refusing(forbidden), monkeypatch, "delete", "x", "--ignore-not-found")
+    assert code == EXIT_ERROR and "forbidden" in err
+    unserved = ApiError(404, "", "the tfmw.dev API is not served", type_missing=True)
+    assert run_with(Refusing(unserved), monkeypatch, "delete", "x", "--ignore-not-found")[0] == EXIT_ERROR
+
+
+def test_get_o_name_leaves_out_an_item_without_a_name(monkeypatch: pytest.MonkeyPatch) -> None:
+    jobs = [{"metadata": {"name": "a"}}, {"kind": "TFMultiWorkerJob"}, {"metadata": {"name": "b\x1b"}}]
+    code, out, err = run_with(Refusing(jobs=jobs), monkeypatch, "get", "-o", "name")
+    assert code == 0 and out == "tfmwjob.tfmw.dev/a\ntfmwjob.tfmw.dev/b^[\n"
+    assert "left out 1 listed item(s) without metadata.name" in err
+
+
+def test_an_error_s_lines_are_kept_and_its_control_characters_escaped(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    hostile = TfmwError("boom\x1b]0;owned\x07\nlast line\r", "fix\x1b[2J")
+    code, _, err = run_with(Refusing(hostile), monkeypatch, "get")
+    assert code == EXIT_ERROR
+    assert err == "error: boom^[]0;owned\\x07\nlast line\\r\nfix^[[2J\n"
+
+
+def test_input_nested_too_deeply_is_an_error_not_a_traceback(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(sys, "stdin", io.StringIO("[" * 5000 + "]" * 5000))
+    code, _, err = run_with(Refusing(), monkeypatch, "convert", "-f", "-")
+    assert code == EXIT_ERROR and "nested too deeply" in err

@@ -12,7 +12,7 @@ from typing import Any
 import pytest
 import yaml
 from tfmw_client import cli
-from tfmw_client.convert import convert
+from tfmw_client.convert import check_expansion, convert
 from tfmw_client.errors import EXIT_ERROR, TfmwError
 from tfmw_operator.api.spec import parse_job
 
@@ -126,3 +126,24 @@ def test_a_file_that_is_not_yaml_or_cannot_be_read_is_an_error(tmp_path: Path) -
     assert code == EXIT_ERROR and "error: standard input is not YAML" in err
     code, _, err = run("convert", "-f", str(tmp_path / "missing.yaml"))
     assert code == EXIT_ERROR and "cannot read" in err and "missing.yaml" in err
+
+
+ALIAS_BOMB = "a: &a [x, x, x, x, x, x, x, x, x]\n" + "".join(
+    f"{n}: &{n} [{', '.join([f'*{p}'] * 9)}]\n" for p, n in zip("abcdefgh", "bcdefghi", strict=True)
+)
+
+
+def test_an_alias_bomb_is_refused_before_it_is_written_out() -> None:
+    code, out, err = run("convert", "-f", "-", "-o", "json", stdin=ALIAS_BOMB)
+    assert code == EXIT_ERROR and out == ""
+    assert "standard input: its YAML aliases (*name) expand to more than 1,000,000 values" in err
+    assert "write the repeated parts out in full" in err
+
+
+def test_a_few_aliases_and_an_anchor_that_holds_itself_are_told_apart() -> None:
+    shared: dict[str, Any] = {"name": "tensorflow"}
+    check_expansion([{"a": shared, "b": shared}], "in.yaml")  # an ordinary alias: fine
+    looped: list[Any] = []
+    looped.append(looped)
+    with pytest.raises(TfmwError):
+        check_expansion([looped], "in.yaml")

@@ -231,3 +231,68 @@ def test_the_programs_last_lines_are_kept_before_the_supervisors_word_on_its_end
     plain = [f"line {i}" for i in range(30)]
     assert render.program_tail(plain, 10) == plain[-10:]
     assert render.program_tail([], 10) == []
+
+
+HOSTILE = "x\x1b[2J\r\x07\x9b\u202e\u2066y"
+ESCAPED = "x^[[2J\\r\\x07\\x9b\\u202e\\u2066y"
+
+
+def test_control_characters_are_escaped_as_kubectl_escapes_them() -> None:
+    assert render.escape_controls(HOSTILE) == ESCAPED
+    assert render.escape_controls("a\nb\tc é █") == "a\\nb\\tc é █"
+
+
+def test_every_table_cell_is_escaped_whatever_field_it_came_from() -> None:
+    hostile = running()
+    hostile["status"].update(phase=HOSTILE, reason=HOSTILE)
+    hostile["status"]["progress"]["eta"] = HOSTILE
+    hostile["status"]["history"][0]["cause"] = HOSTILE
+    broken = pod("mnist", "worker-0", 1)
+    broken["status"]["phase"] = HOSTILE
+    broken["status"]["containerStatuses"] = []
+    conditions = [{"type": HOSTILE, "status": "True", "reason": HOSTILE}]
+    events = [{"type": HOSTILE, "reason": HOSTILE, "message": "m", "lastTimestamp": ago(5)}]
+    for text in (
+        render.job_table([hostile], NOW, wide=True, all_namespaces=True),
+        render.pods_table([broken], NOW),
+        render.conditions_table(conditions, NOW),
+        render.history_table(hostile),
+        render.events_table(events, NOW),
+    ):
+        assert ESCAPED in text
+        assert not any(c in text for c in "\x1b\r\x07\x9b\u202e\u2066")
+
+
+def test_every_describe_field_is_escaped() -> None:
+    hostile = running()
+    hostile["status"].update(phase=HOSTILE, reason=HOSTILE)
+    hostile["status"]["progress"]["epochs"] = HOSTILE
+    text = render.describe(hostile, [], [], NOW)
+    lines = text.splitlines()
+    assert any(line.startswith("Reason:") and line.endswith(ESCAPED) for line in lines)
+    assert any(line.startswith("Phase:") and ESCAPED in line for line in lines)
+    assert any(line.startswith("Progress:") and ESCAPED in line for line in lines)
+    assert not any(c in text for c in "\x1b\r\x07\x9b\u202e\u2066")
+
+
+def test_future_dated_or_undated_events_do_not_push_real_ones_out() -> None:
+    fake = [
+        {"type": "Normal", "reason": "Fake", "message": "m", "lastTimestamp": "2999-01-01T00:00:00Z"}
+    ] * 15
+    undated = [{"type": "Normal", "reason": "Undated", "message": "m", "lastTimestamp": "soon"}] * 3
+    real = [{"type": "Warning", "reason": "GangRestart", "message": "m", "lastTimestamp": ago(60)}]
+    text = render.events_table([*real, *fake, *undated], NOW)
+    assert "GangRestart" in text
+    assert "(9 older, undated or future-dated events not shown)" in text
+    assert len(render.events_table(real, NOW).splitlines()) == 2  # nothing left out: no note
+
+
+def test_describe_shows_the_newest_fifty_attempts_and_says_how_many_it_left_out() -> None:
+    many = failed()
+    entry = many["status"]["history"][0]
+    many["status"]["history"] = [{**entry, "attempt": a, "message": f"m{a}"} for a in range(79, -1, -1)]
+    table = render.history_table(many)
+    assert len(table.splitlines()) == 1 + 50 + 1
+    assert "(30 older attempts not shown)" in table
+    assert len(render.history_messages(many)) == 50
+    assert "attempt 79: m79" in render.describe(many, [], [], NOW)

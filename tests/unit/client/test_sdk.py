@@ -9,12 +9,13 @@ import threading
 from collections.abc import Iterator
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
+from types import SimpleNamespace
 from typing import Any, ClassVar
 
 import pytest
 from tfmw_client import names
-from tfmw_client.errors import TfmwError
-from tfmw_client.sdk import Client
+from tfmw_client.errors import ApiError, TfmwError
+from tfmw_client.sdk import Client, Logs
 
 JOBS = "/apis/tfmw.dev/v1alpha1/namespaces/team/tfmwjobs"
 CONFIGMAPS = "/api/v1/namespaces/team/configmaps"
@@ -25,6 +26,7 @@ class Server(BaseHTTPRequestHandler):
 
     protocol_version = "HTTP/1.1"
     objects: ClassVar[dict[str, Any]] = {}
+    unserved: ClassVar[bool] = False  # no CRD: every tfmw.dev path is the plain 404 page
     calls: ClassVar[list[str]] = []
 
     def log_message(self, *args: Any) -> None:
@@ -56,8 +58,17 @@ class Server(BaseHTTPRequestHandler):
 
     def do_GET(self) -> None:
         Server.calls.append(f"GET {self.path}")
+        if Server.unserved and self.path.startswith("/apis/tfmw.dev/"):
+            page = b"404 page not found\n"
+            self.send_response(404)
+            self.send_header("Content-Type", "text/plain; charset=utf-8")
+            self.send_header("Content-Length", str(len(page)))
+            self.end_headers()
+            self.wfile.write(page)
+            return
         found = Server.objects.get(self.path)
-        self._answer(200, found) if found else self._answer(404, {"kind": "Status", "reason": "NotFound"})
+        missing = {"kind": "Status", "reason": "NotFound", "details": {"kind": "tfmwjobs"}}
+        self._answer(200, found) if found else self._answer(404, missing)
 
     def do_PATCH(self) -> None:
         Server.calls.append(f"PATCH {self.path}")
@@ -66,7 +77,10 @@ class Server(BaseHTTPRequestHandler):
 
     def do_DELETE(self) -> None:
         Server.calls.append(f"DELETE {self.path}")
-        Server.objects.pop(self.path, None)
+        self._body()  # read, so that the kept-alive connection's next request is read whole
+        if Server.objects.pop(self.path, None) is None:
+            self._answer(404, {"kind": "Status", "reason": "NotFound", "details": {"kind": "tfmwjobs"}})
+            return
         self._answer(200, {"kind": "Status"})
 
 
@@ -74,6 +88,7 @@ class Server(BaseHTTPRequestHandler):
 def client(tmp_path: Path) -> Iterator[Client]:
     Server.objects.clear()
     Server.calls.clear()
+    Server.unserved = False
     httpd = ThreadingHTTPServer(("127.0.0.1", 0), Server)
     threading.Thread(target=httpd.serve_forever, daemon=True).start()
     config = tmp_path / "kubeconfig"
@@ -146,3 +161,68 @@ def test_when_the_look_fails_too_the_creation_s_own_error_is_told(
     with pytest.raises(TfmwError, match=r"the POST may have been carried out") as told:
         client._create(*_objects())
     assert f"GET {JOBS}/mnist" in Server.calls and "POST" in told.value.message
+
+
+class Listing:
+    """A Kube that has one job, and records the listings asked of it (it has none)."""
+
+    def __init__(self) -> None:
+        self.asked: list[tuple[str, str, str]] = []
+
+    def get_or_none(self, path: str) -> Any:
+        return {"metadata": {"name": "mnist", "namespace": "team", "uid": "uid-1"}}
+
+    def items(self, path: str, selector: str = "", field_selector: str = "") -> list[Any]:
+        self.asked.append((path, selector, field_selector))
+        return []
+
+
+def test_events_are_only_this_job_s_not_an_earlier_namesake_s() -> None:
+    client = Client.__new__(Client)
+    listing = Listing()
+    client.kube, client.namespace = listing, "team"  # type: ignore[assignment]
+    client.describe("mnist")
+    assert (
+        listing.asked[1][2]
+        == "involvedObject.name=mnist,involvedObject.kind=TFMultiWorkerJob,involvedObject.uid=uid-1"
+    )
+
+
+def test_saved_log_names_are_escaped_in_the_prefix() -> None:
+    found = Logs("mnist", 0, False, [("worker-0", "a\n"), ("x\x1b[2Jy", "b\n")])
+    assert found.text() == "[worker-0] a\n[x^[[2Jy] b"
+
+
+def test_a_job_that_is_not_there_is_a_404_api_error(client: Client) -> None:
+    with pytest.raises(ApiError) as deleted:
+        client.delete("nothing")
+    assert deleted.value.not_found
+    with pytest.raises(ApiError) as read:
+        client.get("nothing")
+    assert read.value.not_found
+
+
+def test_without_the_crd_get_and_describe_say_the_api_is_not_served(client: Client) -> None:
+    Server.unserved = True
+    for call in (lambda: client.list_jobs(), lambda: client.get("mnist")):
+        with pytest.raises(ApiError) as raised:
+            call()
+        assert "the tfmw.dev API is not served on this cluster" in raised.value.message
+        assert "not found" not in raised.value.message and "tfmw version" in raised.value.fix
+
+
+def test_saved_log_names_are_escaped_in_the_hint_of_what_the_attempt_holds(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    from tfmw_client import logs as logs_module
+
+    job = {"metadata": {"name": "mnist", "namespace": "team"}, "status": {"phase": "Failed"}}
+    saved = SimpleNamespace(folder_exists=True, listing={"x\x1b[2J.log": 1}, files={})
+    monkeypatch.setattr(Client, "_log_plan", lambda self, name, selection, namespace: (job, 0, []))
+    monkeypatch.setattr(logs_module, "read_saved", lambda *args: saved)
+    monkeypatch.setattr(logs_module, "choose_saved", lambda *args: [])
+    client = Client.__new__(Client)
+    client.kube = None  # type: ignore[assignment]  # read_saved, which would use it, is replaced
+    with pytest.raises(TfmwError) as raised:
+        client.logs("mnist", worker=3)
+    assert raised.value.fix == "logs/attempt-0/ holds: x^[[2J.log"

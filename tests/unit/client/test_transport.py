@@ -119,7 +119,16 @@ class Handler(BaseHTTPRequestHandler):
             self.end_headers()
             return
         if self.path.startswith("/missing"):
-            self._answer(404, {"kind": "Status", "reason": "NotFound", "message": 'jobs "x" not found'})
+            # As an API server says it: the absent object's kind in the details.
+            self._answer(
+                404,
+                {
+                    "kind": "Status",
+                    "reason": "NotFound",
+                    "message": 'jobs "x" not found',
+                    "details": {"name": "x", "kind": "jobs"},
+                },
+            )
             return
         peer = self.connection.getpeercert() if isinstance(self.connection, ssl.SSLSocket) else None
         names: Any = (peer or {}).get("subject", ())  # ((("commonName", "alice"),),)

@@ -193,3 +193,10 @@ def test_the_status_line_has_the_bar_and_what_holds_a_job() -> None:
     assert wait.status_line(running(), 5, ascii_only=True, bar_width=10) == (
         "mnist  Running  attempt 1  2/2 ready  [#######---]   70%  7/10 epochs  ETA 4s  loss=0.0412 accuracy=0.9871  5s"
     )
+
+
+def test_a_failure_s_reason_is_escaped() -> None:
+    broken = failed()
+    broken["status"]["reason"] = "Worker\x1b]0;owned\x07Failed"
+    summary = wait.judge(broken, "Succeeded").summary
+    assert "\x1b" not in summary and "\x07" not in summary and "Worker^[]0;owned\\x07Failed" in summary
