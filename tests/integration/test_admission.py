@@ -349,8 +349,18 @@ INVALID += [
     ),
     (
         "exit codes with a cause that has none",
-        rules({"action": "Fail", "onCauses": ["PodDeleted"], "onExitCodes": [1]}),
-        "come with no exit code",
+        rules({"action": "Fail", "onCauses": ["ProgressStalled"], "onExitCodesNotIn": [1]}),
+        "onCauses ProgressStalled comes with no exit code: with onExitCodes or onExitCodesNotIn",
+    ),
+    (
+        "a disruption that is a stall",
+        rules({"action": "Fail", "onCauses": ["ProgressStalled"], "onDisruption": True}),
+        "a stall (onCauses ProgressStalled) never is one",
+    ),
+    (
+        "no disruption, and causes that always are",
+        rules({"action": "Fail", "onCauses": ["Evicted", "NodeLost"], "onDisruption": False}),
+        "these onCauses are always pods taken away",
     ),
     (
         "a rule's name too long",
@@ -387,6 +397,16 @@ VALID: list[tuple[str, Callable[[Json], None]]] = [
         both(delete("spec", "sharedVolume"), completion(policy="ChiefExitCode")),
     ),
     ("AllWorkersExitCode with a shared volume", completion(policy="AllWorkersExitCode")),
+    (
+        # A supervised pod gone before its end was seen keeps the code its supervisor reported.
+        "a deleted pod's exit code",
+        rules({"action": "RestartNotCounted", "onCauses": ["PodDeleted"], "onExitCodes": [42]}),
+    ),
+    (
+        # A pod deleted before its program ended is taken away, whatever it ended with.
+        "a disruption that ended in an error",
+        rules({"action": "Restart", "onCauses": ["Error", "OOMKilled"], "onDisruption": True}),
+    ),
     (
         "a rule on roles the job has beside ones it has not",
         rules({"action": "Fail", "onRoles": ["worker", "ps", "evaluator"]}),
