@@ -340,7 +340,23 @@ INVALID += [
             {"action": "Restart", "onCauses": ["OOMKilled"]},
             {"action": "Fail", "onExitCodes": [43, 42]},
         ),
-        "spec.runPolicy.failureRules[2] matches exactly what an earlier rule matches",
+        "spec.runPolicy.failureRules[2] could never match: an earlier rule matches every failure it matches",
+    ),
+    (
+        "a rule covered by a broader earlier one",
+        rules(
+            {"action": "Fail", "onCauses": ["OOMKilled", "Evicted"]},
+            {"action": "Restart", "onCauses": ["OOMKilled"], "onRoles": ["worker"], "onDisruption": False},
+        ),
+        "spec.runPolicy.failureRules[1] could never match: an earlier rule matches every failure it matches",
+    ),
+    (
+        "a rule covered by an earlier one on exit codes alone",
+        rules(
+            {"action": "RestartNotCounted", "onExitCodes": [42]},
+            {"action": "Fail", "onExitCodes": [42], "onRoles": ["chief"]},
+        ),
+        "spec.runPolicy.failureRules[1] could never match",
     ),
     (
         "ProgressStalled without a progress deadline",
@@ -406,6 +422,15 @@ VALID: list[tuple[str, Callable[[Json], None]]] = [
         # A pod deleted before its program ended is taken away, whatever it ended with.
         "a disruption that ended in an error",
         rules({"action": "Restart", "onCauses": ["Error", "OOMKilled"], "onDisruption": True}),
+    ),
+    (
+        "the narrower rule first",
+        rules(
+            {"action": "Restart", "onCauses": ["OOMKilled"], "onRoles": ["worker"]},
+            {"action": "Fail", "onCauses": ["OOMKilled"]},
+            {"action": "Restart", "onExitCodes": [42], "onRoles": ["chief"]},
+            {"action": "Fail", "onExitCodes": [42]},
+        ),
     ),
     (
         "a rule on roles the job has beside ones it has not",

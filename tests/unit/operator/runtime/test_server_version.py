@@ -10,7 +10,9 @@ from tfmw_operator.runtime.server_version import MINIMUM, parse, refusal
 
 CRD = Path(__file__).parents[4] / "crds" / "tfmwjobs.tfmw.dev.yaml"
 # CEL's two-variable macros: all(i, v, ...), exists(i, v, ...), transformList(i, v, ...) ...
-TWO_VARIABLE_MACRO = re.compile(r"\b(?:all|exists|exists_one|transformList|transformMap|transformMapEntry)\(\s*\w+\s*,\s*\w+\s*,")
+TWO_VARIABLE_MACRO = re.compile(
+    r"\b(?:all|exists|exists_one|transformList|transformMap|transformMapEntry)\(\s*\w+\s*,\s*\w+\s*,"
+)
 
 
 @pytest.mark.parametrize(
