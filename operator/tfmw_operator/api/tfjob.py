@@ -24,6 +24,7 @@ from tfmw_operator.api.objects import Json, copy_json
 from tfmw_operator.api.spec import (
     MAX_PARAMETER_SERVERS,
     MAX_REPLICAS,
+    FailureRule,
     JobSpec,
     SpecError,
     object_at,
@@ -96,12 +97,22 @@ class Note:
     said: str
 
 
+# True of the TFMultiWorkerJob `tfmw convert` prints, which sets TF_CONFIG for every task;
+# not of the TFJob tfmw serves, whose lone task gets none, as under Kubeflow (JobSpec.tf_config).
+LONE_TASK_NOTE: Final = Note(
+    "TF_CONFIG", "set for the lone task too (TFJob sets none for a job of one replica)"
+)
+
+
 @dataclass(frozen=True)
 class Conversion:
     manifest: Json  # the TFMultiWorkerJob
     notes: tuple[Note, ...]
     replica_types: dict[str, str]  # tfmw's set -> the TFJob's key as written ("Worker", "Master" ...)
     distributed: bool  # TFJob sets TF_CONFIG only when its replicas add up to more than one
+    # What the TFJob wrote that each of the manifest's failureRules stands for, in order:
+    # `spec.tfReplicaSpecs.Worker.restartPolicy ExitCode`.
+    rule_origins: tuple[str, ...] = ()
     # Every gang replica (Chief, Worker) restarts OnFailure or Always, and no PS: served by tfmw,
     # the gang's pods restart a failed container themselves (JobSpec.restart_containers).
     restart_containers: bool = False
@@ -217,37 +228,58 @@ def _template(
 
 def _rules(
     role_keys: dict[str, str], policies: dict[str, str], notes: list[Note], backoff_limit: object
-) -> list[Json]:
-    """Each replica's restartPolicy as rules on its role: Never fails, OnFailure and Always
-    restart, ExitCode restarts what took the pod away and exit codes 128 and up. As in
-    Kubeflow's training-operator v1.9, an ExitCode replica's restarts do not count against
-    backoffLimit (`PastBackoffLimit` counts only OnFailure and Always replicas), but for a
-    limit of 0, under which its first failure fails the job (`exceedsBackoffLimit`)."""
+) -> tuple[list[Json], list[str]]:
+    """Each replica's restartPolicy as rules on its role, and what each rule stands for: Never
+    fails, OnFailure and Always restart, ExitCode restarts what took the pod away and exit
+    codes 128 and up. As in Kubeflow's training-operator v1.9, restarts that are no kubelet's
+    container restart do not count against backoffLimit (`PastBackoffLimit` sums the
+    restartCount of the OnFailure and Always replicas' pods, pkg/core/job.go), but for a
+    limit of 0, under which its first failed pod fails the job (`exceedsBackoffLimit`,
+    pkg/controller.v1/common/job.go): an ExitCode replica's, and a disruption's under
+    OnFailure or Always (Kubeflow deletes the failed pod for a new one, pkg/controller.v1/
+    common/pod.go, and the new pod's restartCount starts at 0)."""
     rules: list[Json] = []
+    origins: list[str] = []
     for target, key in role_keys.items():
         policy = policies[target]
         roles = ["worker", "chief"] if target == "worker" and "chief" not in role_keys else [target]
         field = f"spec.tfReplicaSpecs.{key}.restartPolicy"
+        restart = "Restart" if backoff_limit == 0 else "RestartNotCounted"
+        made: list[Json]
         if policy == "Never":
-            rules.append({"onRoles": roles, "action": "Fail"})
+            made = [{"onRoles": roles, "action": "Fail"}]
         elif policy in ("OnFailure", "Always"):
             if policy == "Always":
                 notes.append(Note(field, "Always: a pod that exits 0 is not restarted (OnFailure's rule)"))
-            rules.append({"onRoles": roles, "action": "Restart"})
+            made = [{"onRoles": roles, "action": "Restart"}]
+            if restart == "RestartNotCounted":
+                made.insert(0, {"onRoles": roles, "onDisruption": True, "action": restart})
         elif policy == "ExitCode":
-            restart = "Restart" if backoff_limit == 0 else "RestartNotCounted"
             if backoff_limit not in (0, None):
                 notes.append(
                     Note(field, "ExitCode: its restarts do not count against backoffLimit, as in TFJob")
                 )
-            rules += [
+            made = [
                 {"onRoles": roles, "onDisruption": True, "action": restart},
                 {"onRoles": roles, "onExitCodes": PROGRAM_EXIT_CODES, "action": "Fail"},
                 {"onRoles": roles, "onDisruption": False, "action": restart},
             ]
         else:
             raise ConversionError(field, f"must be Always, OnFailure, Never or ExitCode, got {policy!r}")
-    return rules
+        rules += made
+        origins += [f"{field} {policy}"] * len(made)
+    return rules, origins
+
+
+@dataclass(frozen=True)
+class ConvertedRule(FailureRule):
+    """A failure rule the conversion made of a replica's restartPolicy. A TFJob has no
+    failureRules, so messages (`... (<rule>: Fail)`, a restart's, status.excludedNodes' rule)
+    name what the TFJob wrote instead: its `name`, `spec.tfReplicaSpecs.Worker.restartPolicy
+    ExitCode`."""
+
+    def describe(self, position: int) -> str:
+        return self.name
 
 
 def _scheduling(run: Json, labels: Json, total: int, notes: list[Note]) -> str | None:
@@ -369,9 +401,10 @@ def convert(tfjob: Json, launched: bool = False) -> Conversion:
             )
     else:
         policy = "AllWorkersExitCode"
+    failure_rules, rule_origins = _rules(role_keys, policies, notes, run.get("backoffLimit"))
     run_policy: Json = {
         "restartPolicy": "Never",
-        "failureRules": _rules(role_keys, policies, notes, run.get("backoffLimit")),
+        "failureRules": failure_rules,
         "cleanPodPolicy": run.get("cleanPodPolicy") or "None",
     }
     if "cleanPodPolicy" not in run:
@@ -430,32 +463,45 @@ def convert(tfjob: Json, launched: bool = False) -> Conversion:
     if labels:
         manifest_meta["labels"] = labels
     manifest = {"apiVersion": API_VERSION, "kind": KIND, "metadata": manifest_meta, "spec": job_spec}
+    # Kubeflow sets TF_CONFIG only when the replicas add up to other than 1 (isDistributed,
+    # pkg/controller.v1/tensorflow/util.go; SetClusterSpec, tfjob_controller.go).
     distributed = total > 1
     if not distributed:
-        notes.append(
-            Note("TF_CONFIG", "set for the lone task too (TFJob sets none for a job of one replica)")
-        )
+        notes.append(LONE_TASK_NOTE)
     return Conversion(
-        manifest, tuple(notes), {t: k for t, k in role_keys.items()}, distributed, restart_containers
+        manifest,
+        tuple(notes),
+        {t: k for t, k in role_keys.items()},
+        distributed,
+        tuple(rule_origins),
+        restart_containers,
     )
 
 
 def parse_tfjob(tfjob: Json, folder_check_image: str = "") -> JobSpec:
     """The JobSpec tfmw's engine runs for `tfjob`: its conversion's, owned by the TFJob, with
-    Kubeflow's pod labels; SpecError (ConversionError) naming the field it cannot run."""
+    Kubeflow's pod labels and failure rules named by the restartPolicy they came from;
+    SpecError (ConversionError) naming the field it cannot run."""
     conversion = convert(tfjob, launched_before(tfjob))
     manifest = conversion.manifest
     meta = tfjob.get("metadata") or {}
     manifest["metadata"].update(namespace=meta.get("namespace", "default"), uid=meta.get("uid", ""))
     job = parse_job(manifest, folder_check_image)
+    rules = tuple(
+        ConvertedRule(**{**{f.name: getattr(rule, f.name) for f in dataclasses.fields(rule)}, "name": origin})
+        for rule, origin in zip(job.run_policy.failure_rules, conversion.rule_origins, strict=True)
+    )
     return dataclasses.replace(
         job,
+        run_policy=dataclasses.replace(job.run_policy, failure_rules=rules),
         api_version=TFJOB_API_VERSION,
         kind=TFJOB_KIND,
         kubeflow_replica_types=tuple(sorted(conversion.replica_types.items())),
         tf_config=conversion.distributed,
         restart_containers=conversion.restart_containers,
-        conversion_notes=tuple(f"{note.field}: {note.said}" for note in conversion.notes),
+        conversion_notes=tuple(
+            f"{note.field}: {note.said}" for note in conversion.notes if note != LONE_TASK_NOTE
+        ),
         sets_version=sets_version(tfjob),
     )
 
@@ -618,13 +664,17 @@ def tfjob_conditions(status: JobStatus, namespace: str, name: str, old: list[Jso
             other = "Restarting" if kind == "Running" else "Running"
             conditions = [c for c in conditions if c.get("type") != other]
             previous.pop(other, None)
-    if phase in (Phase.SUSPENDED, Phase.SUCCEEDED, Phase.FAILED):
-        # Kubeflow flips Running to False where it stands in the list.
-        reason = {Phase.SUSPENDED: "TFJobSuspended", Phase.SUCCEEDED: "TFJobSucceeded"}.get(
-            phase, "TFJobFailed"
-        )
+    if phase in (Phase.SUCCEEDED, Phase.FAILED):
+        # Kubeflow flips Running's status alone, where it stands: reason, message and times
+        # kept (filterOutCondition, pkg/util/status.go).
         conditions = [
-            _condition("Running", False, reason, c.get("message") or "", stamp, c)
+            {**c, "status": "False"} if c.get("type") == "Running" and c.get("status") == "True" else c
+            for c in conditions
+        ]
+    elif phase is Phase.SUSPENDED:
+        # Kubeflow sets Running False with reason TFJobSuspended (pkg/controller.v1/common/job.go).
+        conditions = [
+            _condition("Running", False, "TFJobSuspended", c.get("message") or "", stamp, c)
             if c.get("type") == "Running" and c.get("status") == "True"
             else c
             for c in conditions

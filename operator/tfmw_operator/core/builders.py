@@ -99,7 +99,8 @@ def build_tf_config(
 ) -> str:
     """TF_CONFIG for one pod, as TensorFlow reads it: the cluster (`chief` when the job has
     one, `worker`, `ps` when it has parameter servers) is the same in every pod; the
-    evaluator is never in it. `hosts`: each member's hostname (cluster_hosts), else the
+    evaluator is never in it; a TFJob's also says `"environment": "cloud"`, as Kubeflow's
+    does. `hosts`: each member's hostname (cluster_hosts), else the
     attempt's own. Names are qualified with the namespace unless that makes TF_CONFIG too
     long to start a program with; the shorter form fits every job the CRD accepts (1,024
     workers and parameter servers together, 51 characters of name, port 65535: 127 KB)."""
@@ -113,7 +114,14 @@ def build_tf_config(
             ]
             for s in training
         }
-        config = {"cluster": cluster, "task": {"type": str(member.type), "index": member.index}}
+        config: dict[str, object] = {
+            "cluster": cluster,
+            "task": {"type": str(member.type), "index": member.index},
+        }
+        if job.kubeflow_replica_types:
+            # A TFJob's TF_CONFIG always says `"environment": "cloud"` (genTFConfigJSONStr,
+            # Kubeflow's pkg/controller.v1/tensorflow/tensorflow.go): a program may read it.
+            config["environment"] = "cloud"
         encoded = json.dumps(config, separators=(",", ":"))
         if len(contract.TF_CONFIG) + 1 + len(encoded) + 1 <= MAX_ENV_STRING_BYTES:
             break

@@ -26,6 +26,7 @@ from tfmw_operator.api.tfjob import (
     serves,
     tfjob_conditions,
 )
+from tfmw_operator.api.times import format_time
 from tfmw_operator.core.builders import EVENT_MESSAGE_LIMIT, build_pod, build_service, build_tf_config
 from tfmw_operator.core.observed import MarkerState
 from tfmw_operator.core.reconcile import reconcile
@@ -152,8 +153,8 @@ def test_a_lone_replica_gets_no_tf_config_as_under_tfjob() -> None:
     ("policy", "actions"),
     [
         ("Never", [("Fail", None)]),
-        ("OnFailure", [("Restart", None)]),
-        ("Always", [("Restart", None)]),
+        ("OnFailure", [("RestartNotCounted", True), ("Restart", None)]),
+        ("Always", [("RestartNotCounted", True), ("Restart", None)]),
         ("ExitCode", [("RestartNotCounted", True), ("Fail", None), ("RestartNotCounted", False)]),
     ],
 )
@@ -174,6 +175,71 @@ def test_exit_code_fails_on_the_programs_own_codes_and_restarts_signals() -> Non
     assert rule_on(job, Failure("chief", "Evicted", 1, True)).action.value == "RestartNotCounted"
 
 
+def launched_pod(job: Json, index: int, phase: str = "Running", exit_code: int | None = None) -> Json:
+    """Worker `index`'s pod of attempt 0 as the API server returns it: running, or ended."""
+    raw = build_pod(parse_tfjob(job), Member.worker(index), 0)
+    raw["metadata"].update(uid=f"pod-{index}", creationTimestamp=format_time(T0))
+    state: Json = {"running": {}}
+    if exit_code is not None:
+        state = {"terminated": {"exitCode": exit_code, "reason": "Error", "finishedAt": format_time(at(12))}}
+    raw["status"] = {
+        "phase": phase,
+        "conditions": [{"type": "Ready", "status": "True"}],
+        "containerStatuses": [{"name": "tensorflow", "restartCount": 0, "state": state}],
+    }
+    return raw
+
+
+def decided(job: Json, pods: list[Json]) -> JobStatus:
+    spec = parse_tfjob(job)
+    status = JobStatus(phase=Phase.RUNNING, attempt=0, launched_attempt=0, start_time=T0)
+    seen = observe(job, pods, MarkerState(), at(20), spec=spec, status=status, service=build_service(spec))
+    return reconcile(seen).status
+
+
+@pytest.mark.parametrize("policy", ["OnFailure", "Always"])
+def test_a_disruption_under_on_failure_or_always_is_not_counted_as_in_kubeflow(policy: str) -> None:
+    """Kubeflow deletes an evicted OnFailure pod for a new one and counts nothing against
+    backoffLimit (pkg/controller.v1/common/pod.go; PastBackoffLimit sums kubelet restarts)."""
+    from tfmw_operator.core.policies.failure_rules import Failure, rule_on
+
+    job = parse_tfjob(tfjob(run={"backoffLimit": 3}, Worker=replica(2, policy)))
+    assert rule_on(job, Failure("worker", "Evicted", 137, True)).action.value == "RestartNotCounted"
+    assert rule_on(job, Failure("worker", "Error", 1, False)).action.value == "Restart"
+    # With a PS, tfmw replaces the pod itself (no kubelet restart): an evicted worker is not counted.
+    obj = tfjob(run={"backoffLimit": 3}, Worker=replica(2, policy), PS=replica(1, policy))
+    evicted = launched_pod(obj, 1, "Failed", 137)
+    evicted["status"].update(reason="Evicted", message="the node was low on memory")
+    status = decided(obj, [launched_pod(obj, 0), evicted])
+    assert [r.outcome for r in status.history] == ["Replaced"]
+    assert (status.restarts, status.restarts_not_counted) == (0, 1)
+
+
+def test_a_disruption_under_on_failure_with_a_backoff_limit_of_0_fails_the_job_as_in_kubeflow() -> None:
+    """Kubeflow's exceedsBackoffLimit fails the job at its first new failed pod under a limit of 0."""
+    obj = tfjob(run={"backoffLimit": 0}, Worker=replica(2, "OnFailure"), PS=replica(1, "OnFailure"))
+    assert [r["action"] for r in convert(obj).manifest["spec"]["runPolicy"]["failureRules"]] == [
+        "Restart",
+        "Restart",
+    ]
+    evicted = launched_pod(obj, 1, "Failed", 137)
+    evicted["status"].update(reason="Evicted", message="the node was low on memory")
+    assert decided(obj, [launched_pod(obj, 0), evicted]).phase is Phase.FAILED
+
+
+@pytest.mark.parametrize("policy", ["Never", "ExitCode"])
+def test_a_tfjobs_failed_message_names_its_restart_policy_not_failure_rules(policy: str) -> None:
+    """A TFJob has no failureRules: the rule that failed it is named by what the TFJob wrote."""
+    obj = tfjob(run={"backoffLimit": 3}, Worker=replica(2, policy))
+    status = decided(obj, [launched_pod(obj, 0), launched_pod(obj, 1, "Failed", 1)])
+    assert status.phase is Phase.FAILED
+    assert (status.message or "").endswith(f"(spec.tfReplicaSpecs.Worker.restartPolicy {policy}: Fail)")
+    assert "failureRules" not in (status.message or "")
+    # A TFMultiWorkerJob's own rules are still named by their place in its failureRules.
+    native = parse_job(convert(obj).manifest | {"metadata": obj["metadata"]})
+    assert native.run_policy.failure_rules[0].describe(0) == "failureRules[0]"
+
+
 @pytest.mark.parametrize(
     ("backoff_limit", "action", "noted"),
     [(None, "RestartNotCounted", False), (3, "RestartNotCounted", True), (0, "Restart", False)],
@@ -187,7 +253,9 @@ def test_exit_code_restarts_count_against_backoff_limit_only_at_zero_as_in_kubef
     converted = convert(tfjob(run=run, Worker=replica(2, "ExitCode"), PS=replica(1, "OnFailure")))
     rules = converted.manifest["spec"]["runPolicy"]["failureRules"]
     assert {r["action"] for r in rules if r["onRoles"] != ["ps"]} == {action, "Fail"}
-    assert [r["action"] for r in rules if r["onRoles"] == ["ps"]] == ["Restart"]  # OnFailure: counted
+    # OnFailure: a container restart counted, a disruption not (but for a limit of 0).
+    ps = [r["action"] for r in rules if r["onRoles"] == ["ps"]]
+    assert ps == (["Restart"] if backoff_limit == 0 else ["RestartNotCounted", "Restart"])
     fields = [n.field for n in converted.notes if "backoffLimit" in n.said and "restartPolicy" in n.field]
     assert (fields == ["spec.tfReplicaSpecs.Worker.restartPolicy"]) is noted
 

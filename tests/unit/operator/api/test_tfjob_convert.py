@@ -319,10 +319,12 @@ def test_every_note_of_a_conversion_word_for_word_and_the_manifest_it_goes_with(
     assert spec["runPolicy"] == {
         "restartPolicy": "Never",
         "failureRules": [
+            {"onRoles": ["chief"], "onDisruption": True, "action": "RestartNotCounted"},
             {"onRoles": ["chief"], "action": "Restart"},
             {"onRoles": ["worker"], "onDisruption": True, "action": "RestartNotCounted"},
             {"onRoles": ["worker"], "onExitCodes": list(range(1, 128)), "action": "Fail"},
             {"onRoles": ["worker"], "onDisruption": False, "action": "RestartNotCounted"},
+            {"onRoles": ["ps"], "onDisruption": True, "action": "RestartNotCounted"},
             {"onRoles": ["ps"], "action": "Restart"},
             {"onRoles": ["evaluator"], "action": "Fail"},
         ],
@@ -331,6 +333,13 @@ def test_every_note_of_a_conversion_word_for_word_and_the_manifest_it_goes_with(
         "activeDeadlineSeconds": 600,
         "suspend": False,
     }
+    # What each rule stands for, which a served TFJob's messages name (parse_tfjob).
+    assert converted.rule_origins == (
+        *["spec.tfReplicaSpecs.Master.restartPolicy Always"] * 2,
+        *["spec.tfReplicaSpecs.Worker.restartPolicy ExitCode"] * 3,
+        *["spec.tfReplicaSpecs.PS.restartPolicy OnFailure"] * 2,
+        "spec.tfReplicaSpecs.Evaluator.restartPolicy Never",
+    )
     for template in (spec["template"], spec["chief"]["template"], spec["evaluator"]["template"]):
         assert template["spec"]["priorityClassName"] == "high"
         assert "ports" not in template["spec"]["containers"][0] and "restartPolicy" not in template["spec"]
@@ -360,6 +369,18 @@ def test_a_lone_worker_without_a_chief_gets_all_workers_completion_when_asked_an
     assert spec["runPolicy"]["cleanPodPolicy"] == "All" and spec["runPolicy"]["backoffLimit"] == 3
     assert not converted.distributed and converted.manifest["metadata"] == {"name": "dist"}
     assert "sharedVolume" not in spec and spec["port"] == 2222
+
+
+def test_the_lone_task_note_is_for_tfmw_convert_only_as_the_served_tfjob_gets_no_tf_config() -> None:
+    """The TFMultiWorkerJob `tfmw convert` prints sets TF_CONFIG for its lone task; the TFJob
+    tfmw serves does not, as Kubeflow's isDistributed (pkg/controller.v1/tensorflow/util.go),
+    so its PodsCreated Event must not say it does."""
+    lone = tfjob({"tfReplicaSpecs": {"Worker": replica(1, "Never")}})
+    assert any(note.field == "TF_CONFIG" for note in convert(lone).notes)
+    served = parse_tfjob(lone)
+    assert not served.tf_config
+    assert not [n for n in served.conversion_notes if n.startswith("TF_CONFIG")]
+    assert served.conversion_notes  # the other notes stay
 
 
 def test_replicas_default_to_one_and_the_manifest_is_a_tfmultiworkerjob() -> None:

@@ -52,7 +52,8 @@ def test_running_then_succeeded_exactly_and_an_unchanged_condition_keeps_its_tim
     done = step(Phase.SUCCEEDED, running, T3, conditions=(succeeded,))
     assert done == [
         CREATED,
-        cond("Running", "False", "TFJobSucceeded", "TFJob ns/dist is running.", T3, T3),
+        # Kubeflow flips Running's status alone: reason, message and times kept.
+        cond("Running", "False", "TFJobRunning", "TFJob ns/dist is running.", T1, T1),
         cond(
             "Succeeded",
             "True",
@@ -112,7 +113,7 @@ def test_failed_says_why_from_the_message_or_else_the_reason() -> None:
     failed = step(Phase.FAILED, running, T2, reason="WorkerFailed", message="worker 1 exited 1")
     assert failed == [
         CREATED,
-        cond("Running", "False", "TFJobFailed", RUNNING["message"], T2, T2),
+        cond("Running", "False", "TFJobRunning", RUNNING["message"], T1, T1),
         cond("Failed", "True", "TFJobFailed", "TFJob ns/dist has failed because worker 1 exited 1", T2, T2),
     ]
     by_reason = step(Phase.FAILED, running, T2, reason="BackoffLimitExceeded")

@@ -33,6 +33,39 @@ def test_tf_config_per_worker_matches_the_contract_exactly() -> None:
         }
 
 
+def test_a_tfmultiworkerjobs_tf_config_byte_for_byte_has_no_environment() -> None:
+    spec = parse_job(job("mnist", namespace="team-a").workers(2).obj())
+    assert build_tf_config(spec, Member.worker(1)) == (
+        '{"cluster":{"worker":["mnist-worker-0.mnist.team-a.svc:2222","mnist-worker-1.mnist.team-a.svc:2222"]},'
+        '"task":{"type":"worker","index":1}}'
+    )
+
+
+def test_a_tfjobs_tf_config_says_environment_cloud_as_kubeflows_does() -> None:
+    """Kubeflow's genTFConfigJSONStr (pkg/controller.v1/tensorflow/tensorflow.go) always
+    writes it, after cluster and task; a program may read tf_config["environment"]."""
+    from tfmw_operator.api.tfjob import parse_tfjob
+
+    container = {"name": "tensorflow", "image": "img:1"}
+    tfjob = {
+        "apiVersion": "kubeflow.org/v1",
+        "kind": "TFJob",
+        "metadata": {"name": "mnist", "namespace": "team-a", "uid": "u"},
+        "spec": {
+            "tfReplicaSpecs": {"Worker": {"replicas": 2, "template": {"spec": {"containers": [container]}}}}
+        },
+    }
+    spec = parse_tfjob(tfjob)
+    tf_config = build_tf_config(spec, Member.worker(1))
+    assert tf_config.endswith(',"task":{"type":"worker","index":1},"environment":"cloud"}')
+    assert (
+        json.loads(container_env(build_pod(spec, Member.worker(0), 0)["spec"]["containers"][0])["TF_CONFIG"])[
+            "environment"
+        ]
+        == "cloud"
+    )
+
+
 def _cluster(spec: JobSpec, index: int, attempt: int) -> str:
     built = build_pod(spec, Member.worker(index), attempt)
     return json.dumps(json.loads(container_env(built["spec"]["containers"][0])["TF_CONFIG"])["cluster"])

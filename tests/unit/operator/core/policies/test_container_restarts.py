@@ -267,7 +267,8 @@ def test_an_evicted_pod_is_one_gang_restart_not_a_container_restart_too() -> Non
     evicted["status"].update(reason="Evicted", message="the node was low on memory")
     decision = decide(obj, [kf_pod(obj, 0, main_status()), evicted], running())
     status = decision.status
-    assert (status.restarts, status.attempt) == (1, 1)
+    # Not counted against backoffLimit: Kubeflow replaces the pod and counts nothing (api/tfjob.py _rules).
+    assert (status.restarts, status.restarts_not_counted, status.attempt) == (0, 1, 1)
     assert [r.outcome for r in status.history] == ["Restarted"]
     assert not [e for e in decision.events if e.reason == "ContainerRestarted"]
 
@@ -277,7 +278,8 @@ def test_a_deleted_pod_whose_container_ended_is_not_a_container_restart() -> Non
     going = kf_pod(obj, 1, main_status(0, {"terminated": terminated(143, 12)}))
     going["metadata"]["deletionTimestamp"] = format_time(at(11))
     status = decide(obj, [kf_pod(obj, 0, main_status()), going], running()).status
-    assert [r.outcome for r in status.history] == ["Restarted"] and status.restarts == 1
+    assert [r.outcome for r in status.history] == ["Restarted"]
+    assert (status.restarts, status.restarts_not_counted) == (0, 1)  # a disruption: not counted
 
 
 def test_an_init_container_the_kubelet_restarts_is_counted_and_named() -> None:
@@ -331,7 +333,7 @@ def test_a_pod_on_a_lost_node_restarts_the_gang_and_its_peers_restarts_are_not_c
     peer = kf_pod(obj, 0, main_status(3, {"running": {}}, terminated(170, 15)))
     decision = decide(obj, [peer, lost], running())
     status = decision.status
-    assert (status.attempt, status.restarts) == (1, 1)
+    assert (status.attempt, status.restarts, status.restarts_not_counted) == (1, 0, 1)  # a disruption
     assert [(r.outcome, r.cause, r.worker) for r in status.history] == [("Restarted", "NodeLost", 1)]
 
 
