@@ -424,6 +424,19 @@ VALID: list[tuple[str, Callable[[Json], None]]] = [
         rules({"action": "Restart", "onCauses": ["Error", "OOMKilled"], "onDisruption": True}),
     ),
     (
+        # A stall is decided only by a rule naming ProgressStalled: the later rule is reached.
+        "a stall rule after a broader one and after a catch-all",
+        both(
+            run_policy(progressDeadlineSeconds=60),
+            rules(
+                {"action": "RestartNotCounted", "onDisruption": False},
+                {"action": "Fail", "onDisruption": False, "onCauses": ["ProgressStalled"]},
+                {"action": "Restart"},
+                {"action": "Fail", "onCauses": ["ProgressStalled"]},
+            ),
+        ),
+    ),
+    (
         "the narrower rule first",
         rules(
             {"action": "Restart", "onCauses": ["OOMKilled"], "onRoles": ["worker"]},

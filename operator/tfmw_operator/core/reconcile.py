@@ -929,11 +929,11 @@ def _replace(step: _Step, job: JobSpec, verdict: Restart, current: Sequence[Obse
 
 def _replacement_wait(step: _Step, members: Sequence[Member]) -> str:
     """What the restart back-off makes the replacement wait, said where the restart is."""
-    longest = max((replacements_in_a_row(step.status.history, m)[0] for m in members), default=0)
-    seconds = replacement_backoff_seconds(longest)
-    if not seconds:
+    in_a_row = replacements_in_a_row(step.status.history, step.now)[0]
+    seconds = replacement_backoff_seconds(in_a_row)
+    if not seconds or not any(judge_replacement_backoff(step.status.history, m, step.now) for m in members):
         return ""
-    return f"; made again in {seconds:g} s (restart back-off: {longest} restarts of it in a row)"
+    return f"; made again in {seconds:g} s (restart back-off: {in_a_row} pods restarted alone in a row)"
 
 
 def _container_restarts(step: _Step, job: JobSpec, current: Sequence[ObservedPod]) -> bool:

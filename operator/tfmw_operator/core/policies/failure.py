@@ -53,6 +53,9 @@ PEER_LOST_HOLD_SECONDS = 5
 # hold the failures that came after it: the kubelet kills the program at the end of the grace
 # and reports it within seconds; a kubelet that never does leaves the pod judged as gone.
 AWAITED_EXIT_SLACK_SECONDS = 30
+# The longest grace period such a hold honours: the grace is the template's or the deleter's,
+# and a day of it would leave a broken gang running that long.
+MAX_AWAITED_GRACE_SECONDS = 300
 
 
 @dataclass(frozen=True)
@@ -246,7 +249,8 @@ def first_failure(
             # deleted is the cause of the peer that failed for want of it afterwards.
             asked = taken_away_at(pod) or never
             if awaits_exit_code(job, pod):
-                awaited.append((asked, member.order, pod))
+                if member.type is not ReplicaType.EVALUATOR:  # never in the training cluster
+                    awaited.append((asked, member.order, pod))
                 continue
             failure = vanished(job, member, pod.name, pod.preempted, pod.node, pod.disruption)
             failures.append((asked, member.order, failure))
@@ -272,11 +276,25 @@ def first_failure(
         # A program's error exit after a pod was taken away may be that pod's doing (its
         # collective broke on it): the pod's exit code is awaited, and then it is judged first
         # (failed_at). A death of its own (a signal, OOM) is judged at once, as before.
-        _, _, first = min(held, key=lambda item: (item[0], item[1]))
-        due = later(first.deleting_since or now, AWAITED_EXIT_SLACK_SECONDS)
+        asked, _, first = min(held, key=lambda item: (item[0], item[1]))
+        grace = min(first.grace_seconds, MAX_AWAITED_GRACE_SECONDS)
+        due = later(asked if asked < never else now, grace + AWAITED_EXIT_SLACK_SECONDS)
         if now < due:
             return WakeAt(due)
         return vanished(job, first.member, first.name, first.preempted, first.node, first.disruption)
+    if chosen.cause in EXPLAINED_BY_A_LOST_PEER and _rules_on_exit_codes(job):
+        # A pod whose exit code was awaited is often gone by the time it is looked at again
+        # (the kubelet's last status and the deletion come milliseconds apart): gone, it went
+        # first (a training member; an evaluator breaks no collective).
+        gone = [
+            item
+            for item in failures
+            if item[0] == never
+            and by_member.get(item[2].member) is None
+            and item[2].member.type is not ReplicaType.EVALUATOR
+        ]
+        if gone:
+            return min(gone, key=lambda item: item[1])[2]
     if chosen.cause != PEER_LOST:
         return chosen
     if when < never:
@@ -344,6 +362,10 @@ def awaits_exit_code(job: JobSpec, pod: ObservedPod) -> bool:
     The wait is bounded by the pod's grace period: the kubelet then kills the program."""
     if not pod.deleting or pod.terminated or pod.preempted or pod.node_lost:
         return False
+    return _rules_on_exit_codes(job)
+
+
+def _rules_on_exit_codes(job: JobSpec) -> bool:
     return any(
         r.exit_codes is not None or r.exit_codes_not_in is not None for r in job.run_policy.failure_rules
     )

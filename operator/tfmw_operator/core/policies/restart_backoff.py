@@ -8,9 +8,9 @@ running). Waiting then would only lose training time (docs/benchmarks.md, run go
 9.5 s of a second fault's 16).
 
 A pod restarted alone (a parameter-server job's worker, the evaluator) backs off the same way,
-as the kubelet's crash loop does: its first replacement is made at once, the next of the same
-pod 10 s after the failure, then 20 s ... up to 5 minutes, the count starting again once it
-ran STABLE_SECONDS between two failures. A rule's RestartNotCounted never fails the job, so
+as the kubelet's crash loop does: the job's first replacement is made at once, the next 10 s
+after its failure, then 20 s ... up to 5 minutes, the count starting again once STABLE_SECONDS
+pass between two failures; pods taken away do not count. A rule's RestartNotCounted never fails the job, so
 without this a pod that fails at its start was deleted and made again as fast as the API
 server answered, for as long as the job lived. Pure."""
 
@@ -32,9 +32,14 @@ from tfmw_operator.api.status import (
 )
 from tfmw_operator.api.times import later, parse_time
 from tfmw_operator.contract import WORKER
+from tfmw_operator.core.pods import NODE_LOST
 from tfmw_operator.core.policies.spec_change import SPEC_CHANGED
 from tfmw_operator.core.policies.verdicts import WakeAt
 
+# Causes of a pod taken away: not the program's crash loop (in_place.TAKEN_AWAY, and a lost node).
+TAKEN_AWAY = frozenset(
+    {"Evicted", "Preempted", "PodDeleted", "Shutdown", "Terminated", "DeadlineExceeded", NODE_LOST}
+)
 RESTART_BACKOFF_SECONDS = 10.0
 MAX_RESTART_BACKOFF = 300.0
 STABLE_SECONDS = 600.0
@@ -47,8 +52,8 @@ def judge_restart_backoff(status: JobStatus, now: datetime) -> WakeAt | None:
     if restarts < 2 or restarting is None or not restarting.true:
         return None
     since = parse_time(restarting.last_transition_time)
-    if since is None:
-        return None
+    if since is None or since > now:
+        return None  # unread, or dated ahead (a clock stepped back): no wait it could hold for ever
     # The exponent is held too (the history is bounded, but a status may say anything).
     ready_at = later(since, min(RESTART_BACKOFF_SECONDS * 2 ** min(restarts - 2, 16), MAX_RESTART_BACKOFF))
     return WakeAt(ready_at) if now < ready_at else None
@@ -57,8 +62,12 @@ def judge_restart_backoff(status: JobStatus, now: datetime) -> WakeAt | None:
 def judge_replacement_backoff(
     history: Sequence[AttemptRecord], member: Member, now: datetime
 ) -> WakeAt | None:
-    """When `member`, restarted alone, may be made again, if not yet; None: now."""
-    in_a_row, latest = replacements_in_a_row(history, member)
+    """When `member`, restarted alone for a failure of its own, may be made again, if not
+    yet; None: now (a pod made again for another reason, such as a survivor late at an in-place
+    restart's barrier, never waits)."""
+    if not any(_replaced(r, now) and _is(r, member) for r in history):
+        return None
+    in_a_row, latest = replacements_in_a_row(history, now)
     if in_a_row < 2 or latest is None:
         return None
     ready_at = later(latest, replacement_backoff_seconds(in_a_row))
@@ -66,23 +75,22 @@ def judge_replacement_backoff(
 
 
 def replacement_backoff_seconds(in_a_row: int) -> float:
-    """The wait before the replacement of a pod restarted alone `in_a_row` times in a row."""
+    """The wait before a replacement when the job's pods were restarted alone `in_a_row` times
+    in a row."""
     if in_a_row < 2:
         return 0.0
     return min(RESTART_BACKOFF_SECONDS * 2.0 ** min(in_a_row - 2, 16), MAX_RESTART_BACKOFF)
 
 
-def replacements_in_a_row(history: Sequence[AttemptRecord], member: Member) -> tuple[int, datetime | None]:
-    """How many times `member` was restarted alone in a row, each failure within STABLE_SECONDS
-    of the one before it (other pods' entries between them do not break the row), and when
-    the latest was. The history is bounded (MAX_HISTORY), and so is the count."""
-    mine = [
-        r
-        for r in history
-        if r.outcome == REPLACED
-        and r.worker == member.index
-        and (r.replica_type or WORKER) == str(member.type)
-    ]
+def replacements_in_a_row(history: Sequence[AttemptRecord], now: datetime) -> tuple[int, datetime | None]:
+    """How many times the job's pods were restarted alone in a row for failures of their own,
+    each within STABLE_SECONDS of the one before, and when the latest was. Counted for the
+    job, not per pod: the history is bounded (MAX_HISTORY) and shared, so several pods
+    failing in turn would each keep their own count low. A pod taken away (evicted, deleted,
+    its node lost) is no crash loop and is left out, as is a record dated after `now` (a
+    clock stepped back, or a TFJob's status annotation its owner wrote), which would hold the
+    pod for as long as its date says."""
+    mine = [r for r in history if _replaced(r, now)]
     if not mine:
         return 0, None
     count = 1
@@ -91,6 +99,14 @@ def replacements_in_a_row(history: Sequence[AttemptRecord], member: Member) -> t
             break
         count += 1
     return count, mine[0].end_time
+
+
+def _replaced(record: AttemptRecord, now: datetime) -> bool:
+    return record.outcome == REPLACED and record.cause not in TAKEN_AWAY and record.end_time <= now
+
+
+def _is(record: AttemptRecord, member: Member) -> bool:
+    return record.worker == member.index and (record.replica_type or WORKER) == str(member.type)
 
 
 def untrained_restarts(history: Sequence[AttemptRecord]) -> int:

@@ -635,26 +635,27 @@ def test_a_stall_is_left_to_progress_deadline_policy_by_rules_that_do_not_name_i
         assert "failureRules" not in (status.message or "")
 
 
-def replaced_before(obj: Json, *seconds: float) -> None:
+def replaced_before(obj: Json, *seconds: float, evicted_between: bool = True) -> None:
     """`status.history`: worker 1 of the job restarted alone at each of `seconds` (newest
-    first), with the chief's restart between them."""
+    first) for an error of its own, with the chief evicted and restarted alone between them."""
     from tfmw_operator.api.times import format_time
 
-    history = [
+    history: list[Json] = [
         {"attempt": 0, "outcome": "Replaced", "cause": "Error", "worker": 1, "endTime": format_time(at(t))}
         for t in seconds
     ]
-    history.insert(
-        1,
-        {
-            "attempt": 0,
-            "outcome": "Replaced",
-            "cause": "Error",
-            "worker": 0,
-            "replicaType": "chief",
-            "endTime": format_time(at(seconds[0] - 1)),
-        },
-    )
+    if evicted_between:
+        history.insert(
+            1,
+            {
+                "attempt": 0,
+                "outcome": "Replaced",
+                "cause": "Evicted",
+                "worker": 0,
+                "replicaType": "chief",
+                "endTime": format_time(at(seconds[0] - 1)),
+            },
+        )
     obj["status"]["history"] = history
     obj["status"]["replacing"] = ["worker-1"]
 
@@ -673,7 +674,7 @@ def test_a_pod_restarted_alone_again_and_again_waits_out_a_growing_back_off() ->
 
     replaced_before(obj, 100)  # the first: at once
     assert created(100)[0]
-    replaced_before(obj, 100, 90)  # the second in a row: 10 s after it
+    replaced_before(obj, 100, 90)  # the second in a row (the eviction between not counted): 10 s
     assert created(105) == (False, 5)
     assert created(110)[0]
     replaced_before(obj, 400, 300, 290, 200)  # the fourth: 40 s
@@ -681,9 +682,36 @@ def test_a_pod_restarted_alone_again_and_again_waits_out_a_growing_back_off() ->
     assert created(440)[0]
     replaced_before(obj, 2000, 1000, 990)  # 1,000 s apart: the row starts again
     assert created(2000)[0]
-    replaced_before(obj, *range(5400, 4799, -60))  # ten in a row a minute apart: 5 minutes
+    replaced_before(obj, *range(5400, 4799, -60), evicted_between=False)  # ten a minute apart: 5 min
     late = decide(obj, survivors, now=at(5430))
     assert not [a for a in late.actions if isinstance(a, CreatePods)] and late.requeue_after == 270
+    # A record dated ahead of the operator's clock holds nothing.
+    replaced_before(obj, 10**8, 10**8 - 10)
+    assert created(100)[0]
+
+
+def test_pods_restarted_alone_in_turn_back_off_as_one_crash_loop() -> None:
+    # The history keeps 10 entries for the whole job: ten workers failing in turn would each
+    # keep a count of one of their own.
+    from tfmw_operator.api.times import format_time
+
+    obj = job("ps").workers(10).chief().parameter_servers().launched(phase="Running").obj()
+    obj["status"]["history"] = [
+        {
+            "attempt": 0,
+            "outcome": "Replaced",
+            "cause": "Error",
+            "worker": 9 - i,
+            "endTime": format_time(at(100 - 2 * i)),
+        }
+        for i in range(10)
+    ]
+    obj["status"]["replacing"] = ["worker-9"]
+    pods = [pod(obj, 0, 0, "chief").running().obj(), pod(obj, 0, 0, "ps").running().obj()]
+    pods += [pod(obj, i).running().obj() for i in range(9)]
+    decision = decide(obj, pods, now=at(101))
+    assert not [a for a in decision.actions if isinstance(a, CreatePods)]
+    assert decision.requeue_after == 299
 
 
 def test_a_pod_restarted_alone_in_a_row_says_its_back_off_where_the_restart_is_said() -> None:
@@ -700,7 +728,7 @@ def test_a_pod_restarted_alone_in_a_row_says_its_back_off_where_the_restart_is_s
     decision = decide(obj, pods, now=at(60))
     assert decision.status.replacing == ("worker-1",)
     (said,) = [m for _, reason, m in events(decision) if reason == "PodRestarted"]
-    assert said.endswith("; made again in 20 s (restart back-off: 3 restarts of it in a row)")
+    assert said.endswith("; made again in 20 s (restart back-off: 3 pods restarted alone in a row)")
 
 
 def test_a_refused_evaluation_document_is_a_warning_event_with_its_reason() -> None:

@@ -572,6 +572,50 @@ def test_a_peers_error_after_a_pod_was_taken_away_waits_for_that_pods_exit_code(
     assert (late.cause.worker, late.cause.reason) == (0, "Evicted")
 
 
+def test_a_pod_whose_exit_code_was_awaited_and_is_gone_went_before_a_peers_error() -> None:
+    # Its last status and its deletion came milliseconds apart: the operator sees it gone.
+    j = job().rules({"action": "RestartNotCounted", "onExitCodes": [42]}).launched(phase="Running").obj()
+    peer = observed(1, "Failed", exit_code=1, reason="Error", finished_at=at(2))
+    verdict = judged(j, peer, now=5)
+    assert isinstance(verdict, Restart) and verdict.cause is not None
+    assert (verdict.cause.worker, verdict.cause.reason) == (0, "PodDeleted")
+    # Without a rule on exit codes, the error decides as before (the pod was judged when it went).
+    plain = judged(job().launched(phase="Running").obj(), peer, now=5)
+    assert isinstance(plain, Fail)
+
+
+def test_the_wait_for_an_awaited_exit_code_is_bounded_whatever_the_grace() -> None:
+    j = job().rules({"action": "RestartNotCounted", "onExitCodes": [42]}).launched(phase="Running").obj()
+    peer = observed(1, "Failed", exit_code=1, reason="Error", finished_at=at(2))
+    day = observed(0, deleting=True, deleting_since=at(86_400), grace_seconds=86_400)
+    assert judged(j, day, peer, now=3) == WakeAt(at(330))  # 300 s of grace at most, and 30 s
+
+
+def test_an_evaluator_taken_away_holds_no_training_pods_error() -> None:
+    j = (
+        job()
+        .evaluator()
+        .rules({"action": "RestartNotCounted", "onExitCodes": [42]})
+        .launched(phase="Running")
+        .obj()
+    )
+    evaluator = ObservedPod(
+        "mnist-evaluator-0",
+        0,
+        0,
+        "Running",
+        replica_type=ReplicaType.EVALUATOR,
+        containers=("tensorflow",),
+        deleting=True,
+        deleting_since=at(600),
+        grace_seconds=600,
+    )
+    verdict = judged(
+        j, observed(0), observed(1, "Failed", exit_code=1, reason="Error", finished_at=at(2)), evaluator
+    )
+    assert isinstance(verdict, Fail)
+
+
 def test_a_pod_deleted_before_its_program_ended_was_taken_away() -> None:
     # `kubectl delete`: no DisruptionTarget condition, the program ends on the SIGTERM.
     j = job().rules({"action": "Fail", "onDisruption": False}).launched(phase="Running").obj()
@@ -651,7 +695,8 @@ def test_a_parameter_server_worker_is_replaced_alone_counted_or_not() -> None:
     assert oom.message == (
         "worker 1 replaced alone (restart 2/3): worker 1 (pod mnist-worker-1) exited with code 137 (OOMKilled)"
     )
-    saved = judged(obj, observed(0), observed(1, "Failed", exit_code=42))
+    ps = ObservedPod("mnist-ps-0", 0, 0, "Running", replica_type=ReplicaType.PS, containers=("tensorflow",))
+    saved = judged(obj, observed(0), observed(1, "Failed", exit_code=42), ps)
     assert isinstance(saved, Restart) and not saved.counted
     assert saved.message == (
         "worker 1 replaced alone (not counted against backoffLimit) (failureRules[0]: RestartNotCounted): "
