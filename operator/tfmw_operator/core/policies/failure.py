@@ -282,10 +282,16 @@ def first_failure(
         if now < due:
             return WakeAt(due)
         return vanished(job, first.member, first.name, first.preempted, first.node, first.disruption)
-    if chosen.cause in EXPLAINED_BY_A_LOST_PEER and _rules_on_exit_codes(job):
+    if (
+        chosen.cause in EXPLAINED_BY_A_LOST_PEER
+        and _rules_on_exit_codes(job)
+        and rule_on(job, chosen.seen_by_rules()).action is RuleAction.FAIL
+    ):
         # A pod whose exit code was awaited is often gone by the time it is looked at again
         # (the kubelet's last status and the deletion come milliseconds apart): gone, it went
-        # first (a training member; an evaluator breaks no collective).
+        # first, rather than fail the job for a peer's error exit on the collective it broke
+        # (a training member; an evaluator breaks no collective). A peer's exit a rule
+        # restarts on (PreemptionCheckpointHandler's 42 after saving) still decides.
         gone = [
             item
             for item in failures
