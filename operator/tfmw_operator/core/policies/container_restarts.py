@@ -101,9 +101,8 @@ def judge_container_restarts(
         ruling = rule_on(job, failure.seen_by_rules())
         why = failure.describe()
         if ruling.action is RuleAction.FAIL:
-            fail = Fail(
-                "WorkerFailed", f"{why} ({ruling.told}: Fail)", stop_all=True, cause=failure.to_cause()
-            )
+            said = f" ({ruling.told}: Fail)" if ruling.told else ""  # a preset's rule is not named
+            fail = Fail("WorkerFailed", f"{why}{said}", stop_all=True, cause=failure.to_cause())
             break
         counted = ruling.action is RuleAction.RESTART
         ends = pod.container_restarts - recorded.get((pod.name, pod.uid), 0)
