@@ -17,6 +17,7 @@ import sys
 from collections.abc import Callable, Sequence
 from typing import Any, NoReturn, TextIO
 
+from tfmw_client import names
 from tfmw_client.errors import EXIT_ERROR, EXIT_OK, ApiError, TfmwError
 
 Json = dict[str, Any]
@@ -71,6 +72,20 @@ def positive(text: str) -> int:
     return value
 
 
+def job_name(text: str) -> str:
+    """A job's name as the CRD takes it, checked before it reaches a URL (argparse names the
+    argument in its error)."""
+    if not names.is_job_name(text):
+        raise argparse.ArgumentTypeError(f"{text!r} is not a job's name: {names.JOB_NAME_RULE}")
+    return text
+
+
+def namespace_name(text: str) -> str:
+    if not names.is_namespace(text):
+        raise argparse.ArgumentTypeError(f"{text!r} is not a namespace: {names.NAMESPACE_RULE}")
+    return text
+
+
 def _connection_flags(parser: argparse.ArgumentParser) -> None:
     """kubectl's flags; SUPPRESS, so that one given before the command is not reset after it."""
     group = parser.add_argument_group("cluster")
@@ -81,10 +96,15 @@ def _connection_flags(parser: argparse.ArgumentParser) -> None:
     )
     group.add_argument("--context", default=argparse.SUPPRESS, help="the kubeconfig context to use")
     group.add_argument(
-        "-n", "--namespace", default=argparse.SUPPRESS, help="the namespace (default: the context's)"
+        "-n",
+        "--namespace",
+        type=namespace_name,
+        default=argparse.SUPPRESS,
+        help="the namespace (default: the context's)",
     )
     group.add_argument(
         "--operator-namespace",
+        type=namespace_name,
         default=argparse.SUPPRESS,
         help="where tfmw's operator runs (default: $TFMW_OPERATOR_NAMESPACE or tfmw-system)",
     )
@@ -158,7 +178,9 @@ def build_parser() -> Parser:
     _connection_flags(submit)
 
     get = commands.add_parser("get", help="list jobs, or show one, with a progress bar")
-    get.add_argument("job", nargs="?", help="a job's name (default: every job in the namespace)")
+    get.add_argument(
+        "job", nargs="?", type=job_name, help="a job's name (default: every job in the namespace)"
+    )
     get.add_argument("-A", "--all-namespaces", action="store_true", help="every namespace")
     get.add_argument(
         "-o",
@@ -171,7 +193,7 @@ def build_parser() -> Parser:
     describe = commands.add_parser(
         "describe", help="one job: phase, progress, pods by role, conditions, history, events"
     )
-    describe.add_argument("job")
+    describe.add_argument("job", type=job_name)
     _connection_flags(describe)
 
     logs = commands.add_parser(
@@ -181,7 +203,7 @@ def build_parser() -> Parser:
         "read from the shared volume by a short-lived pod in your namespace "
         "(you need to be allowed to create pods there).",
     )
-    logs.add_argument("job")
+    logs.add_argument("job", type=job_name)
     who = logs.add_mutually_exclusive_group()
     who.add_argument("--worker", type=non_negative, metavar="I", help="worker I")
     who.add_argument("--role", choices=["chief", "worker", "ps", "evaluator"], help="every pod of a role")
@@ -209,7 +231,7 @@ def build_parser() -> Parser:
         "wait",
         help="wait for a job; exit 0 when it gets there, 1 when it fails (with the reason), 2 on timeout",
     )
-    wait.add_argument("job")
+    wait.add_argument("job", type=job_name)
     wait.add_argument(
         "--for",
         dest="target",
@@ -228,7 +250,7 @@ def build_parser() -> Parser:
     delete = commands.add_parser(
         "delete", help="delete jobs (their pods, Service and program ConfigMap go with them)"
     )
-    delete.add_argument("jobs", nargs="+", metavar="JOB")
+    delete.add_argument("jobs", nargs="+", type=job_name, metavar="JOB")
     delete.add_argument("--ignore-not-found", action="store_true")
     _connection_flags(delete)
 

@@ -13,10 +13,9 @@ the call)."""
 
 from __future__ import annotations
 
-import atexit
 import json
 import os
-from collections.abc import Iterable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from pathlib import Path
 from types import ModuleType
 from typing import Any
@@ -26,7 +25,7 @@ from tfmw_client import kubeconfig as kubeconfigs
 from tfmw_client import names, render
 from tfmw_client.connection import Connection
 from tfmw_client.errors import ApiError, TfmwError
-from tfmw_client.transport import Response, Timeout, Transport, TransportError
+from tfmw_client.transport import Response, Timeout, Transport, TransportError, no_passphrase
 
 Json = dict[str, Any]
 Query = Sequence[tuple[str, str | int | bool]]
@@ -37,22 +36,40 @@ USER_AGENT = "tfmw-cli"
 MAX_PAGES = 10_000  # of a listing, 500 items each: a server whose pages never end is cut off
 LOG_LINE_CAP = 64 * 1024  # bytes of a followed log line kept before it is printed in parts
 ERROR_BODY_CAP = 500  # characters of an error body that is not a Status object
-_private_folder: list[str] = []  # made once, removed when the process ends
 
 
-def _private_file(content: bytes) -> str:
-    """A file only this user may read, removed at exit: a client certificate or key from the
-    kubeconfig's data (urllib3 reads them from files only; the official loader does the same)."""
-    import shutil
-    import tempfile
+class PrivateFiles:
+    """The kubeconfig's client certificate and key, in files only this user may read (a 0700
+    folder, 0600 files made with O_EXCL and O_NOFOLLOW), for only as long as the TLS context
+    takes to load them: both transports read them once, as they are made (ssl's
+    load_cert_chain reads the files at call time), so a crash or SIGKILL later leaves no key
+    on disk. `with`: the folder is removed on leaving, whatever happened."""
 
-    if not _private_folder:
-        _private_folder.append(tempfile.mkdtemp(prefix="tfmw-"))  # mode 0700
-        atexit.register(shutil.rmtree, _private_folder[0], True)
-    descriptor, path = tempfile.mkstemp(dir=_private_folder[0])  # mode 0600
-    with os.fdopen(descriptor, "wb") as file:
-        file.write(content)
-    return path
+    def __init__(self) -> None:
+        self.folder = ""
+
+    def write(self, content: bytes) -> str:
+        import tempfile
+
+        if not self.folder:
+            self.folder = tempfile.mkdtemp(prefix="tfmw-")  # mode 0700
+        descriptor, path = tempfile.mkstemp(dir=self.folder)  # mode 0600, O_EXCL | O_NOFOLLOW
+        with os.fdopen(descriptor, "wb") as file:
+            file.write(content)
+        return path
+
+    def remove(self) -> None:
+        import shutil
+
+        if self.folder:
+            shutil.rmtree(self.folder, ignore_errors=True)
+            self.folder = ""
+
+    def __enter__(self) -> PrivateFiles:
+        return self
+
+    def __exit__(self, *exception: object) -> None:
+        self.remove()
 
 
 def _official(name: str) -> ModuleType:
@@ -164,6 +181,18 @@ class OfficialTransport:
     def __init__(self, configuration: Any) -> None:
         self._rest = _official("kubernetes.client.rest").RESTClientObject(configuration)
         self._server = configuration.host
+        if configuration.cert_file:
+            # Loaded now, not by urllib3 at each new connection: the files are removed once
+            # the connection is set up (PrivateFiles). urllib3 still sets the context's
+            # verification, CA and host name check from the pool's other settings.
+            from urllib3.util.ssl_ import create_urllib3_context
+
+            context = create_urllib3_context()
+            context.load_cert_chain(configuration.cert_file, configuration.key_file or None, no_passphrase)
+            pools = self._rest.pool_manager.connection_pool_kw
+            pools.pop("cert_file", None)
+            pools.pop("key_file", None)
+            pools["ssl_context"] = context
 
     def request(
         self, method: str, target: str, headers: Mapping[str, str], body: Any, timeout: Timeout
@@ -191,22 +220,25 @@ class Kube:
     def __init__(
         self, kubeconfig: str | None = None, context: str | None = None, namespace: str | None = None
     ) -> None:
-        configuration, context_namespace = self._load(kubeconfig, context)
-        self.server: str = configuration.host
-        self.namespace: str = namespace or context_namespace or "default"
-        self._configuration = configuration
-        try:
-            self._transport: Transport | OfficialTransport = (
-                OfficialTransport(configuration) if configuration.proxy else Transport(configuration)
-            )
-        except (TransportError, OSError, ValueError, TypeError) as error:  # ssl.SSLError: OSError
-            raise TfmwError(
-                f"cannot set up the connection to {self.server}: {error}",
-                "check the kubeconfig's server, certificate-authority and client certificate",
-            ) from None
+        with PrivateFiles() as private:  # removed once the transport has read them
+            configuration, context_namespace = self._load(kubeconfig, context, private.write)
+            self.server: str = configuration.host
+            self.namespace: str = namespace or context_namespace or "default"
+            self._configuration = configuration
+            try:
+                self._transport: Transport | OfficialTransport = (
+                    OfficialTransport(configuration) if configuration.proxy else Transport(configuration)
+                )
+            except (TransportError, OSError, ValueError, TypeError) as error:  # ssl.SSLError: OSError
+                raise TfmwError(
+                    f"cannot set up the connection to {self.server}: {error}",
+                    "check the kubeconfig's server, certificate-authority and client certificate",
+                ) from None
 
     @staticmethod
-    def _load(kubeconfig: str | None, context: str | None) -> tuple[Any, str]:
+    def _load(
+        kubeconfig: str | None, context: str | None, private_file: Callable[[bytes], str]
+    ) -> tuple[Any, str]:
         """The connection as kubectl would make it: --kubeconfig, else $KUBECONFIG, else
         ~/.kube/config, else (in a pod) its service account; and the context's namespace.
         The connection is tfmw's (tfmw_client.connection) for what tfmw_client.kubeconfig
@@ -232,7 +264,7 @@ class Kube:
         selected = kubeconfigs.read(paths, explicit=bool(kubeconfig)).select(context)
         if not selected.official_reason:
             connection = Connection()
-            selected.apply(connection, _private_file)
+            selected.apply(connection, private_file)
             return connection, selected.namespace
         # exec plugins, auth providers, basic auth: the official loader, on the same context.
         configuration = _official("kubernetes.client.configuration").Configuration()

@@ -43,12 +43,8 @@ def job_name_from(stem: str, suffix: str | None = None) -> str:
 
 
 def check_job_name(name: str) -> str:
-    if not names.JOB_NAME_PATTERN.match(name) or len(name) > names.JOB_NAME_MAX:
-        raise TfmwError(
-            f"{name!r} cannot name a job",
-            "use lower-case letters, digits and '-', starting with a letter, "
-            f"at most {names.JOB_NAME_MAX} characters",
-        )
+    if not names.is_job_name(name):
+        raise TfmwError(f"{name!r} cannot name a job", names.JOB_NAME_RULE)
     return name
 
 

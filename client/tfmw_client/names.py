@@ -51,6 +51,17 @@ OPERATOR_DEPLOYMENT: Final = "tfmw-operator"
 # An object name: a DNS-1123 label (the job's name is stricter, DNS-1035: starts with a letter).
 JOB_NAME_PATTERN: Final = re.compile(r"^[a-z]([-a-z0-9]*[a-z0-9])?\Z")
 JOB_NAME_MAX: Final = 54  # docs/reference.md: <name>-worker-<i> fits 63 characters (up to 10 workers)
+# A namespace's name: a DNS-1123 label, as the API server checks it.
+NAMESPACE_PATTERN: Final = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?\Z")
+NAMESPACE_MAX: Final = 63
+JOB_NAME_RULE: Final = (
+    "a job's name is a DNS-1035 label: lower-case letters, digits and '-', starting with a letter "
+    f"and ending with a letter or digit, at most {JOB_NAME_MAX} characters"
+)
+NAMESPACE_RULE: Final = (
+    "a namespace is a DNS-1123 label: lower-case letters, digits and '-', starting and ending with "
+    f"a letter or digit, at most {NAMESPACE_MAX} characters"
+)
 _STEM = re.compile(r"^(chief|worker|ps|evaluator)-(\d{1,6})\Z")
 
 
@@ -74,3 +85,14 @@ def attempt_log_folder(attempt: int) -> str:
 def log_file(attempt: int, stem: str) -> str:
     """One pod's saved log, relative to the job's folder: logs/attempt-<a>/<stem>.log."""
     return f"{attempt_log_folder(attempt)}/{stem}.log"
+
+
+def is_job_name(text: str) -> bool:
+    """Whether the CRD would take `text` as a job's name. A name typed by a user is checked
+    before it goes into a URL: `..`, `.` or a name a gateway decodes would reach another path."""
+    return len(text) <= JOB_NAME_MAX and JOB_NAME_PATTERN.match(text) is not None
+
+
+def is_namespace(text: str) -> bool:
+    """Whether `text` can name a namespace (checked before it goes into a URL, as a job's name)."""
+    return len(text) <= NAMESPACE_MAX and NAMESPACE_PATTERN.match(text) is not None

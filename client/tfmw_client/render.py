@@ -15,6 +15,8 @@ from tfmw_client import names
 
 Json = dict[str, Any]
 NONE = "-"  # an empty cell, as kubectl's <none> but shorter
+INVALID = "<invalid>"  # kubectl's age of a time in the future
+LONGEST_DURATION = (2**63 - 1) / 1e9  # seconds: Go's longest time.Duration, about 292 years
 BAR_WIDTH = 20
 TABLE_BAR_WIDTH = 10
 # Conditions that are True only to record something done, not anything happening now.
@@ -103,22 +105,28 @@ def printable(text: str) -> str:
 
 
 def parse_time(value: object) -> datetime | None:
+    """An RFC 3339 time, in UTC whatever its offset (it is shown with a `Z`); None when it
+    is not one, or its UTC falls outside the years 1 to 9999."""
     text = as_str(value)
     if not text:
         return None
     try:
         parsed = datetime.fromisoformat(text.replace("Z", "+00:00"))
-    except ValueError:
+        return parsed.astimezone(UTC) if parsed.tzinfo else parsed.replace(tzinfo=UTC)
+    except (ValueError, OverflowError):
         return None
-    return parsed if parsed.tzinfo else parsed.replace(tzinfo=UTC)
 
 
 # ---- durations and ages ----
 
 
 def human_duration(seconds: float) -> str:
-    """kubectl's short durations (apimachinery's HumanDuration): 45s, 3m20s, 65m, 2h5m, 3d4h."""
-    seconds = max(0, int(seconds))
+    """kubectl's short durations (apimachinery's HumanDuration): 45s, 3m20s, 65m, 2h5m, 3d4h;
+    up to 1s in the future is now (clocks differ a little), more is `<invalid>`. Go's
+    durations end at about 292 years: so do these (1e308 is 292y, not 309 digits)."""
+    if math.isnan(seconds) or seconds <= -2:
+        return INVALID
+    seconds = max(0, int(min(seconds, LONGEST_DURATION)))
     if seconds < 120:
         return f"{seconds}s"
     minutes = seconds // 60
@@ -148,7 +156,8 @@ def when_and_age(value: object, now: datetime) -> str:
     when = parse_time(value)
     if not when:
         return NONE
-    return f"{when.strftime('%Y-%m-%dT%H:%M:%SZ')} ({human_duration((now - when).total_seconds())} ago)"
+    shown = human_duration((now - when).total_seconds())
+    return f"{when.strftime('%Y-%m-%dT%H:%M:%SZ')} ({shown if shown == INVALID else f'{shown} ago'})"
 
 
 # ---- progress ----
@@ -309,6 +318,15 @@ def pod_attempt(pod: Json) -> int | None:
         return int(as_str(labels.get(names.LABEL_ATTEMPT)))
     except ValueError:
         return None
+
+
+def made_by(pod: Json, owner_uid: str) -> bool:
+    """Whether the object of `owner_uid` controls the pod (an ownerReference with controller:
+    true). The operator sets one to the job on every pod it makes; labels anyone may copy."""
+    references = as_list(as_dict(pod.get("metadata")).get("ownerReferences"))
+    return bool(owner_uid) and any(
+        as_dict(r).get("uid") == owner_uid and as_dict(r).get("controller") is True for r in references
+    )
 
 
 def pod_sort_key(pod: Json) -> tuple[int, int, int, str]:

@@ -40,6 +40,20 @@ DEFAULT_WAIT_TIMEOUT = 600.0
 LAUNCHER = Path(__file__).with_name("launcher.py")
 
 
+def checked_job_name(name: str) -> str:
+    """`name`, refused before any request when no job can have it: it goes into a URL's path."""
+    if not names.is_job_name(name):
+        raise TfmwError(f"the job name {name!r} is not valid", names.JOB_NAME_RULE)
+    return name
+
+
+def checked_namespace(namespace: str) -> str:
+    """`namespace`, refused before any request when it cannot name one (a flag, a kubeconfig)."""
+    if not names.is_namespace(namespace):
+        raise TfmwError(f"the namespace {namespace!r} is not valid", names.NAMESPACE_RULE)
+    return namespace
+
+
 class NoLivePods(TfmwError):
     """The attempt's pods are gone: its logs are on the shared volume."""
 
@@ -76,9 +90,17 @@ class Logs:
         )
 
 
+def _warn_on_stderr(message: str) -> None:
+    print(f"warning: {message}", file=sys.stderr)
+
+
 class Client:
     """A tfmw client for one cluster: the kubeconfig's current context (or `context`), its
     namespace (or `namespace`); inside a pod, the pod's service account."""
+
+    # What the client leaves out and says so (a pod that only looks like the job's); replace
+    # it to show the warnings elsewhere.
+    on_warning: Callable[[str], None] = staticmethod(_warn_on_stderr)
 
     def __init__(
         self,
@@ -89,12 +111,12 @@ class Client:
     ) -> None:
         self.kube = Kube(kubeconfig, context, namespace)
         self.namespace = self.kube.namespace
-        self.operator_namespace = (
+        self.operator_namespace = checked_namespace(
             operator_namespace or os.environ.get("TFMW_OPERATOR_NAMESPACE") or names.OPERATOR_NAMESPACE
         )
 
     def _ns(self, namespace: str | None) -> str:
-        return namespace or self.namespace
+        return checked_namespace(namespace or self.namespace)
 
     # ---- submitting ----
 
@@ -271,7 +293,7 @@ class Client:
     # ---- reading ----
 
     def get(self, name: str, namespace: str | None = None) -> Json:
-        job = self.kube.get_or_none(job_path(self._ns(namespace), name))
+        job = self.kube.get_or_none(job_path(self._ns(namespace), checked_job_name(name)))
         if job is None:
             raise ApiError(
                 404,
@@ -286,13 +308,30 @@ class Client:
 
     def pods(self, name: str, namespace: str | None = None) -> list[Json]:
         return self.kube.items(
-            core_path(self._ns(namespace), "pods"), selector=f"{names.LABEL_JOB_NAME}={name}"
+            core_path(self._ns(namespace), "pods"),
+            selector=f"{names.LABEL_JOB_NAME}={checked_job_name(name)}",
         )
+
+    def job_pods(self, job: Json) -> list[Json]:
+        """The pods the job's operator made for it: labelled as the job's, and controlled by
+        it by UID. A pod with the labels alone (anyone who may create pods in the namespace can
+        copy them) is left out, with a warning naming it."""
+        meta = render.as_dict(job.get("metadata"))
+        name, uid = render.as_str(meta.get("name")), render.as_str(meta.get("uid"))
+        labelled = self.pods(name, render.as_str(meta.get("namespace")) or None)
+        owned = []
+        for pod in labelled:
+            if render.made_by(pod, uid):
+                owned.append(pod)
+                continue
+            shown = render.escape_controls(render.as_str(render.as_dict(pod.get("metadata")).get("name")))
+            self.on_warning(f"left out pod {shown}: it has job {name}'s labels, but the job does not own it")
+        return owned
 
     def events(self, name: str, namespace: str | None = None, uid: str = "") -> list[Json] | None:
         """The job's Events (with `uid`, only this job's, not an earlier namesake's); None when
         they may not be read."""
-        selector = f"involvedObject.name={name},involvedObject.kind={names.KIND}"
+        selector = f"involvedObject.name={checked_job_name(name)},involvedObject.kind={names.KIND}"
         if uid:
             selector += f",involvedObject.uid={uid}"
         try:
@@ -304,7 +343,7 @@ class Client:
         job = self.get(name, namespace)
         uid = render.as_str(render.as_dict(job.get("metadata")).get("uid"))
         return render.describe(
-            job, self.pods(name, namespace), self.events(name, namespace, uid), datetime.now(UTC), ascii_only
+            job, self.job_pods(job), self.events(name, namespace, uid), datetime.now(UTC), ascii_only
         )
 
     # ---- logs ----
@@ -325,7 +364,7 @@ class Client:
             raise TfmwError(
                 f"job {name} has no worker {selection.worker}", f"its workers are 0 to {workers - 1}"
             )
-        live = logs_module.select_live(self.pods(name, namespace), selection, attempt, name)
+        live = logs_module.select_live(self.job_pods(job), selection, attempt, name)
         return job, attempt, live
 
     def logs(
@@ -419,10 +458,14 @@ class Client:
         history = [render.as_dict(e) for e in render.as_list(status.get("history"))]
         entry = history[0] if history else {}
         pod, container = render.as_str(entry.get("pod")), render.as_str(entry.get("container"))
-        if pod:
+        namespace, uid = render.as_str(meta.get("namespace")), render.as_str(meta.get("uid"))
+        if pod and namespace:
             with contextlib.suppress(ApiError, TfmwError):
+                # The pod of that name now may be someone else's, made after the job's was deleted.
+                found = self.kube.get_or_none(core_path(namespace, "pods", pod))
+                owned = found is not None and render.made_by(found, uid)
                 # Room for the supervisor's lines after the program's (render.program_tail).
-                text = self.kube.log(render.as_str(meta.get("namespace")), pod, container, count + 20)
+                text = self.kube.log(namespace, pod, container, count + 20) if owned else ""
                 if text.strip():
                     return f"pod {pod}", render.program_tail(render.printable(text).splitlines(), count)
         message = render.as_str(entry.get("message")) or render.as_str(status.get("message"))
@@ -447,7 +490,7 @@ class Client:
         notebook's output, a line per change elsewhere."""
         from tfmw_client import wait as wait_module
 
-        ns = self._ns(namespace)
+        ns, name = self._ns(namespace), checked_job_name(name)
         stream = out or sys.stdout
         view: wait_module.View = wait_module.choose_view(stream) if display else wait_module.NullView()
         job, verdict = wait_module.wait_for(
@@ -465,7 +508,9 @@ class Client:
     def delete(self, name: str, namespace: str | None = None) -> None:
         """The job; its pods, Service and ConfigMap go with it (owner references)."""
         try:
-            self.kube.delete(job_path(self._ns(namespace), name), {"propagationPolicy": "Background"})
+            self.kube.delete(
+                job_path(self._ns(namespace), checked_job_name(name)), {"propagationPolicy": "Background"}
+            )
         except ApiError as error:
             if error.not_found:  # still an ApiError: `delete --ignore-not-found` knows it by its status
                 raise ApiError(

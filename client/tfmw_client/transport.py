@@ -100,7 +100,7 @@ class _Connection(http.client.HTTPSConnection):
         self.sock = self._context.wrap_socket(self.sock, server_hostname=self._server_name)  # type: ignore[attr-defined]
 
 
-def _no_passphrase() -> str:
+def no_passphrase() -> str:
     raise TransportError(
         "the client key is encrypted: a kubeconfig's client-key must be unencrypted, as for kubectl"
     )
@@ -120,7 +120,7 @@ def tls_context(configuration: Any) -> ssl.SSLContext:
     elif configuration.assert_hostname is False:
         context.check_hostname = False
     if configuration.cert_file:
-        context.load_cert_chain(configuration.cert_file, configuration.key_file or None, _no_passphrase)
+        context.load_cert_chain(configuration.cert_file, configuration.key_file or None, no_passphrase)
     return context
 
 

@@ -120,7 +120,15 @@ def pod(job_name: str, stem: str, attempt: int = 0, role: str | None = None, pha
         "tfmw.dev/role": role or ("chief" if stem == "worker-0" else kind),
     }
     return {
-        "metadata": {"name": f"{job_name}-{stem}", "labels": labels, "creationTimestamp": ago(60)},
+        "metadata": {
+            "name": f"{job_name}-{stem}",
+            "labels": labels,
+            "creationTimestamp": ago(60),
+            # As the operator makes them (core/builders.py owner_reference): controlled by the job.
+            "ownerReferences": [
+                {"kind": "TFMultiWorkerJob", "name": job_name, "uid": f"uid-{job_name}", "controller": True}
+            ],
+        },
         "spec": {"nodeName": "tfmw-node", "containers": [{"name": "tensorflow"}]},
         "status": {
             "phase": phase,

@@ -274,3 +274,34 @@ def test_input_nested_too_deeply_is_an_error_not_a_traceback(monkeypatch: pytest
     monkeypatch.setattr(sys, "stdin", io.StringIO("[" * 5000 + "]" * 5000))
     code, _, err = run_with(Refusing(), monkeypatch, "convert", "-f", "-")
     assert code == EXIT_ERROR and "nested too deeply" in err
+
+
+@pytest.mark.parametrize("command", ["get", "describe", "logs", "wait", "delete"])
+@pytest.mark.parametrize("name", ["..", ".", "a%2Fb", "a/b", "Mnist", "9lives", "x" * 55, "a\x1b[2J"])
+def test_a_job_name_no_job_can_have_is_refused_before_any_request(
+    command: str, name: str, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # No client is ever made: the name is refused while the arguments are read.
+    monkeypatch.setattr(cli, "_client", lambda args: pytest.fail("a request was about to be made"))
+    with pytest.raises(SystemExit) as ended:
+        cli.main([command, name])
+    err = capsys.readouterr().err
+    assert ended.value.code == EXIT_ERROR
+    assert "argument" in err and "is not a job's name" in err and "DNS-1035 label" in err
+    assert "\x1b" not in err
+
+
+@pytest.mark.parametrize("flag", ["-n", "--operator-namespace"])
+@pytest.mark.parametrize("namespace", ["..", ".", "a/b", "Team", "-team", "x" * 64])
+def test_a_namespace_that_cannot_be_one_is_refused_before_any_request(
+    flag: str, namespace: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    with pytest.raises(SystemExit) as ended:
+        parse("get", "mnist", f"{flag}={namespace}")
+    err = capsys.readouterr().err
+    assert ended.value.code == EXIT_ERROR and "is not a namespace" in err and "DNS-1123 label" in err
+
+
+def test_valid_names_and_namespaces_are_taken() -> None:
+    args = parse("delete", "mnist-2", "a" * 54, "-n", "0-team")
+    assert (args.jobs, args.namespace) == (["mnist-2", "a" * 54], "0-team")

@@ -4,6 +4,7 @@ pages never end, error bodies that are not Status objects, and log lines without
 from __future__ import annotations
 
 import json
+import os
 from collections.abc import Iterator
 from typing import Any, cast
 
@@ -110,3 +111,31 @@ def test_a_log_line_without_an_end_comes_in_parts_no_longer_than_the_cap() -> No
     parts = list(log_lines(chunked(data), cap=64 * 1024))
     assert all(len(p.encode()) <= 64 * 1024 for p in parts)
     assert "".join(parts) == data.decode()  # never cut inside a character
+
+
+def test_private_files_are_this_user_s_alone_and_gone_on_leaving(tmp_path: Any) -> None:
+    import stat
+    import tempfile
+
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(tempfile, "tempdir", str(tmp_path))
+        with kube_module.PrivateFiles() as private:
+            path = private.write(b"-----BEGIN PRIVATE KEY-----\n")
+            folder = private.folder
+            assert stat.S_IMODE(os.stat(folder).st_mode) == 0o700
+            assert stat.S_IMODE(os.stat(path).st_mode) == 0o600
+            assert os.path.dirname(path) == folder
+            with open(path, "rb") as file:
+                assert file.read().startswith(b"-----")
+    assert not os.path.exists(folder) and list(tmp_path.iterdir()) == []
+
+
+def test_private_files_are_removed_when_setting_up_fails(tmp_path: Any) -> None:
+    import tempfile
+
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(tempfile, "tempdir", str(tmp_path))
+        with pytest.raises(RuntimeError), kube_module.PrivateFiles() as private:
+            private.write(b"key")
+            raise RuntimeError("the context could not be made")
+    assert list(tmp_path.iterdir()) == []

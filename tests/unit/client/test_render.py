@@ -296,3 +296,28 @@ def test_describe_shows_the_newest_fifty_attempts_and_says_how_many_it_left_out(
     assert "(30 older attempts not shown)" in table
     assert len(render.history_messages(many)) == 50
     assert "attempt 79: m79" in render.describe(many, [], [], NOW)
+
+
+def test_a_time_with_an_offset_is_shown_in_utc() -> None:
+    # 13:30 at +05:30 is 08:00Z, four hours before NOW.
+    assert render.when_and_age("2026-12-04T13:30:00+05:30", NOW) == "2026-12-04T08:00:00Z (4h ago)"
+    assert render.when_and_age("2026-12-04T06:00:00-02:00", NOW) == "2026-12-04T08:00:00Z (4h ago)"
+    assert render.parse_time("0001-01-01T00:00:00+05:00") is None  # before year 1 in UTC
+
+
+@pytest.mark.parametrize(
+    ("seconds", "shown"),
+    [(-0.5, "0s"), (-1.9, "0s"), (-2, "<invalid>"), (-3600, "<invalid>"), (float("nan"), "<invalid>")],
+)
+def test_a_time_in_the_future_is_invalid_as_kubectl_says(seconds: float, shown: str) -> None:
+    assert render.human_duration(seconds) == shown
+
+
+def test_a_future_creation_time_is_invalid_not_zero() -> None:
+    assert render.age(ago(-3600), NOW) == "<invalid>"
+    assert render.when_and_age(ago(-3600), NOW) == "2026-12-04T13:00:00Z (<invalid>)"
+
+
+@pytest.mark.parametrize("seconds", [1e308, float("inf"), 1e20])
+def test_absurd_durations_end_where_go_s_do(seconds: float) -> None:
+    assert render.human_duration(seconds) == "292y"

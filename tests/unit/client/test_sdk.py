@@ -16,6 +16,7 @@ import pytest
 from tfmw_client import names
 from tfmw_client.errors import ApiError, TfmwError
 from tfmw_client.sdk import Client, Logs
+from unit.client.jobs import failed, pod, running
 
 JOBS = "/apis/tfmw.dev/v1alpha1/namespaces/team/tfmwjobs"
 CONFIGMAPS = "/api/v1/namespaces/team/configmaps"
@@ -226,3 +227,110 @@ def test_saved_log_names_are_escaped_in_the_hint_of_what_the_attempt_holds(
     with pytest.raises(TfmwError) as raised:
         client.logs("mnist", worker=3)
     assert raised.value.fix == "logs/attempt-0/ holds: x^[[2J.log"
+
+
+@pytest.mark.parametrize("name", ["..", ".", "a%2Fb", "a/b", "Mnist", "x" * 55])
+def test_a_job_name_no_job_can_have_is_refused_before_any_request(client: Client, name: str) -> None:
+    calls: list[Any] = [
+        lambda: client.get(name),
+        lambda: client.describe(name),
+        lambda: client.delete(name),
+        lambda: client.wait(name, display=False, timeout=0),
+        lambda: client.logs(name),
+        lambda: client.pods(name),
+    ]
+    for call in calls:
+        with pytest.raises(TfmwError, match=r"the job name .* is not valid") as raised:
+            call()
+        assert "DNS-1035 label" in raised.value.fix
+    assert Server.calls == []
+
+
+@pytest.mark.parametrize("namespace", ["..", ".", "a/b", "Team", "x" * 64])
+def test_a_namespace_that_cannot_be_one_is_refused_before_any_request(client: Client, namespace: str) -> None:
+    with pytest.raises(TfmwError, match=r"the namespace .* is not valid") as raised:
+        client.get("mnist", namespace)
+    assert "DNS-1123 label" in raised.value.fix
+    client.namespace = namespace  # as a kubeconfig's context may name it
+    for call in (lambda: client.list_jobs(), lambda: client.delete("mnist")):
+        with pytest.raises(TfmwError, match=r"the namespace .* is not valid"):
+            call()
+    assert Server.calls == []
+
+
+class Namespace:
+    """A Kube holding the job `mnist`, its pods by label (a stranger's among them), and logs."""
+
+    def __init__(self, pods: list[Any]) -> None:
+        self.pods = pods
+        self.read: list[str] = []
+
+    def get_or_none(self, path: str) -> Any:
+        if path == f"{JOBS}/mnist":
+            return running("mnist") | {"metadata": {**running("mnist")["metadata"], "namespace": "team"}}
+        found = [p for p in self.pods if path.endswith(f"/pods/{p['metadata']['name']}")]
+        return found[0] if found else None
+
+    def items(self, path: str, selector: str = "", field_selector: str = "") -> list[Any]:
+        return self.pods if path.endswith("/pods") else []
+
+    def log(self, namespace: str, pod: str, container: str = "", tail: int | None = None) -> str:
+        self.read.append(pod)
+        return f"the log of {pod}\n"
+
+    def follow_log(self, namespace: str, pod: str, container: str = "", tail: int | None = None) -> Any:
+        self.read.append(pod)
+        return iter([f"followed {pod}"])
+
+
+def _stranger(stem: str, attempt: int = 1, **reference: Any) -> Any:
+    """A pod someone made with the labels of job mnist's pod, copied."""
+    made = pod("mnist", stem, attempt)
+    made["metadata"]["ownerReferences"] = [reference] if reference else []
+    return made
+
+
+def _client_of(kube: Any) -> tuple[Client, list[str]]:
+    client = Client.__new__(Client)
+    client.kube, client.namespace = kube, "team"
+    warnings: list[str] = []
+    client.on_warning = warnings.append
+    return client, warnings
+
+
+@pytest.mark.parametrize(
+    "reference",
+    [
+        {},  # no owner at all
+        {"kind": "TFMultiWorkerJob", "name": "mnist", "uid": "someone-else", "controller": True},
+        {"kind": "TFMultiWorkerJob", "name": "mnist", "uid": "uid-mnist", "controller": False},
+        {"kind": "TFMultiWorkerJob", "name": "mnist", "uid": "uid-mnist"},
+    ],
+)
+def test_logs_come_only_from_pods_the_job_controls_by_uid(reference: Any) -> None:
+    # The stranger claims to be attempt 1's chief; the job's own chief is worker-0.
+    kube = Namespace([_stranger("chief-0", **reference), pod("mnist", "worker-0", 1)])
+    client, warnings = _client_of(kube)
+    found = client.logs("mnist")
+    assert found.live and found.entries == [("worker-0", "the log of mnist-worker-0\n")]
+    assert kube.read == ["mnist-worker-0"]
+    assert warnings == ["left out pod mnist-chief-0: it has job mnist's labels, but the job does not own it"]
+    assert list(client.follow_logs("mnist", all=True)) == [("worker-0", "followed mnist-worker-0")]
+    assert len(warnings) == 2  # said once for each look at the pods
+
+
+def test_describe_shows_only_the_job_s_own_pods_and_says_which_it_left_out() -> None:
+    client, warnings = _client_of(Namespace([_stranger("worker-7"), pod("mnist", "worker-0", 1)]))
+    shown = client.describe("mnist")
+    assert "mnist-worker-0" in shown and "mnist-worker-7" not in shown
+    assert len(warnings) == 1 and "mnist-worker-7" in warnings[0]
+
+
+def test_the_last_lines_of_a_failed_job_are_not_read_from_a_namesake_pod() -> None:
+    job = failed("mnist") | {"metadata": {"name": "mnist", "namespace": "team", "uid": "uid-mnist"}}
+    squatter = _stranger("worker-0", 0)
+    kube = Namespace([squatter])
+    client, _ = _client_of(kube)
+    assert client.last_log_lines(job)[0] == "its status message" and kube.read == []
+    kube.pods = [pod("mnist", "worker-0", 0)]
+    assert client.last_log_lines(job) == ("pod mnist-worker-0", ["the log of mnist-worker-0"])

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import base64
 import json
+import os
 import socket
 import ssl
 import subprocess
@@ -412,3 +413,50 @@ def test_a_redirect_is_not_followed_and_is_named(server: str, pki: Path, tmp_pat
 def test_a_header_that_cannot_be_sent_is_an_error_not_a_traceback(server: str, pki: Path) -> None:
     with pytest.raises(TransportError, match="cannot be sent"):
         Transport(connection(server, pki)).request("GET", "/x", {"Authorization": "Bearer a\nb"}, None, 5.0)
+
+
+@pytest.mark.parametrize("proxy", ["", ", proxy-url: 'http://127.0.0.1:1'"])
+def test_the_client_key_is_on_disk_only_while_the_connection_is_set_up(
+    server: str, pki: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, proxy: str
+) -> None:
+    import stat
+    import tempfile
+
+    from tfmw_client import kube as kube_module
+
+    scratch = tmp_path / "tmp"
+    scratch.mkdir()
+    monkeypatch.setattr(tempfile, "tempdir", str(scratch))
+    written: list[tuple[str, int, int]] = []
+    write = kube_module.PrivateFiles.write
+
+    def recording(files: kube_module.PrivateFiles, content: bytes) -> str:
+        path = write(files, content)
+        folder, file = os.stat(files.folder).st_mode, os.stat(path).st_mode
+        written.append((path, stat.S_IMODE(folder), stat.S_IMODE(file)))
+        return path
+
+    monkeypatch.setattr(kube_module.PrivateFiles, "write", recording)
+    kube = Kube(kubeconfig=_kubeconfig(tmp_path, server, pki, proxy))
+    assert [(folder, file) for _, folder, file in written] == [(0o700, 0o600)] * 2  # certificate, key
+    assert list(scratch.iterdir()) == []  # gone as soon as the connection was set up
+    if not proxy:
+        assert kube.get("/apis/y")["client"] == "alice"  # the certificate still signs us in
+    kube.close()
+
+
+def test_the_official_client_loads_the_client_certificate_once_at_the_start(
+    server: str, pki: Path, tmp_path: Path
+) -> None:
+    # As Kube gives it: files that are removed once the transport is made.
+    for name in ("alice.crt", "alice.key"):
+        (tmp_path / name).write_bytes((pki / name).read_bytes())
+    made = connection(
+        server, pki, cert_file=str(tmp_path / "alice.crt"), key_file=str(tmp_path / "alice.key")
+    )
+    transport = OfficialTransport(made)
+    for name in ("alice.crt", "alice.key"):
+        (tmp_path / name).unlink()
+    status, answer = get(transport, "/apis/x")
+    assert (status, answer["client"]) == (200, "alice")
+    transport.close()
