@@ -444,7 +444,7 @@ def run_delete(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
             # Only the job's absence (a 404 for it, not for the API): a 403 or 500 is told.
             if args.ignore_not_found and isinstance(error, ApiError) and error.not_found:
                 continue
-            err.write(f"error: {error.message}\n")
+            err.write(f"error: {_escaped_lines(error.message)}\n")  # an admission message may quote a tenant
             status = EXIT_ERROR
             continue
         out.write(f'tfmwjob.tfmw.dev "{name}" deleted\n')

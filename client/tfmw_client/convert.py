@@ -19,33 +19,37 @@ Json = dict[str, Any]
 FIX = 'change or remove that field in the TFJob (docs/cli.md, "tfmw convert", lists what is refused)'
 
 
-# Nodes a file may hold with its YAML aliases expanded: `-o json` writes each alias out in
-# full, so nine nested aliases of nine (a "billion laughs") would be gigabytes.
-MAX_EXPANDED_NODES = 1_000_000
+# What a file may come to with its YAML aliases expanded, in bytes as JSON writes it: `-o json`
+# writes each alias out in full, so nine nested aliases of nine (a "billion laughs"), or a
+# long string behind a few of them, would be gigabytes. No manifest comes near it.
+MAX_EXPANDED_BYTES = 64 * 1024 * 1024
 
 
 def expanded_size(value: object, sizes: dict[int, int] | None = None) -> int:
-    """The value's nodes counted as JSON would write them out: an object an alias shares is
-    counted at each place, but walked once. One that holds itself counts past any cap."""
+    """About the bytes of the value written out as JSON: an object an alias shares is counted
+    at each place, but walked once; a string by its length, wherever it is repeated. One that
+    holds itself counts past any cap."""
+    if isinstance(value, str):
+        return len(value) + 2
     if not isinstance(value, dict | list):
-        return 1
+        return len(str(value))
     known = {} if sizes is None else sizes
     if id(value) in known:
         return known[id(value)]
-    known[id(value)] = MAX_EXPANDED_NODES + 1  # while it is walked: met again, it holds itself
+    known[id(value)] = MAX_EXPANDED_BYTES + 1  # while it is walked: met again, it holds itself
     children = [*value.keys(), *value.values()] if isinstance(value, dict) else value
-    known[id(value)] = 1 + sum(expanded_size(child, known) for child in children)
+    known[id(value)] = 2 + sum(expanded_size(child, known) + 1 for child in children)
     return known[id(value)]
 
 
 def check_expansion(documents: list[object], source: str) -> None:
-    """Refuses a file whose aliases expand past MAX_EXPANDED_NODES (as go-yaml, and so
+    """Refuses a file that would be written out past MAX_EXPANDED_BYTES (as go-yaml, and so
     kubectl, refuses an alias bomb) before anything is converted or written."""
     sizes: dict[int, int] = {}
-    if sum(expanded_size(document, sizes) for document in documents) > MAX_EXPANDED_NODES:
+    if sum(expanded_size(document, sizes) for document in documents) > MAX_EXPANDED_BYTES:
         raise TfmwError(
-            f"{source}: its YAML aliases (*name) expand to more than {MAX_EXPANDED_NODES:,} values "
-            "(or an anchor holds itself)",
+            f"{source}: written out, it would be more than {MAX_EXPANDED_BYTES // 2**20} MiB "
+            "(its YAML aliases, *name, each written in full; or an anchor holds itself)",
             "write the repeated parts out in full, or use fewer aliases",
         )
 

@@ -25,7 +25,7 @@ from tfmw_client import kubeconfig as kubeconfigs
 from tfmw_client import names, render
 from tfmw_client.connection import Connection
 from tfmw_client.errors import ApiError, TfmwError
-from tfmw_client.transport import Response, Timeout, Transport, TransportError, no_passphrase
+from tfmw_client.transport import Response, Timeout, Transport, TransportError, tls_context
 
 Json = dict[str, Any]
 Query = Sequence[tuple[str, str | int | bool]]
@@ -183,16 +183,14 @@ class OfficialTransport:
         self._server = configuration.host
         if configuration.cert_file:
             # Loaded now, not by urllib3 at each new connection: the files are removed once
-            # the connection is set up (PrivateFiles). urllib3 still sets the context's
-            # verification, CA and host name check from the pool's other settings.
-            from urllib3.util.ssl_ import create_urllib3_context
-
-            context = create_urllib3_context()
-            context.load_cert_chain(configuration.cert_file, configuration.key_file or None, no_passphrase)
+            # the connection is set up (PrivateFiles). The whole TLS setting is the direct
+            # path's (tls_context: the CA given or the system's, verification off when the
+            # kubeconfig says so): urllib3 loads the system's CAs only into a context of its
+            # own making, and refuses CERT_NONE on one that still checks host names.
             pools = self._rest.pool_manager.connection_pool_kw
             pools.pop("cert_file", None)
             pools.pop("key_file", None)
-            pools["ssl_context"] = context
+            pools["ssl_context"] = tls_context(configuration)
 
     def request(
         self, method: str, target: str, headers: Mapping[str, str], body: Any, timeout: Timeout

@@ -252,6 +252,12 @@ def test_ignore_not_found_ignores_only_a_404_for_the_job(monkeypatch: pytest.Mon
     assert code == EXIT_ERROR and "forbidden" in err
     unserved = ApiError(404, "", "the tfmw.dev API is not served", type_missing=True)
     assert run_with(Refusing(unserved), monkeypatch, "delete", "x", "--ignore-not-found")[0] == EXIT_ERROR
+    # An admission policy's message may quote what a tenant wrote: escaped, as every error.
+    denied = ApiError(422, "Invalid", "denied: team \x1b]52;c;owned\x07")
+    assert (
+        run_with(Refusing(denied), monkeypatch, "delete", "x")[2]
+        == "error: denied: team ^[]52;c;owned\\x07\n"
+    )
 
 
 def test_get_o_name_leaves_out_an_item_without_a_name(monkeypatch: pytest.MonkeyPatch) -> None:

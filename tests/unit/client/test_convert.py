@@ -136,8 +136,21 @@ ALIAS_BOMB = "a: &a [x, x, x, x, x, x, x, x, x]\n" + "".join(
 def test_an_alias_bomb_is_refused_before_it_is_written_out() -> None:
     code, out, err = run("convert", "-f", "-", "-o", "json", stdin=ALIAS_BOMB)
     assert code == EXIT_ERROR and out == ""
-    assert "standard input: its YAML aliases (*name) expand to more than 1,000,000 values" in err
+    assert "standard input: written out, it would be more than 64 MiB (its YAML aliases" in err
     assert "write the repeated parts out in full" in err
+
+
+def test_a_long_string_behind_few_aliases_counts_by_its_length() -> None:
+    # 10 KB behind 10**4 references: few values, 100 MB written out.
+    long_string = "a: &s " + "A" * 10_000 + "\n"
+    levels = (
+        "l1: &l1 ["
+        + ", ".join(["*s"] * 10)
+        + "]\n"
+        + "".join(f"l{n}: &l{n} [{', '.join([f'*l{n - 1}'] * 10)}]\n" for n in range(2, 5))
+    )
+    code, out, err = run("convert", "-f", "-", "-o", "json", stdin=long_string + levels)
+    assert code == EXIT_ERROR and out == "" and "more than 64 MiB" in err
 
 
 def test_a_few_aliases_and_an_anchor_that_holds_itself_are_told_apart() -> None:

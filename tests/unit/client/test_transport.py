@@ -460,3 +460,22 @@ def test_the_official_client_loads_the_client_certificate_once_at_the_start(
     status, answer = get(transport, "/apis/x")
     assert (status, answer["client"]) == (200, "alice")
     transport.close()
+
+
+@pytest.mark.parametrize("trust", ["verification off", "the system's CAs"])
+def test_the_official_client_with_a_client_certificate_keeps_the_kubeconfig_s_trust(
+    server: str, pki: Path, trust: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # insecure-skip-tls-verify, or no certificate-authority at all (the system trusts the
+    # server): urllib3 refused CERT_NONE on a context that checked host names, and loaded no
+    # system CAs into a context it did not make.
+    made = connection(server, pki, cert_file=str(pki / "alice.crt"), key_file=str(pki / "alice.key"))
+    made.ca_cert_data = None
+    if trust == "verification off":
+        made.verify_ssl = False
+    else:
+        monkeypatch.setenv("SSL_CERT_FILE", str(pki / "ca.crt"))
+    transport = OfficialTransport(made)
+    status, answer = get(transport, "/apis/x")
+    assert (status, answer["client"]) == (200, "alice")
+    transport.close()
