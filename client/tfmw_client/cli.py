@@ -464,7 +464,9 @@ def run_version(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
     out.write(f"Client Version: {document['client']}\n")
     if args.client:
         return EXIT_OK
-    out.write(f"Operator Version: {document['operator']} ({document['operatorSource']})\n")
+    # Read from a ConfigMap and the API server's answers: escaped, as every other field shown.
+    source = _escaped_lines(str(document["operatorSource"]))
+    out.write(f"Operator Version: {_escaped_lines(str(document['operator']))} ({source})\n")
     served = document["served"]
     api = ", ".join(served or []) or ("not served: is tfmw installed?" if served == [] else "unknown")
     out.write(f"API: tfmw.dev {api}\n")

@@ -205,8 +205,8 @@ def _pending_reason(pod: Json) -> str:
     for container in render.as_list(status.get("containerStatuses")):
         waiting = render.as_dict(render.as_dict(render.as_dict(container).get("state")).get("waiting"))
         if waiting.get("reason"):
-            return render.as_str(waiting.get("reason"))
-    return render.as_str(status.get("phase")) or "Pending"
+            return render.one_line(render.as_str(waiting.get("reason")), 100)
+    return render.one_line(render.as_str(status.get("phase")), 100) or "Pending"
 
 
 def forbidden_to_read(namespace: str, error: ApiError, command: str) -> TfmwError:

@@ -79,3 +79,11 @@ def test_the_reader_runs_the_jobs_own_main_image() -> None:
         {"name": "tensorflow", "image": "mine:1"},
     ]
     assert job_image(job) == "mine:1"
+
+
+def test_the_reader_pods_waiting_reason_is_said_on_one_line_without_control_characters() -> None:
+    from tfmw_client.logs import _pending_reason
+
+    pod = {"status": {"containerStatuses": [{"state": {"waiting": {"reason": "Err\x1b]52;c;x\x07\nor"}}}]}}
+    said = _pending_reason(pod)
+    assert "\x1b" not in said and "\x07" not in said and "\n" not in said and said.startswith("Err")
