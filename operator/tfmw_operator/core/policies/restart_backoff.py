@@ -33,13 +33,12 @@ from tfmw_operator.api.status import (
 from tfmw_operator.api.times import later, parse_time
 from tfmw_operator.contract import WORKER
 from tfmw_operator.core.pods import NODE_LOST
+from tfmw_operator.core.policies.in_place import TAKEN_AWAY
 from tfmw_operator.core.policies.spec_change import SPEC_CHANGED
 from tfmw_operator.core.policies.verdicts import WakeAt
 
-# Causes of a pod taken away: not the program's crash loop (in_place.TAKEN_AWAY, and a lost node).
-TAKEN_AWAY = frozenset(
-    {"Evicted", "Preempted", "PodDeleted", "Shutdown", "Terminated", "DeadlineExceeded", NODE_LOST}
-)
+# Causes that are no crash loop of the program: a pod taken away, or its node lost.
+NOT_A_CRASH_LOOP = TAKEN_AWAY | {NODE_LOST}
 RESTART_BACKOFF_SECONDS = 10.0
 MAX_RESTART_BACKOFF = 300.0
 STABLE_SECONDS = 600.0
@@ -102,7 +101,7 @@ def replacements_in_a_row(history: Sequence[AttemptRecord], now: datetime) -> tu
 
 
 def _replaced(record: AttemptRecord, now: datetime) -> bool:
-    return record.outcome == REPLACED and record.cause not in TAKEN_AWAY and record.end_time <= now
+    return record.outcome == REPLACED and record.cause not in NOT_A_CRASH_LOOP and record.end_time <= now
 
 
 def _is(record: AttemptRecord, member: Member) -> bool:
