@@ -111,9 +111,15 @@ class Client:
     ) -> None:
         self.kube = Kube(kubeconfig, context, namespace)
         self.namespace = self.kube.namespace
-        self.operator_namespace = checked_namespace(
+        self._operator_namespace = (
             operator_namespace or os.environ.get("TFMW_OPERATOR_NAMESPACE") or names.OPERATOR_NAMESPACE
         )
+
+    @property
+    def operator_namespace(self) -> str:
+        """Checked where it is used (the version, the default image): a bad setting breaks
+        only what reads it, not every command."""
+        return checked_namespace(self._operator_namespace)
 
     def _ns(self, namespace: str | None) -> str:
         return checked_namespace(namespace or self.namespace)

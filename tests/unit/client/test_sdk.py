@@ -258,6 +258,16 @@ def test_a_namespace_that_cannot_be_one_is_refused_before_any_request(client: Cl
     assert Server.calls == []
 
 
+def test_a_bad_operator_namespace_setting_breaks_only_what_reads_it(
+    client: Client, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("TFMW_OPERATOR_NAMESPACE", "Not/A_Namespace")
+    made = Client(kubeconfig=str(tmp_path / "kubeconfig"))  # the fixture's: no refusal yet
+    with pytest.raises(TfmwError, match=r"the namespace 'Not/A_Namespace' is not valid"):
+        made.operator_version()
+    assert Server.calls == []
+
+
 class Namespace:
     """A Kube holding the job `mnist`, its pods by label (a stranger's among them), and logs."""
 
