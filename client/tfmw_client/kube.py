@@ -105,10 +105,6 @@ def _decode(body: bytes) -> object:
         return None
 
 
-def _cut(text: str, limit: int) -> str:
-    return text if len(text) <= limit else text[: limit - 1] + "…"
-
-
 def _type_missing(status: int, document: object) -> bool:
     """A 404 for the resource type itself: the API server's plain "404 page not found" (no
     Status object), or a Status naming no kind; an absent object's Status names its kind."""
@@ -127,7 +123,7 @@ def _status_error(status: int, body: bytes, path: str = "") -> ApiError:
         reason = str(document.get("reason") or "")
         message = str(document.get("message") or "")
     else:  # a proxy's or load balancer's page: shown, never obeyed
-        message = _cut(render.escape_controls(body.decode("utf-8", "replace")), ERROR_BODY_CAP)
+        message = render.cut(render.escape_controls(body.decode("utf-8", "replace")), ERROR_BODY_CAP)
     type_missing = _type_missing(status, document)
     if status == 401:
         message = f"the API server refused your credentials (401 Unauthorized): {message}"

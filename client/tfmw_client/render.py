@@ -59,7 +59,12 @@ def one_line(text: str, limit: int = 200) -> str:
     flat = " ".join(
         "".join(c if c.isprintable() else " " for c in line).strip() for line in text.splitlines()
     )
-    return flat if len(flat) <= limit else flat[: limit - 1] + "…"
+    return cut(flat, limit)
+
+
+def cut(text: str, limit: int) -> str:
+    """`text`, at most `limit` characters, the last an ellipsis when it was longer."""
+    return text if len(text) <= limit else text[: limit - 1] + "…"
 
 
 # The in-pod supervisor's own lines in a worker's log (docs/supervisor.md).
