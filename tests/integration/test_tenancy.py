@@ -40,3 +40,38 @@ def test_a_namespace_enforcing_baseline_is_not_warned_about(kube: ClusterClient,
     kinds = {c["type"] for c in kube.status(namespace, "walled").get("conditions") or []}
     assert "PodSecurityEnforced" not in kinds
     assert "PodSecurityNotEnforced" not in {e["reason"] for e in kube.events(namespace, "walled")}
+
+
+def test_a_spec_too_large_to_hold_fails_its_job_naming_the_size_and_runs_nothing(
+    kube: ClusterClient, namespace: str
+) -> None:
+    """A tenant's 1 MB spec is held cut to why (api/objects.py), not whole: twenty such jobs
+    took the operator past its memory limit."""
+    manifest = simulated_job("huge").manifest()
+    container = manifest["spec"]["template"]["spec"]["containers"][0]
+    container["env"] = [{"name": f"PAD{i}", "value": "x" * 4000} for i in range(250)]
+    kube.create_job(namespace, manifest)
+    status = kube.wait_phase(namespace, "huge", "Failed")
+    failed = [c for c in status.get("conditions") or [] if c["type"] == "Failed"][0]
+    print("Failed:", failed["message"])
+    assert failed["reason"] == "InvalidSpec"
+    assert "characters of JSON, more than the 131,072" in failed["message"]
+    assert not kube.core.list_namespaced_pod(namespace, label_selector="tfmw.dev/job-name=huge").items
+
+
+def test_a_templates_metadata_keeps_its_labels_and_annotations_and_nothing_else(
+    kube: ClusterClient, namespace: str
+) -> None:
+    """The CRD gives a template's metadata a schema (Kubeflow's TFJob CRD's): a tenant can no
+    longer store megabytes of anything there."""
+    manifest = simulated_job("meta").manifest()
+    manifest["spec"]["template"]["metadata"] = {
+        "labels": {"team": "a"},
+        "annotations": {"note": "b"},
+        "x": [{}] * 1000,
+    }
+    created = kube.create_job(namespace, manifest)
+    assert created["spec"]["template"]["metadata"] == {"labels": {"team": "a"}, "annotations": {"note": "b"}}
+    pods = kube.wait_pods(namespace, "meta", 2)
+    assert all(p["metadata"]["labels"]["team"] == "a" for p in pods)
+    assert all(p["metadata"]["annotations"]["note"] == "b" for p in pods)

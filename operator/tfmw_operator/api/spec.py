@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from enum import StrEnum
 
 from tfmw_operator.api.names import API_VERSION, FOLDER_CHECK_CONTAINER, KIND, LABEL_QUEUE_NAME
-from tfmw_operator.api.objects import Json
+from tfmw_operator.api.objects import Json, cut_spec_reason
 from tfmw_operator.contract import (
     CHIEF,
     DEFAULT_MARKER_FILE,
@@ -517,6 +517,8 @@ def parse_job(job: Json, folder_check_image: str = "", supervisor_image: str = "
     name = meta.get("name")
     if not isinstance(name, str) or not name:
         raise SpecError(f"metadata.name must be the job's name, got {name!r}")
+    if (cut := cut_spec_reason(job)) is not None:
+        raise SpecError(cut)
     spec = object_at(job.get("spec"), "spec")
     shared = object_at(spec.get("sharedVolume"), "spec.sharedVolume")
     completion = object_at(spec.get("completion"), "spec.completion")

@@ -20,7 +20,7 @@ from dataclasses import dataclass
 from typing import Any, Final
 
 from tfmw_operator.api.names import API_VERSION, FOLDER_CHECK_CONTAINER, KIND, LABEL_QUEUE_NAME
-from tfmw_operator.api.objects import Json, copy_json
+from tfmw_operator.api.objects import Json, copy_json, cut_spec_reason
 from tfmw_operator.api.spec import (
     MAX_PARAMETER_SERVERS,
     MAX_REPLICAS,
@@ -482,6 +482,8 @@ def parse_tfjob(tfjob: Json, folder_check_image: str = "") -> JobSpec:
     """The JobSpec tfmw's engine runs for `tfjob`: its conversion's, owned by the TFJob, with
     Kubeflow's pod labels and failure rules named by the restartPolicy they came from;
     SpecError (ConversionError) naming the field it cannot run."""
+    if (cut := cut_spec_reason(tfjob)) is not None:
+        raise SpecError(cut)
     conversion = convert(tfjob, launched_before(tfjob))
     manifest = conversion.manifest
     meta = tfjob.get("metadata") or {}

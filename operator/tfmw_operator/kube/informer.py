@@ -30,7 +30,7 @@ from typing import Generic, TypeVar
 import aiohttp
 
 from tfmw_operator.api.names import LABEL_JOB_NAME
-from tfmw_operator.api.objects import Json, Key
+from tfmw_operator.api.objects import Json, Key, cut_spec_reason, held_job
 from tfmw_operator.kube.client import WATCH_SECONDS, ApiError, Kube
 
 logger = logging.getLogger(__name__)
@@ -369,7 +369,7 @@ class LatestJobs:
         at = resource_version(job)
         if held is not None and at and at <= resource_version(held):
             return False
-        kinds[kind] = _without_managed_fields(job)
+        kinds[kind] = _held(job, held)
         return True
 
     def uids(self, kind: str | None = None) -> dict[Key, str]:
@@ -397,6 +397,17 @@ class LatestJobs:
             if not kinds:
                 del self._jobs[key]
         self._deleted.put(str(meta.get("uid")), True, time.monotonic())
+
+
+def _held(job: Json, before: Json | None) -> Json:
+    """The job as held: without its managedFields, and its spec cut if too large to hold
+    (`held_job`). The spec changes only with metadata.generation, so a status write's echo
+    keeps what was measured of it before."""
+    job = _without_managed_fields(job)
+    generation = (job.get("metadata") or {}).get("generation")
+    if before is not None and generation and (before.get("metadata") or {}).get("generation") == generation:
+        return job if cut_spec_reason(before) is None else {**job, "spec": before["spec"]}
+    return held_job(job)
 
 
 def _without_managed_fields(job: Json) -> Json:

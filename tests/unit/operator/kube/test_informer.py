@@ -1,7 +1,10 @@
 """The watch-backed view: what it holds after events, our own writes, and a re-list."""
 
+import json
 from typing import Any
+from unittest.mock import patch
 
+from tfmw_operator.api.objects import cut_spec_reason
 from tfmw_operator.core.claim_checks import Claim
 from tfmw_operator.core.owned import Owned
 from tfmw_operator.kube.informer import Informer, LatestJobs, Tombstones, ignore_changes, own_name
@@ -212,3 +215,49 @@ def test_a_pod_deleted_among_thousands_in_one_cleanup_never_comes_back() -> None
     for i in range(2500):
         informer._apply("MODIFIED", pod(f"job-worker-{i}", 15, deleting=True))  # late
     assert names(informer) == {}
+
+
+def _job_with_env(values: int, generation: int, version: str, managed_by: str | None = None) -> Json:
+    env = [{"name": f"V{i}", "value": "x" * 500} for i in range(values)]
+    spec: Json = {"workers": 2, "template": {"spec": {"containers": [{"name": "c", "env": env}]}}}
+    if managed_by is not None:
+        spec["runPolicy"] = {"managedBy": managed_by}
+    meta = {
+        "namespace": "ns",
+        "name": "job",
+        "uid": "u1",
+        "resourceVersion": version,
+        "generation": generation,
+    }
+    return {"kind": "TFJob", "metadata": meta, "spec": spec, "status": {"phase": "Running"}}
+
+
+def test_a_spec_too_large_to_hold_is_held_cut_to_why_with_its_controller_and_status() -> None:
+    jobs = LatestJobs()
+    assert jobs.put(_job_with_env(300, 1, "5", managed_by="tfmw.dev/tfjob-controller"))
+    held = jobs.get(JOB)
+    assert held is not None
+    why = cut_spec_reason(held)
+    assert why is not None and "characters of JSON, more than the 131,072" in why and "envFrom" in why
+    assert held["spec"]["runPolicy"] == {"managedBy": "tfmw.dev/tfjob-controller"}  # who serves it
+    assert held["status"] == {"phase": "Running"} and held["metadata"]["uid"] == "u1"
+    assert len(json.dumps(held)) < 2_000
+
+
+def test_a_cut_spec_is_measured_once_per_generation_and_held_whole_when_it_fits_again() -> None:
+    jobs = LatestJobs()
+    jobs.put(_job_with_env(300, 1, "5"))
+    echo = _job_with_env(300, 1, "6")  # a status write's answer: the same spec
+    with patch("tfmw_operator.kube.informer.held_job", side_effect=AssertionError("measured again")):
+        assert jobs.put(echo)
+    assert cut_spec_reason(jobs.get(JOB) or {}) is not None
+    fits = _job_with_env(3, 2, "7")  # the owner shortened it
+    assert jobs.put(fits)
+    assert jobs.get(JOB) is fits
+
+
+def test_a_long_managed_by_is_not_kept_so_no_cut_can_name_tfmw() -> None:
+    jobs = LatestJobs()
+    jobs.put(_job_with_env(300, 1, "5", managed_by="tfmw.dev/tfjob-controller" + "x" * 300))
+    held = jobs.get(JOB)
+    assert held is not None and "runPolicy" not in held["spec"]
