@@ -369,10 +369,15 @@ class Kube:
             return None
         return len(listed.get("items") or []) + (remaining if isinstance(remaining, int) else 0)
 
-    async def delete_job(self, namespace: str, name: str, kind: JobKind = TFMW_JOBS) -> None:
-        await self._delete(
-            _path(namespace, kind.plural, name, _jobs(kind)), {"propagationPolicy": "Background"}
-        )
+    async def delete_job(self, namespace: str, name: str, uid: str, kind: JobKind = TFMW_JOBS) -> None:
+        """Delete exactly the job observed (its TTL passed): a newer job of the same name, made
+        while the view lagged, must survive. A failed precondition means that job is gone."""
+        options: Json = {"propagationPolicy": "Background", "preconditions": {"uid": uid}}
+        try:
+            await self._delete(_path(namespace, kind.plural, name, _jobs(kind)), options)
+        except ApiError as error:
+            if error.status != 409:
+                raise
 
     async def get_workload(self, namespace: str, name: str) -> Json | None:
         """A Kueue Workload; None when there is none (or Kueue is not installed)."""

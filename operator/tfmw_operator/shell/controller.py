@@ -620,7 +620,8 @@ class JobController:
             elif isinstance(action, DeleteWorkloads):
                 await asyncio.gather(*(self.kube.delete_workload(namespace, n) for n in action.names))
             elif isinstance(action, DeleteJob):
-                await self.kube.delete_job(namespace, name, kind_of(job))
+                uid = str((job.get("metadata") or {}).get("uid") or "")
+                await self.kube.delete_job(namespace, name, uid, kind_of(job))
         await asyncio.gather(*alongside)
         events = [(e.type, e.reason, e.message) for e in decision.events] if completed else []
         events += [("Warning", reason, message) for reason, message in warnings]

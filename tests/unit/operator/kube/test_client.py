@@ -7,6 +7,7 @@ import json
 import time
 from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import asynccontextmanager
+from typing import Any
 
 import aiohttp
 import pytest
@@ -197,3 +198,27 @@ def test_a_log_that_is_not_utf8_is_kept_byte_for_byte() -> None:
             return await kube.container_log("ns", "p", "tf", 4 << 20)
 
     assert asyncio.run(scenario()) == body
+
+
+def test_a_job_past_its_ttl_is_deleted_only_if_it_is_still_the_one_observed() -> None:
+    """A newer job of the same name, made while the view lagged, must survive: the deletion
+    carries the observed UID, and the server's 409 for another UID means that job is gone."""
+    bodies: list[dict[str, Any]] = []
+
+    async def handler(request: web.Request) -> web.Response:
+        body = await request.json()
+        bodies.append(body)
+        if body["preconditions"]["uid"] != "new":
+            return web.json_response({"kind": "Status", "code": 409, "reason": "Conflict"}, status=409)
+        return web.json_response({"kind": "Status", "status": "Success"})
+
+    async def scenario() -> None:
+        app = web.Application()
+        app.router.add_delete("/apis/tfmw.dev/v1alpha1/namespaces/ns/tfmwjobs/job", handler)
+        async with kube_serving(app) as kube:
+            await kube.delete_job("ns", "job", "old")  # the newer one is spared, and no error
+            await kube.delete_job("ns", "job", "new")
+
+    asyncio.run(scenario())
+    assert [b["preconditions"] for b in bodies] == [{"uid": "old"}, {"uid": "new"}]
+    assert all(b["propagationPolicy"] == "Background" for b in bodies)
