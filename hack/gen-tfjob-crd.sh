@@ -20,7 +20,7 @@ install -m 0644 "$crd" "$repo/deploy/overlays/tfjob/component/kubeflow.org_tfjob
 {
   printf '%s\n' "{{- /* Kubeflow's TFJob CRD, github.com/kubeflow/training-operator@$TFJOB_VERSION manifests/base/crds/kubeflow.org_tfjobs.yaml, written by hack/gen-tfjob-crd.sh: do not edit. */}}"
   printf '%s\n' '{{- if and .Values.tfjob.enabled .Values.tfjob.installCRD }}'
-  cat "$crd"
+  sed '0,/^  annotations:$/s//&\n    helm.sh\/resource-policy: keep/' "$crd"
   printf '%s\n' '{{- end }}'
 } >"$repo/charts/tfmw/templates/tfjob-crd.yaml"
 log "wrote the TFJob CRD of training-operator $TFJOB_VERSION into deploy/overlays/tfjob/component and charts/tfmw/templates"

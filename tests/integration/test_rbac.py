@@ -1,5 +1,6 @@
 """The operator with deploy/'s RBAC and its ServiceAccount's token: enough to work, nothing
-more; and with the chart's watchNamespaces, rights in the namespace it serves alone."""
+more; with the chart's watchNamespaces, rights in the namespace it serves alone; and serving
+TFJobs, the TFJob component's rights, each used."""
 
 from __future__ import annotations
 
@@ -19,8 +20,9 @@ import yaml
 from kube import CLUSTER_DIR, REPO, ClusterClient, SimulatedKubelet, kubectl, wait_for
 from operator_process import OperatorProcess
 from ports import free_ports
+from tfmw_operator.api import tfjob
 from unit.deploy.test_kustomize import kube_version
-from wrappers import simulated_job, write_marker
+from wrappers import simulated_job, simulated_tfjob, write_marker
 
 Json = dict[str, Any]
 
@@ -124,6 +126,8 @@ CHECKED_NOT_CALLED |= {("kueue.x-k8s.io", "workloads", verb) for verb in ("get",
 # Services are read one by one only when one of a job's name exists that is not its
 # own (tests/integration/test_lifecycle.py's namesake cases run that path).
 CHECKED_NOT_CALLED.add(("", "services", "get"))
+# As for tfmwjobs/finalizers: a TFJob's pods name it with blockOwnerDeletion.
+CHECKED_NOT_CALLED.add(("kubeflow.org", "tfjobs/finalizers", "update"))
 
 
 def assert_every_grant_used_and_nothing_refused(user: str, started: datetime, *roles: Json) -> list[Json]:
@@ -235,6 +239,67 @@ def test_an_operator_serving_one_namespace_needs_rights_there_alone(
     finally:
         kubectl("delete", "-f", "-", "--ignore-not-found", input=yaml.safe_dump_all(docs), check=False)
         kubectl("apply", "-f", str(REPO / "deploy" / "base" / "rbac.yaml"))
+
+
+TFJOB_RBAC = REPO / "deploy" / "overlays" / "tfjob" / "component" / "tfjob-rbac.yaml"
+
+
+def test_an_operator_serving_tfjobs_uses_every_tfjob_right_and_asks_no_more(
+    kube: ClusterClient,
+    kubelet: SimulatedKubelet,
+    tfjob_crd: None,
+    operator_kubeconfig: str,
+    operator_process: Callable[..., OperatorProcess],
+) -> None:
+    """The TFJob component's ClusterRole (the chart's is the same, a unit test compares),
+    for the operator's own service account beside deploy/'s: a TFJob taken from creation to
+    its TTL lists and watches TFJobs, patches one's annotations and status, and deletes it,
+    and nothing the operator asks is refused. No `get`: a TFJob is read by a list by name."""
+    started = datetime.now(UTC).replace(microsecond=0)
+    namespace = kube.new_namespace("rbac-tfjob")
+    (role,) = [d for d in yaml.safe_load_all(TFJOB_RBAC.read_text()) if d and d["kind"] == "ClusterRole"]
+    assert "get" not in {v for rule in role["rules"] for v in rule["verbs"]}
+    kubectl("apply", "-f", str(TFJOB_RBAC))
+    try:
+        operator_process(namespace, operator_kubeconfig, args=("--tfjobs", "all")).wait_started()
+        manifest = simulated_tfjob("least")
+        manifest["spec"]["runPolicy"] = {"cleanPodPolicy": "All", "ttlSecondsAfterFinished": 1}
+        kube.custom.create_namespaced_custom_object(
+            tfjob.GROUP, tfjob.VERSION, namespace, tfjob.PLURAL, manifest
+        )
+
+        def pods() -> list[str]:
+            selector = f"{tfjob.KF_JOB_NAME}=least"
+            listed = kube.core.list_namespaced_pod(namespace, label_selector=selector).items
+            return [p.metadata.name for p in listed if p.metadata.deletion_timestamp is None]
+
+        def conditions() -> set[str]:
+            job = kube.custom.get_namespaced_custom_object(
+                tfjob.GROUP, tfjob.VERSION, namespace, tfjob.PLURAL, "least"
+            )
+            return {
+                c["type"]
+                for c in (job.get("status") or {}).get("conditions") or []
+                if c.get("status") == "True"
+            }
+
+        (pod,) = wait_for("the TFJob's pod", pods, timeout=30)
+        kubelet.run(namespace, pod)
+        wait_for("the TFJob Running", lambda: "Running" in conditions(), timeout=30)
+        kubelet.exit(namespace, pod, 0)  # a TFJob succeeds by its workers' exit codes
+
+        def deleted() -> bool:
+            found = kube.custom.list_namespaced_custom_object(
+                tfjob.GROUP, tfjob.VERSION, namespace, tfjob.PLURAL, field_selector="metadata.name=least"
+            )
+            return not found["items"]
+
+        wait_for("the TFJob deleted by its TTL", deleted, timeout=30)
+        entries = assert_every_grant_used_and_nothing_refused(SERVICE_ACCOUNT, started, role)
+        assert ("kubeflow.org", "tfjobs", "get") not in used_by(entries)
+    finally:
+        kubectl("delete", "-f", str(TFJOB_RBAC), "--ignore-not-found", check=False)
+        kube.delete_namespace(namespace)
 
 
 @pytest.mark.parametrize(

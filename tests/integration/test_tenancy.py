@@ -52,7 +52,7 @@ def test_a_spec_too_large_to_hold_fails_its_job_naming_the_size_and_runs_nothing
     container["env"] = [{"name": f"PAD{i}", "value": "x" * 4000} for i in range(250)]
     kube.create_job(namespace, manifest)
     status = kube.wait_phase(namespace, "huge", "Failed")
-    failed = [c for c in status.get("conditions") or [] if c["type"] == "Failed"][0]
+    failed = next(c for c in status.get("conditions") or [] if c["type"] == "Failed")
     print("Failed:", failed["message"])
     assert failed["reason"] == "InvalidSpec"
     assert "characters of JSON, more than the 131,072" in failed["message"]

@@ -6,12 +6,17 @@ and kubectl of hack/bin (helm template, kubectl kustomize): no cluster."""
 from __future__ import annotations
 
 import filecmp
+import json
+import re
+import shutil
 import subprocess
+from pathlib import Path
 from typing import Any
 
 import pytest
 import yaml
 from unit.deploy.test_kustomize import REPO, documents, kube_version, local_registry, render, version
+from unit.docs.blocks import all_blocks, doc_files
 
 HELM = REPO / "hack" / "bin" / "helm"
 CHART = REPO / "charts" / "tfmw"
@@ -95,6 +100,9 @@ def test_the_shared_claim_is_the_rwx_overlays_when_the_chart_makes_it() -> None:
     (wanted,) = [d for d in render("deploy/overlays/rwx") if d["kind"] == "PersistentVolumeClaim"]
     docs = helm_template("--set", "sharedClaim.create=true", "--set", "sharedClaim.storageClassName=rwx")
     (claim,) = [d for d in docs if d["kind"] == "PersistentVolumeClaim"]
+    # ... and Helm keeps it (an uninstall, create: false, a new name): it holds every
+    # namespace's checkpoints and logs, which a Delete reclaim policy would take with it.
+    assert claim["metadata"].pop("annotations") == {"helm.sh/resource-policy": "keep"}
     assert claim == wanted
 
 
@@ -117,10 +125,14 @@ def test_metrics_off_means_no_port_no_service() -> None:
     assert [p["name"] for p in container["ports"]] == ["health"]
 
 
+def operator_cluster_role(docs: list[Json]) -> Json:
+    (role,) = [d for d in docs if d["kind"] == "ClusterRole" and d["metadata"]["name"] == "tfmw-operator"]
+    return role
+
+
 def test_kueue_off_drops_the_workload_rights_only() -> None:
     def rules(docs: list[Json]) -> list[Json]:
-        (role,) = [d for d in docs if d["kind"] == "ClusterRole"]
-        return list(role["rules"])
+        return list(operator_cluster_role(docs)["rules"])
 
     on, off = rules(helm_template()), rules(helm_template("--set", "kueue.enabled=false"))
     assert [r for r in on if r not in off] == [
@@ -154,7 +166,7 @@ def test_watch_namespaces_render_the_namespaced_overlay_object_by_object() -> No
 
 def test_each_namespace_served_gets_a_role_and_nothing_cluster_wide_touches_pods() -> None:
     docs = helm_template("--set", "watchNamespaces={team-a,team-b}")
-    (cluster_role,) = [d for d in docs if d["kind"] == "ClusterRole"]
+    cluster_role = operator_cluster_role(docs)
     assert {r for rule in cluster_role["rules"] for r in rule["resources"]} == {
         "customresourcedefinitions",
         "namespaces",
@@ -171,7 +183,7 @@ def test_each_namespace_served_gets_a_role_and_nothing_cluster_wide_touches_pods
         if d["kind"] == "RoleBinding" and d["metadata"]["name"] == "tfmw-operator"
     }
     assert set(roles) == set(bindings) == {"team-a", "team-b"}
-    (default_role,) = [d for d in helm_template() if d["kind"] == "ClusterRole"]
+    default_role = operator_cluster_role(helm_template())
     for namespace in ("team-a", "team-b"):
         assert roles[namespace]["rules"] + cluster_role["rules"] == default_role["rules"]
         assert bindings[namespace]["subjects"] == [
@@ -195,23 +207,253 @@ def test_kueue_off_drops_the_workload_rights_from_each_namespaces_role() -> None
     assert "kueue.x-k8s.io" not in {g for rule in role["rules"] for g in rule["apiGroups"]}
 
 
-@pytest.mark.parametrize(
-    ("option", "message"),
-    [
-        ("watchNamespaces={Team-A}", "is not a namespace's exact name"),
-        ("watchNamespaces={team-*}", "is not a namespace's exact name"),
-        ("watchNamespaces={tfmw-system}", "is the release's namespace"),
-        ("watchNamespaces={a,b,a}", "a namespace is named twice"),
-        ("watchNamespaces=team-a", "a list of namespaces' names"),
-    ],
-)
-def test_watch_namespaces_that_are_not_namespaces_are_refused(option: str, message: str) -> None:
+def helm_says(*options: str, command: str = "template") -> tuple[int, str]:
+    """What `helm template` (or `helm lint --strict`) returns and says with these options."""
+    if command == "template":
+        args = [
+            "template",
+            "tfmw",
+            str(CHART),
+            "--namespace",
+            "tfmw-system",
+            "--kube-version",
+            kube_version(),
+        ]
+    else:
+        args = ["lint", "--strict", str(CHART), "--namespace", "tfmw-system"]
     done = subprocess.run(
-        [str(HELM), "template", "tfmw", str(CHART), "--namespace", "tfmw-system", "--kube-version",
-         kube_version(), "--set", option],
-        capture_output=True, text=True, timeout=60, check=False,
+        [str(HELM), *args, *options], capture_output=True, text=True, timeout=60, check=False
     )  # fmt: skip
-    assert done.returncode != 0 and message in done.stderr, done.stderr
+    return done.returncode, done.stdout + done.stderr
+
+
+def refusal(*options: str) -> str:
+    """What `helm template` says as it refuses these options (as `helm install` would)."""
+    code, said = helm_says(*options)
+    assert code != 0, f"helm template {' '.join(options)} was accepted"
+    return said
+
+
+# A value, and what the refusal says: the value's path (the schema's /a/b, or a.b from the
+# templates), and why where the templates say it.
+BAD_VALUES = [
+    ("tfjob.serve=bogus", "'/tfjob/serve': value must be one of 'off', 'managedBy', 'all'"),
+    ("tfjob.serve=false", "'/tfjob/serve'"),  # a bare `off` in a values file is YAML's false
+    ("tfjob.kubeflowNamespace=Kubeflow", "'/tfjob/kubeflowNamespace'"),
+    ("tfjob.enable=true", "'/tfjob': additional properties 'enable' not allowed"),
+    ("metrics.port=8081", "metrics.port: 8081 is the operator's health port"),
+    ("metrics.port=80", "'/metrics/port': minimum"),
+    ("metrics.port=65536", "'/metrics/port': maximum"),
+    ("metrics.port=http", "'/metrics/port': got string, want integer"),
+    ("replicas=two", "'/replicas': got string, want integer"),
+    ("replicas=0", "'/replicas': minimum"),
+    ("replica=3", "additional properties 'replica' not allowed"),
+    ("podDisruptionBudget.minAvailable=2", "podDisruptionBudget.minAvailable: 2 of 2 replicas"),
+    ("podDisruptionBudget.minAvailable=0", "'/podDisruptionBudget/minAvailable': minimum"),
+    ("admissionPolicy.validationActions={Bogus}", "'/admissionPolicy/validationActions/0'"),
+    ("admissionPolicy.validationActions={Deny,Warn}", "admissionPolicy.validationActions: Deny and Warn"),
+    ("admissionPolicy.validationActions=null", "'/admissionPolicy': missing property 'validationActions'"),
+    ("watchNamespaces={Team-A}", "'/watchNamespaces/0': 'Team-A' does not match pattern"),
+    ("watchNamespaces={team-*}", "'/watchNamespaces/0': 'team-*' does not match pattern"),
+    ("watchNamespaces={team_a}", "'/watchNamespaces/0'"),
+    (f"watchNamespaces={{{'a' * 64}}}", "'/watchNamespaces/0': maxLength"),
+    ("watchNamespaces={a,b,a}", "'/watchNamespaces': items at 0 and 2 are equal"),
+    ("watchNamespaces=team-a", "'/watchNamespaces': got string, want array"),
+    ("watchNamespaces={tfmw-system}", 'watchNamespaces: "tfmw-system" is the release\'s namespace'),
+    ("image.pullPolicy=Sometimes", "'/image/pullPolicy'"),
+    ("image.registry=https://registry", "'/image/registry'"),
+    ("image.tag=1.0/../x", "'/image/tag'"),
+    ("image.tag=2", "'/image/tag': got number, want string"),
+    ("imagePullSecrets={Reg_Cred}", "'/imagePullSecrets/0'"),
+    ("imagePullSecrets=regcred", "'/imagePullSecrets': got string, want array"),
+    ("sharedClaim.name=Shared_Claim", "'/sharedClaim/name'"),
+    ("sharedClaim.size=lots", "'/sharedClaim/size'"),
+    ("sharedClaim.create=yes", "'/sharedClaim/create': got string, want boolean"),
+    ("resources.limits.memory=lots", "'/resources/limits/memory'"),
+    ("kueue.enabled=1", "'/kueue/enabled'"),
+    ("aggregateToUserRoles=no", "'/aggregateToUserRoles': got string, want boolean"),
+]
+
+
+# Checked by the templates, not the schema (it cannot compare two values, or name the
+# release's namespace): `helm lint` logs a template's `fail` as [INFO] and passes, by Helm's
+# design; `helm template`, `install` and `upgrade` refuse.
+TEMPLATE_CHECKS = {
+    "metrics.port=8081",
+    "podDisruptionBudget.minAvailable=2",
+    "admissionPolicy.validationActions={Deny,Warn}",
+    "watchNamespaces={tfmw-system}",
+}
+
+
+@pytest.mark.parametrize(("option", "message"), BAD_VALUES)
+def test_a_bad_value_is_refused_by_name(option: str, message: str) -> None:
+    """Each value the operator would refuse, or that would make a broken install, stops
+    `helm template` (so `helm install`) with its name; `helm lint --strict` refuses it too
+    when the schema does, and says it in any case."""
+    said = refusal("--set", option)
+    assert message in said, said
+    code, said = helm_says("--set", option, command="lint")
+    assert message in said, said
+    assert (code != 0) == (option not in TEMPLATE_CHECKS), said
+
+
+def documented_set_options() -> list[tuple[str, tuple[str, ...]]]:
+    """Every `helm install` or `helm upgrade` of the README and docs/ (a shell block's
+    command, its continued lines joined), and every `--set` the prose shows on its own: the
+    options each gives the chart, $REGISTRY as a registry."""
+    registry = f"{local_registry()}/ml"
+    found: list[tuple[str, tuple[str, ...]]] = []
+    for block in all_blocks():
+        if block.language not in ("sh", "bash"):
+            continue
+        for command in block.text.replace("\\\n", " ").splitlines():
+            command = command.split(" #", 1)[0].replace("$REGISTRY", registry)
+            if re.match(r"\s*helm (install|upgrade)\b", command):
+                options = tuple(
+                    o
+                    for flag, value in re.findall(r"(--set(?:-string)?)[ =](\S+)", command)
+                    for o in (flag, value)
+                )
+                found.append((f"{block.where}: {command.strip()}", options))
+    for path in doc_files():
+        for value in re.findall(r"`--set ([^`\s]+)`", path.read_text()):
+            found.append((f"{path.name}: --set {value}", ("--set", value)))
+    return found
+
+
+def test_the_defaults_and_every_documented_set_render() -> None:
+    documented = documented_set_options()
+    assert any("sharedClaim.create=true" in options for _, options in documented)  # the README's
+    assert any("tfjob.enabled=true" in options for _, options in documented)  # docs/tfjob.md's
+    assert helm_template()
+    for where, options in documented:
+        done = subprocess.run(
+            [str(HELM), "template", "tfmw", str(CHART), "--namespace", "tfmw-system", "--kube-version",
+             kube_version(), *options],
+            capture_output=True, text=True, timeout=60, check=False,
+        )  # fmt: skip
+        assert done.returncode == 0, f"{where}: {done.stderr}"
+
+
+def pdb(docs: list[Json]) -> list[Json]:
+    return [d for d in docs if d["kind"] == "PodDisruptionBudget"]
+
+
+def test_the_disruption_budget_never_stops_a_drain() -> None:
+    """A crash-looping replica may always go (AlwaysAllow); one replica gets no budget
+    (minAvailable 1 beside it would stop every drain); minAvailable must stay below replicas."""
+    (budget,) = pdb(helm_template())
+    assert budget["spec"]["minAvailable"] == 1
+    assert budget["spec"]["unhealthyPodEvictionPolicy"] == "AlwaysAllow"
+    assert pdb(helm_template("--set", "replicas=1")) == []
+    assert pdb(helm_template("--set", "podDisruptionBudget.enabled=false")) == []
+    (three,) = pdb(helm_template("--set", "replicas=3", "--set", "podDisruptionBudget.minAvailable=2"))
+    assert (three["spec"]["minAvailable"], three["spec"]["unhealthyPodEvictionPolicy"]) == (2, "AlwaysAllow")
+    said = refusal("--set", "replicas=3", "--set", "podDisruptionBudget.minAvailable=3")
+    assert "podDisruptionBudget.minAvailable: 3 of 3 replicas would let no replica be evicted" in said
+
+
+def test_metrics_may_take_the_health_port_only_when_off() -> None:
+    container = operator_container(helm_template("--set", "metrics.port=9090"))
+    assert {p["name"]: p["containerPort"] for p in container["ports"]} == {"metrics": 9090, "health": 8081}
+    assert "--metrics-port=9090" in container["args"]
+    container = operator_container(
+        helm_template("--set", "metrics.enabled=false", "--set", "metrics.port=8081")
+    )
+    assert [p["name"] for p in container["ports"]] == ["health"]
+
+
+def test_image_pull_secrets_reach_the_operator_and_tensorboard_pods() -> None:
+    def secrets(docs: list[Json]) -> dict[str, list[Json] | None]:
+        return {
+            d["metadata"]["name"]: d["spec"]["template"]["spec"].get("imagePullSecrets")
+            for d in docs
+            if d["kind"] == "Deployment"
+        }
+
+    assert secrets(helm_template("--set", "tensorboard.enabled=true")) == {
+        "tfmw-operator": None,
+        "tfmw-tensorboard": None,
+    }
+    options = ("--set", "tensorboard.enabled=true", "--set", "imagePullSecrets={regcred,mirror}")
+    wanted = [{"name": "regcred"}, {"name": "mirror"}]
+    assert secrets(helm_template(*options)) == {"tfmw-operator": wanted, "tfmw-tensorboard": wanted}
+
+
+def user_role_rights(docs: list[Json]) -> dict[str, tuple[dict[str, str], set[tuple[str, str, str]]]]:
+    """The ClusterRoles aggregated into the built-in user roles: their aggregation labels,
+    and (group, resource, verb) for every rule."""
+    prefix = "rbac.authorization.k8s.io/aggregate-to-"
+    return {
+        d["metadata"]["name"]: (
+            d["metadata"]["labels"],
+            {
+                (g, r, v)
+                for rule in d["rules"]
+                for g in rule["apiGroups"]
+                for r in rule["resources"]
+                for v in rule["verbs"]
+            },
+        )
+        for d in docs
+        if d["kind"] == "ClusterRole" and any(k.startswith(prefix) for k in d["metadata"].get("labels") or {})
+    }
+
+
+EDIT_VERBS = ("create", "update", "patch", "delete", "deletecollection", "get", "list", "watch")
+
+
+def wanted_user_roles(
+    name: str, group: str, resource: str
+) -> dict[str, tuple[dict[str, str], set[tuple[str, str, str]]]]:
+    """edit and admin may do everything to the jobs, view may read them; never their status."""
+    return {
+        f"tfmw-{name}-edit": (
+            {
+                "rbac.authorization.k8s.io/aggregate-to-admin": "true",
+                "rbac.authorization.k8s.io/aggregate-to-edit": "true",
+            },
+            {(group, resource, verb) for verb in EDIT_VERBS},
+        ),
+        f"tfmw-{name}-view": (
+            {"rbac.authorization.k8s.io/aggregate-to-view": "true"},
+            {(group, resource, verb) for verb in ("get", "list", "watch")},
+        ),
+    }
+
+
+def test_the_built_in_user_roles_get_jobs_but_never_their_status() -> None:
+    jobs = wanted_user_roles("jobs", "tfmw.dev", "tfmwjobs")
+    assert user_role_rights(helm_template()) == jobs
+    assert user_role_rights(render("deploy")) == jobs
+    assert user_role_rights(helm_template("--set", "aggregateToUserRoles=false")) == {}
+
+
+def test_values_yaml_and_its_schema_name_the_same_values() -> None:
+    """Every value of values.yaml is in the schema, and the schema names no value values.yaml
+    has not (but Helm's `global`, for the chart as a dependency)."""
+    schema = json.loads((CHART / "values.schema.json").read_text())
+    values = yaml.safe_load((CHART / "values.yaml").read_text())
+
+    def paths(properties: dict[str, Any], prefix: str = "") -> set[str]:
+        found = set()
+        for key, sub in properties.items():
+            found.add(prefix + key)
+            if "properties" in sub:
+                found |= paths(sub["properties"], f"{prefix}{key}.")
+        return found
+
+    def keys(mapping: dict[str, Any], prefix: str = "") -> set[str]:
+        found = set()
+        for key, value in mapping.items():
+            found.add(prefix + key)
+            if isinstance(value, dict) and key not in ("requests", "limits"):  # resource names: free
+                found |= keys(value, f"{prefix}{key}.")
+        return found
+
+    assert paths(schema["properties"]) - {"global", "resources.claims"} == keys(values)
+    assert set(schema["required"]) == set(values)
 
 
 def test_the_operators_version_is_written_by_the_operator_and_readable_by_every_user() -> None:
@@ -265,3 +507,34 @@ def test_the_operators_version_is_written_by_the_operator_and_readable_by_every_
     assert config_map["data"]["trainerImage"] == f"{local_registry()}/tfmw-trainer:{version()}"
     (local,) = [d for d in render("deploy/overlays/local") if d["metadata"]["name"] == "tfmw-version"]
     assert local["data"] == {"trainerImage": "tfmw-trainer:dev"}
+
+
+def notes(tmp_path: Path, *options: str) -> str:
+    """NOTES.txt as `helm install` prints it. `helm template` renders no NOTES, so a copy of
+    the chart renders it into a ConfigMap of its own, with the same values."""
+    chart = tmp_path / "tfmw"
+    shutil.copytree(CHART, chart)
+    (chart / "files").mkdir()
+    (chart / "templates" / "NOTES.txt").rename(chart / "files" / "notes.txt")
+    (chart / "templates" / "notes.yaml").write_text(
+        "apiVersion: v1\nkind: ConfigMap\nmetadata: {name: notes}\n"
+        'data: {notes: {{ tpl (.Files.Get "files/notes.txt") . | quote }}}\n'
+    )
+    (config_map,) = documents(
+        str(HELM), "template", "tfmw", str(chart), "--namespace", "tfmw-system", "--kube-version", kube_version(),
+        "--show-only", "templates/notes.yaml", *options,
+    )  # fmt: skip
+    return str(config_map["data"]["notes"])
+
+
+def test_the_notes_say_what_an_uninstall_keeps_and_how_to_upgrade(tmp_path: Path) -> None:
+    said = notes(tmp_path)
+    assert "kubectl apply --server-side --force-conflicts -f charts/tfmw/crds/" in said
+    assert "helm uninstall keeps the CRD tfmwjobs.tfmw.dev" in said
+    assert "delete pvc" not in said and "tfjobs.kubeflow.org" not in said  # nothing else of ours is kept
+    said = notes(tmp_path / "kept", "--set", "sharedClaim.create=true", "--set", "tfjob.enabled=true")
+    assert "kubectl -n tfmw-system delete pvc tfmw-shared" in said
+    assert "kubectl delete crd tfjobs.kubeflow.org" in said
+    said = notes(tmp_path / "theirs", "--set", "tfjob.enabled=true", "--set", "tfjob.installCRD=false")
+    assert "tfjobs.kubeflow.org" not in said  # Kubeflow's CRD is not the chart's to keep
+    assert "pull secret" in notes(tmp_path / "private", "--set", "imagePullSecrets={regcred}")

@@ -5,6 +5,9 @@ from __future__ import annotations
 
 import copy
 import functools
+import os
+import re
+import shutil
 import subprocess
 import tomllib
 from pathlib import Path
@@ -90,7 +93,12 @@ def test_the_two_replicas_prefer_two_nodes_and_one_may_be_disrupted() -> None:
     assert term["podAffinityTerm"]["topologyKey"] == "kubernetes.io/hostname"
     assert term["podAffinityTerm"]["labelSelector"]["matchLabels"] == spec["selector"]["matchLabels"]
     (pdb,) = [d for d in docs if d["kind"] == "PodDisruptionBudget"]
-    assert pdb["spec"] == {"minAvailable": 1, "selector": spec["selector"]}
+    # A replica that runs but is not Ready (crash-looping) never holds a drain.
+    assert pdb["spec"] == {
+        "minAvailable": 1,
+        "unhealthyPodEvictionPolicy": "AlwaysAllow",
+        "selector": spec["selector"],
+    }
 
 
 def test_the_local_overlay_is_the_base_with_the_nodes_folder_and_the_loaded_image() -> None:
@@ -106,6 +114,59 @@ def test_the_local_overlay_is_the_base_with_the_nodes_folder_and_the_loaded_imag
     assert set(kinds(base)) <= set(kinds(local))
     (container,) = operator(local)["spec"]["template"]["spec"]["containers"]
     assert container["image"] == "tfmw-operator:dev"  # hack/images.sh loads it into the node
+
+
+ENFORCE = "pod-security.kubernetes.io/enforce"
+
+
+def test_the_nfs_example_for_real_clusters_lowers_no_namespaces_pod_security() -> None:
+    """docs/examples/nfs-storage is the local overlay on an NFS export, for real clusters:
+    it applies no Namespace `default` (whose `baseline` would lower a `restricted` there; the
+    user labels it, raising only), and the one Namespace it applies, tfmw-system, is
+    `restricted`, which nothing is above. The local overlay keeps its `default`."""
+    docs = render("docs/examples/nfs-storage")
+    namespaces = {
+        d["metadata"]["name"]: d["metadata"].get("labels", {}) for d in docs if d["kind"] == "Namespace"
+    }
+    assert namespaces == {"tfmw-system": namespaces["tfmw-system"]}
+    assert namespaces["tfmw-system"][ENFORCE] == "restricted"
+    # Its claim in `default` is still there, on the export's folder: labelling is the user's.
+    (claim,) = [
+        d for d in docs if d["kind"] == "PersistentVolumeClaim" and d["metadata"]["namespace"] == "default"
+    ]
+    assert claim["spec"]["volumeName"] == "tfmw-shared-default"
+    text = (REPO / "docs" / "examples" / "nfs-storage" / "kustomization.yaml").read_text()
+    assert "case $level in baseline|restricted) ;;" in text  # the command raises, never lowers
+    local = [d for d in render("deploy/overlays/local") if d["kind"] == "Namespace"]
+    assert {d["metadata"]["name"] for d in local} == {"tfmw-system", "default"}
+
+
+def test_the_readmes_images_step_moves_both_images_and_the_trainer_default(tmp_path: Path) -> None:
+    """The README's kustomize install: a copy of the rwx overlay with its `images:` line.
+    That one list reaches the operator's container, every worker's folder check
+    (TFMW_FOLDER_CHECK_IMAGE, by the overlay's replacement) and the trainer image of the
+    ConfigMap tfmw-version (deploy/base/kustomizeconfig.yaml), as the chart's
+    image.registry does."""
+    readme = (REPO / "README.md").read_text()
+    section = readme.split("## Install on your cluster", 1)[1].split("\n## ", 1)[0]
+    registry = f"{local_registry()}/ml"
+    entries = re.findall(r"\{name: ([^,}]+), newName: ([^,}]+)\}", section)
+    assert [name for name, _ in entries] == ["localhost:5000/tfmw-operator", "localhost:5000/tfmw-trainer"]
+    images = [{"name": name, "newName": new.replace("$REGISTRY", registry)} for name, new in entries]
+    mine = tmp_path / "mine"
+    shutil.copytree(REPO / "deploy" / "overlays" / "rwx", mine)
+    kustomization = yaml.safe_load((mine / "kustomization.yaml").read_text())
+    base = os.path.relpath(REPO / "deploy" / "base", mine)  # kustomize takes no absolute base
+    kustomization["resources"] = [base, "claim.yaml"]
+    kustomization["images"] = images
+    (mine / "kustomization.yaml").write_text(yaml.safe_dump(kustomization))
+    docs = documents(str(KUBECTL), "kustomize", str(mine))
+    (container,) = operator(docs)["spec"]["template"]["spec"]["containers"]
+    assert container["image"] == f"{registry}/tfmw-operator:{version()}"
+    env = {e["name"]: e.get("value") for e in container["env"]}
+    assert env["TFMW_FOLDER_CHECK_IMAGE"] == container["image"]
+    (config_map,) = [d for d in docs if d["kind"] == "ConfigMap" and d["metadata"]["name"] == "tfmw-version"]
+    assert config_map["data"]["trainerImage"] == f"{registry}/tfmw-trainer:{version()}"
 
 
 def test_the_rwx_overlay_adds_the_operators_claim_only() -> None:
@@ -154,8 +215,10 @@ def rules(role: Json) -> set[tuple[str, str, str]]:
 
 def test_the_namespaced_overlay_moves_every_namespaced_right_into_a_role_of_the_namespace_served() -> None:
     base, namespaced = render("deploy"), render("deploy/overlays/namespaced")
-    (wide,) = [d for d in base if d["kind"] == "ClusterRole"]
-    (cluster,) = [d for d in namespaced if d["kind"] == "ClusterRole"]
+    (wide,) = [d for d in base if d["kind"] == "ClusterRole" and d["metadata"]["name"] == "tfmw-operator"]
+    (cluster,) = [
+        d for d in namespaced if d["kind"] == "ClusterRole" and d["metadata"]["name"] == "tfmw-operator"
+    ]
     (role,) = [d for d in namespaced if d["kind"] == "Role" and d["metadata"]["name"] == "tfmw-operator"]
     (binding,) = [
         d for d in namespaced if d["kind"] == "RoleBinding" and d["metadata"]["name"] == "tfmw-operator"

@@ -29,6 +29,7 @@ PROGRAM_MAX_LINES = 60
 DOCS = [
     "architecture.md",
     "cli.md",
+    "install.md",
     "reference.md",
     "training-program.md",
     "troubleshooting.md",
