@@ -144,6 +144,9 @@ CONTROL_EXIT = "exit"
 CONTROL_STOP_SECONDS = "stopSeconds"
 CONTROL_HOSTS = "hosts"
 REPORT_READS_HOSTS = "readsHosts"
+# In a report while a process of the last child's attempt has outlived the bound on its end
+# (docs/supervisor.md): which one, and that no attempt starts beside it. Read by people.
+REPORT_NOT_ENDED = "notEnded"
 TF_CONFIG = "TF_CONFIG"
 
 # A report's states. "starting" is in the contract but never written here: the report goes from
@@ -176,9 +179,22 @@ DRAIN_SECONDS = 1.0  # after the child's end, how long its output may still come
 SYNC_SECONDS = 1.0  # the log is fdatasync'ed at most this often while output comes
 LOG_BUFFER_MAX_BYTES = 8 * 1024 * 1024  # output waiting for a slow volume; beyond, dropped and counted
 FLUSH_SECONDS = 5.0  # at an exit not bounded by a grace: how long to wait for the volume
+# Output waiting for this container's stdout or stderr (each) when the runtime does not read
+# them; beyond, dropped and counted there (the log on the volume has it).
+STREAM_BUFFER_MAX_BYTES = 4 * 1024 * 1024
+STREAM_FLUSH_SECONDS = 1.0  # at the exit: how long what waits for stdout and stderr may take
 REPORT_RETRY_SECONDS = 1.0  # a report that could not be written is written again after this
 LOG_OPEN_WAIT_SECONDS = 2.0  # a child starts once its attempt's log folder exists, or after this
 READ_CHUNK = 65536
+# What an ended child's attempt left (its group; as PID 1 every other process but the standby's;
+# as a subreaper the orphans it adopted) is SIGKILLed, then looked at 1 ms later, then twice as
+# long after each look, up to 0.1 s: most are gone within a few milliseconds.
+GONE_CHECK_FIRST_SECONDS = 0.001
+GONE_CHECK_MAX_SECONDS = 0.1
+# The least time they get before the child's end is reported with REPORT_NOT_ENDED (a stop bound
+# of 0 kills at once; it does not skip the wait for the killed to be gone).
+GONE_MIN_SECONDS = 1.0
+PR_SET_CHILD_SUBREAPER = 36  # <linux/prctl.h>
 
 # Signals a child starts with at their default action: those Python ignores (SIGPIPE, SIGXFSZ)
 # as the program would have without us, and those the supervisor handles.
@@ -189,22 +205,118 @@ UNSIGNED = re.compile(r"[0-9]{1,9}\Z")
 
 def say(message: str) -> None:
     """The supervisor's own lines, on its stderr (kubectl logs)."""
-    _write_all(2, f"tfmw-supervisor: {message}\n".encode(errors="replace"))
+    STREAMS[2].put(f"tfmw-supervisor: {message}\n".encode(errors="replace"))
 
 
-def _write_all(fd: int, data: bytes) -> None:
-    view = memoryview(data)
-    while view:
-        try:
-            written = os.write(fd, view)
-        except BlockingIOError:
-            select.select([], [fd], [], 1.0)  # a non-blocking stdout that is full
-            continue
-        except InterruptedError:
-            continue
-        except OSError:
-            return  # nowhere to write: the child's output still goes to the log
-        view = view[written:]
+class Stream:
+    """fd 1 or 2 (kubectl logs) as the supervisor writes it: queued, bounded, never blocking.
+
+    A container runtime that stops reading its log pipe must not stop the supervisor: blocked in
+    a write, it would neither forward the pod's SIGTERM nor kill the command at the grace's end.
+    What the fd cannot take now waits here (the main loop writes it when its selector says the
+    fd is writable); beyond STREAM_BUFFER_MAX_BYTES it is dropped and counted, as the volume's
+    log drops what a slow volume cannot take (the log on the volume still has it). Any thread
+    may put (the volume thread's say()); a lock keeps the order.
+    """
+
+    def __init__(self, fd: int) -> None:
+        self.fd = fd
+        self._lock = threading.Lock()
+        self._chunks: collections.deque[bytes] = collections.deque()
+        self._size = 0
+        self._dropped = 0
+        self._broken = False
+        # Until own(): the fd may be shared (alone, the command writes to it too), so it stays
+        # blocking and is written PIPE_BUF bytes at a time once select says it is writable,
+        # which a pipe takes without blocking.
+        self._owned = False
+        self.notify: Callable[[], None] | None = None  # wakes the main loop (another thread's put)
+        self.registered = False  # in the main loop's selector, for EVENT_WRITE
+
+    def own(self) -> None:
+        """Make the fd non-blocking: only where no other process writes to it (each child has
+        pipes of its own), since O_NONBLOCK belongs to the open file, shared by every holder."""
+        with self._lock, contextlib.suppress(OSError):
+            if not self._owned and os.get_blocking(self.fd):
+                os.set_blocking(self.fd, False)
+                self._owned = True
+
+    def disown(self) -> None:
+        """Blocking again, as it was given: whoever holds it after us (a terminal's shell) expects it."""
+        with self._lock, contextlib.suppress(OSError):
+            if self._owned:
+                os.set_blocking(self.fd, True)
+                self._owned = False
+
+    def put(self, data: bytes) -> None:
+        with self._lock:
+            if self._broken or not data:
+                return
+            if self._size + len(data) > STREAM_BUFFER_MAX_BYTES:
+                self._dropped += len(data)
+                return
+            if self._dropped:
+                self._note_dropped()
+            self._chunks.append(data)
+            self._size += len(data)
+            self._flush_locked()
+            waiting = bool(self._chunks or self._dropped)
+        if waiting and self.notify is not None and threading.current_thread() is not threading.main_thread():
+            self.notify()
+
+    def pending(self) -> bool:
+        with self._lock:
+            return bool(self._chunks or self._dropped)
+
+    def flush(self) -> None:
+        """What the fd takes now, without blocking."""
+        with self._lock:
+            self._flush_locked()
+
+    def drop(self) -> None:
+        """Nowhere to write (the fd is closed, or cannot be waited on): the log still has it."""
+        with self._lock:
+            self._broken = True
+            self._chunks.clear()
+            self._size = self._dropped = 0
+
+    def _note_dropped(self) -> None:
+        """Where output was dropped, a line saying how much (once there is room for it)."""
+        name = "stdout" if self.fd == 1 else "stderr"
+        note = f"\ntfmw-supervisor: {self._dropped} bytes of output dropped here: {name} was not read\n"
+        self._chunks.append(note.encode())
+        self._size += len(note)
+        self._dropped = 0
+
+    def _flush_locked(self) -> None:
+        while self._chunks or self._dropped:
+            if not self._chunks:  # all that waited is out: the count of what was dropped after it
+                self._note_dropped()
+            head = self._chunks[0]
+            if not self._owned:
+                try:
+                    if not select.select([], [self.fd], [], 0)[1]:
+                        return
+                except (OSError, ValueError):
+                    return
+                head = head[: select.PIPE_BUF]  # a pipe that says writable takes this much at once
+            try:
+                written = os.write(self.fd, head)
+            except (BlockingIOError, InterruptedError):
+                return
+            except OSError:  # nowhere to write: the child's output still goes to the log
+                self._broken = True
+                self._chunks.clear()
+                self._size = self._dropped = 0
+                return
+            self._size -= written
+            if written < len(self._chunks[0]):
+                self._chunks[0] = self._chunks[0][written:]
+            else:
+                self._chunks.popleft()
+
+
+STREAMS = {1: Stream(1), 2: Stream(2)}
 
 
 def rfc3339(seconds: float) -> str:
@@ -538,7 +650,11 @@ class LogFile:
         self.name = name
         self.max_bytes = max_bytes
         self.fd = self._open()
-        self.size = os.fstat(self.fd).st_size
+        try:
+            self.size = os.fstat(self.fd).st_size
+        except BaseException:
+            os.close(self.fd)  # `dir_fd` is still the caller's to close (open_log)
+            raise
         self.total = self.size  # bytes of this attempt's output so far, in every file
         self.dirty = False
 
@@ -546,9 +662,12 @@ class LogFile:
         # O_NONBLOCK: a FIFO in the log's place fails (ENXIO) rather than blocks.
         flags = os.O_WRONLY | os.O_CREAT | os.O_APPEND | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC
         fd = os.open(self.name, flags, 0o644, dir_fd=self.dir_fd)
-        if not stat.S_ISREG(os.fstat(fd).st_mode):
+        try:
+            if not stat.S_ISREG(os.fstat(fd).st_mode):
+                raise OSError(errno.EINVAL, f"{self.name} is not a regular file")
+        except BaseException:
             os.close(fd)
-            raise OSError(errno.EINVAL, f"{self.name} is not a regular file")
+            raise
         return fd
 
     def write(self, data: bytes) -> None:
@@ -560,12 +679,15 @@ class LogFile:
         self.dirty = True
 
     def _rotate(self) -> None:
-        os.close(self.fd)
+        # Renamed while still open, and the new file open before the old fd is closed: when the
+        # rename or the open fails, `self.fd` is still this object's, open, closed once (by
+        # close or abandon), never twice (a number closed twice may be another file's by then).
         previous = self.name + ".1"
         os.rename(self.name, previous, src_dir_fd=self.dir_fd, dst_dir_fd=self.dir_fd)
         kept = self.size
-        self.fd = self._open()
+        old, self.fd = self.fd, self._open()
         self.size = 0
+        os.close(old)  # Linux frees the fd even when close reports an error
         note = (
             f"tfmw-supervisor: {self.total} bytes of output came before this line: the last {kept} of them "
             f"are in {previous}, {self.total - kept} before those were dropped (each file is capped at "
@@ -580,11 +702,28 @@ class LogFile:
             os.fdatasync(self.fd)
 
     def close(self) -> None:
+        """Synced, then both fds closed; the first error is raised once both are."""
         try:
             self.sync()
         finally:
-            os.close(self.fd)
-            os.close(self.dir_fd)
+            self._close_fds(quiet=False)
+
+    def abandon(self) -> None:
+        """Both fds closed, errors ignored: the log stopped."""
+        self._close_fds(quiet=True)
+
+    def _close_fds(self, quiet: bool) -> None:
+        # Each exactly once, even when one fails: Linux frees an fd whatever close reports.
+        fds = [fd for fd in (self.fd, self.dir_fd) if fd >= 0]
+        self.fd = self.dir_fd = -1
+        failure: OSError | None = None
+        for fd in fds:
+            try:
+                os.close(fd)
+            except OSError as error:
+                failure = failure or error
+        if failure is not None and not quiet:
+            raise failure
 
 
 # ---- the volume's thread ----
@@ -639,6 +778,7 @@ class Volume:
         self._buffered = 0
         self._drop: _Command | None = None
         self._stopping = False
+        self._busy = False  # commands taken from `_commands` are being carried out (settle)
         # What the thread tells the main thread, appended here before `notify`.
         self.controls: collections.deque[Control | None] = collections.deque()
         self.results: collections.deque[ReportResult] = collections.deque()
@@ -659,7 +799,7 @@ class Volume:
     def _put(self, command: _Command) -> None:
         with self._cond:
             self._commands.append(command)
-            self._cond.notify()
+            self._cond.notify_all()  # the main thread may wait on it too (settle)
 
     def open_log(self, attempt: int) -> threading.Event:
         """Open the attempt's log (and so make its folder, where TFMW_STACKS_PATH points)."""
@@ -678,7 +818,7 @@ class Volume:
             self._drop = None
             self._buffered += len(data)
             self._commands.append(_Command("output", data=data))
-            self._cond.notify()
+            self._cond.notify_all()
 
     def close_log(self, trailer: bytes) -> None:
         self._put(_Command("close", data=trailer))
@@ -689,11 +829,22 @@ class Volume:
     def stop(self) -> None:
         with self._cond:
             self._stopping = True
-            self._cond.notify()
+            self._cond.notify_all()
 
-    def join(self, timeout: float) -> bool:
-        self._thread.join(max(0.0, timeout))
-        return not self._thread.is_alive()
+    def settle(self, timeout: float) -> bool:
+        """Wait, at most `timeout`, while commands are pending or being carried out; True once
+        none are. The thread idle, or in a poll of the control file (or a periodic sync), is not
+        waited for: nothing the exit needs depends on it, and on a hung volume it never ends (a
+        pod's SIGTERM with no child exits at once). What an idle thread's own stop would still
+        do (close a log not closed by a command) the process's exit does too."""
+        deadline = time.monotonic() + max(0.0, timeout)
+        with self._cond:
+            while self._commands or self._busy:
+                left = deadline - time.monotonic()
+                if left <= 0 or not self._thread.is_alive():
+                    return False
+                self._cond.wait(left)
+        return True
 
     # -- the thread --
 
@@ -703,6 +854,10 @@ class Volume:
         except BaseException as error:  # a bug here must end the pod visibly, not leave it waiting
             self.failure = f"{type(error).__name__}: {error}"
             self._notify()
+        finally:
+            with self._cond:
+                self._busy = False
+                self._cond.notify_all()
 
     def _loop(self) -> None:
         next_poll = 0.0
@@ -720,21 +875,25 @@ class Volume:
                 self._buffered = 0
                 self._drop = None
                 stopping = self._stopping
+                self._busy = bool(commands)
             for command in commands:
                 self._do(command)
                 if command.done is not None:
                     command.done.set()
             self._finish_closed()
+            if stopping:
+                self._close_log(b"")
+                self._finish_closed()
+                return
+            with self._cond:
+                self._busy = False
+                self._cond.notify_all()
             now = time.monotonic()
             if self._log is not None and self._log.dirty and next_sync is None:
                 next_sync = now + SYNC_SECONDS
             if next_sync is not None and now >= next_sync:
                 next_sync = None
                 self._log_io(lambda log: log.sync())
-            if stopping:
-                self._close_log(b"")
-                self._finish_closed()
-                return
             if now >= next_poll:
                 self._poll()
                 next_poll = time.monotonic() + self.poll_seconds
@@ -773,11 +932,7 @@ class Volume:
             if not self._log_warned:
                 self._log_warned = True
                 say(f"the log on the volume stopped: {error}")
-            try:
-                os.close(self._log.fd)
-                os.close(self._log.dir_fd)
-            except OSError:
-                pass
+            self._log.abandon()
             self._log = None
 
     def _close_log(self, trailer: bytes) -> None:
@@ -815,6 +970,59 @@ class Volume:
         self._last_control = control
         self.controls.append(control)
         self._notify()
+
+
+# ---- what an attempt leaves behind ----
+
+
+def become_subreaper() -> bool:
+    """Adopt the orphans of this process's descendants, as PID 1 does (PR_SET_CHILD_SUBREAPER):
+    a process of an attempt that left its group (setsid) is this process's child once its
+    parent is killed, so it can be found, killed and reaped. ctypes, as the standard library has
+    no prctl; False where it cannot be (no ctypes in a minimal image, not Linux)."""
+    try:
+        import ctypes
+
+        libc = ctypes.CDLL(None, use_errno=True)
+        done = libc.prctl(PR_SET_CHILD_SUBREAPER, *(ctypes.c_ulong(n) for n in (1, 0, 0, 0)))
+    except (ImportError, OSError, AttributeError):
+        return False
+    return bool(done == 0)
+
+
+def list_pids() -> list[int]:
+    try:
+        return [int(name) for name in os.listdir("/proc") if name.isdigit()]
+    except OSError:
+        return []
+
+
+def own_children() -> list[int]:
+    """This process's children, of every thread (/proc/self/task/<tid>/children), else of a scan."""
+    children: list[int] = []
+    try:
+        for task in os.listdir("/proc/self/task"):
+            with open(f"/proc/self/task/{task}/children") as file:
+                children += [int(pid) for pid in file.read().split()]
+    except (OSError, ValueError):  # a kernel without CONFIG_PROC_CHILDREN
+        me = os.getpid()
+        return [pid for pid in list_pids() if (proc_stat(pid) or ("", "", 0, 0))[2] == me]
+    return children
+
+
+def proc_stat(pid: int) -> tuple[str, str, int, int] | None:
+    """(name, state, parent pid, process group) of /proc/<pid>/stat; None once it is gone."""
+    try:
+        with open(f"/proc/{pid}/stat", "rb") as file:
+            raw = file.read(4096).decode(errors="replace")
+    except OSError:
+        return None
+    name, _, rest = raw.partition("(")[2].rpartition(")")  # the name may hold ")" and spaces
+    fields = rest.split()
+    try:
+        return name, fields[0], int(fields[1]), int(fields[2])
+    except (IndexError, ValueError):
+        return None
 
 
 # ---- the child ----
@@ -933,6 +1141,24 @@ class Child:
     kill_at: float | None = None  # monotonic: SIGKILL to its group then
     status: int | None = None  # waitpid's, once reaped
     line_open: bool = False  # its output so far does not end with a newline
+    finished_at: float = 0.0  # when it was reaped (wall clock, for its report)
+    drain_until: float = 0.0  # monotonic: after its reaping, how long its pipes may still be read
+
+
+@dataclasses.dataclass
+class Remains:
+    """What may be left of an ended child's attempt: its process group and, where they can be
+    told apart, the processes that left it (_strays). Killed at the child's end, then looked at
+    on the main loop's timer until gone: the child's end is reported, and the next attempt
+    starts, only then (or, the end, once `bound` passed: the next attempt never)."""
+
+    pgid: int
+    attempt: int
+    since: float  # monotonic: the child's reaping, and their SIGKILL
+    bound: float  # monotonic: the child's end is reported then even if some are still there
+    next_check: float
+    interval: float = GONE_CHECK_FIRST_SECONDS
+    overdue: bool = False  # `bound` passed with some still there: reported so (REPORT_NOT_ENDED)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -1005,12 +1231,23 @@ class Supervisor:
         self.exit_requested = False
         self.terminating: int | None = None  # the signal that ends the supervisor
         self.terminate_deadline: float | None = None  # monotonic: the grace's end, less the margin
+        self.terminate_margin = 0.0  # that margin: half of it for the last report, at the exit
         self.exited_deadline: float | None = None
         self.retry_report_at: float | None = None  # monotonic: a report that failed is written again
         self.reports_failing = False
         self.exit_code: int | None = None
         self.standby: Standby | None = None
         self.standby_at: float | None = None  # monotonic: start the next attempt's standby then
+        # What the last child's attempt left, until it is gone (_check_remains), and, once its
+        # end was reported without it gone, what is still there (REPORT_NOT_ENDED).
+        self.remains: Remains | None = None
+        self.not_ended: str | None = None
+        # How the processes an attempt leaves behind are found (set by run): as PID 1 every
+        # process of the namespace is ours to end; else, as a subreaper, the orphans we adopt.
+        # Only through a /proc of this PID namespace: another's numbers would name others.
+        self.pid1 = False
+        self.subreaper = False
+        self.proc_ours = False
         # Only where attempts follow one another (a job's folder): alone, there is no next.
         warm = bool(settings.warm_start) and identity is not None
         self.invocation = python_invocation(settings.command) if warm else None
@@ -1026,6 +1263,15 @@ class Supervisor:
     # ---- the loop ----
 
     def run(self) -> int:
+        self.pid1 = os.getpid() == 1
+        with contextlib.suppress(OSError):
+            self.proc_ours = os.readlink("/proc/self") == str(os.getpid())
+        if not self.pid1:
+            self.subreaper = become_subreaper()
+        for stream in STREAMS.values():
+            stream.notify = self._wake
+            if self.volume is not None:  # each child writes to pipes of its own, not to these
+                stream.own()
         signal.set_wakeup_fd(self.wake_write, warn_on_full_buffer=False)
         signal.signal(signal.SIGCHLD, _record)
         for signum in FORWARDED_SIGNALS:  # the same handler, if main() was not run as a script
@@ -1048,16 +1294,28 @@ class Supervisor:
         return self._finish(self.exit_code)
 
     def _wait(self) -> None:
-        deadlines = [
-            d
-            for d in (self.terminate_deadline, self.exited_deadline, self.retry_report_at, self.standby_at)
-            if d is not None
-        ]
-        if self.child is not None and self.child.kill_at is not None:
-            deadlines.append(self.child.kill_at)
+        # Only deadlines whose action is still to come: a deadline passed and acted on is
+        # dropped (None), or it would make select return at once and the loop spin. The grace's
+        # end acts through the child's kill_at and the remains' bound, not on its own.
+        deadlines = [d for d in (self.exited_deadline, self.retry_report_at) if d is not None]
+        if self.standby_at is not None and self.remains is None:  # no standby before they are gone
+            deadlines.append(self.standby_at)
+        child = self.child
+        if child is not None and child.status is None and child.kill_at is not None:
+            deadlines.append(child.kill_at)
+        if child is not None and child.status is not None:  # its end waits for its pipes, then the rest
+            if child.pipes:
+                deadlines.append(child.drain_until)
+            elif self.remains is not None:
+                deadlines.append(self.remains.bound)
+        if self.remains is not None:
+            deadlines.append(self.remains.next_check)
+        self._register_streams()
         timeout = None if not deadlines else max(0.0, min(deadlines) - time.monotonic())
         for key, _ in self.selector.select(timeout):
-            if key.fd == self.wake_read:
+            if isinstance(key.data, Stream):
+                key.data.flush()
+            elif key.fd == self.wake_read:
                 self._drain_wake()
             elif self.child is not None and key.fd in self.child.pipes:
                 self._pump(self.child, key.fd)
@@ -1065,6 +1323,20 @@ class Supervisor:
                 self._hear_standby(self.standby)
             elif self.standby is not None and key.fd in self.standby.pipes:
                 self._keep_standby_output(self.standby, key.fd)
+
+    def _register_streams(self) -> None:
+        """fd 1 and 2 in the selector while output waits for them, and only then."""
+        for stream in STREAMS.values():
+            waiting = stream.pending()
+            if waiting and not stream.registered:
+                try:
+                    self.selector.register(stream.fd, selectors.EVENT_WRITE, stream)
+                    stream.registered = True
+                except (OSError, ValueError, KeyError):  # closed, or a file epoll cannot wait on
+                    stream.drop()
+            elif not waiting and stream.registered:
+                self.selector.unregister(stream.fd)
+                stream.registered = False
 
     def _drain_wake(self) -> None:
         try:
@@ -1088,16 +1360,18 @@ class Supervisor:
             del pipes[fd]
         return data
 
-    def _pump(self, child: Child, fd: int) -> None:
-        """Pass on what the child wrote; at the end of its output, close the pipe."""
+    def _pump(self, child: Child, fd: int) -> bool:
+        """Pass on what the child wrote; at the end of its output, close the pipe. Whether
+        anything came."""
         target = child.pipes[fd]
         data = self._read_pipe(child.pipes, fd)
         if not data:
-            return
-        _write_all(target, data)
+            return False
+        STREAMS[target].put(data)
         if self.volume is not None:
             self.volume.output(data)
             child.line_open = not data.endswith(b"\n")
+        return True
 
     def _say(self, message: str) -> None:
         say(message)
@@ -1123,7 +1397,15 @@ class Supervisor:
                 if self.terminating is None:
                     self.terminating = signum
                     grace = self.settings.grace_seconds
-                    self.terminate_deadline = time.monotonic() + grace - min(REPORT_MARGIN_SECONDS, grace / 2)
+                    self.terminate_margin = min(REPORT_MARGIN_SECONDS, grace / 2)
+                    self.terminate_deadline = time.monotonic() + grace - self.terminate_margin
+                if child is None and self.child is not None:
+                    # Its command ended; what it left is being made sure of: its end is
+                    # reported and the supervisor exits then, within the grace (_gone_bound).
+                    remains = self.remains
+                    if remains is not None and not remains.overdue:
+                        remains.bound = min(remains.bound, self._gone_bound(remains.since))
+                    continue
                 if child is None:
                     self.exit_code = self._last_code(128 + signum)
                     return
@@ -1158,7 +1440,7 @@ class Supervisor:
                 return
             if self.child is not None and pid == self.child.pid and self.child.status is None:
                 self.child.status = status
-                self._child_ended(self.child)
+                self._child_reaped(self.child)
             elif self.standby is not None and pid == self.standby.pid:
                 self._standby_ended(status)
 
@@ -1166,13 +1448,20 @@ class Supervisor:
         now = time.monotonic()
         child = self.child
         if child is not None and child.status is None and child.kill_at is not None and now >= child.kill_at:
-            self._say(f"attempt {child.attempt}: the command did not end in time; SIGKILL")
-            self._kill_group(child)
             child.kill_at = None
+            self._kill_group(child)
+            self._say(f"attempt {child.attempt}: the command did not end in time; SIGKILL")
+        if self.remains is not None and now >= self.remains.next_check:
+            self._check_remains()
+        if self.child is not None and self.child.status is not None:
+            self._end_child_when_ready()
+            if self.exit_code is not None:
+                return
+            now = time.monotonic()
         if self.retry_report_at is not None and now >= self.retry_report_at:
             self.retry_report_at = None
             self._report_current()
-        if self.standby_at is not None and now >= self.standby_at:
+        if self.standby_at is not None and now >= self.standby_at and self.remains is None:
             self.standby_at = None
             if self.standby is None and self.terminating is None and not self.exit_requested:
                 self._spawn_standby()
@@ -1222,7 +1511,7 @@ class Supervisor:
                 os.close(fd)
             self._start_child(warm.pid, attempt, started_at, oom_before, warm.pipes, "warm: imported ahead")
             for target_fd, data in warm.output:  # what it printed while it imported, first
-                _write_all(target_fd, data)
+                STREAMS[target_fd].put(data)
                 if self.volume is not None:
                     self.volume.output(data)
             if warm.dropped_bytes:
@@ -1243,7 +1532,7 @@ class Supervisor:
             code = 127 if error.errno == errno.ENOENT else 126  # as a shell says it
             say(f"attempt {attempt}: cannot run {self.settings.command[0]!r}: {error.strerror}")
             self.child = Child(-1, attempt, started_at, oom_before, {}, status=code << 8)
-            self._child_ended(self.child)
+            self._child_reaped(self.child)
             return
         finally:
             for fd in ends:
@@ -1454,12 +1743,135 @@ class Supervisor:
             with contextlib.suppress(OSError):
                 os.close(fd)
 
-    def _child_ended(self, child: Child) -> None:
-        finished_at = time.time()
+    # ---- a child's end, and what its attempt left ----
+
+    def _child_reaped(self, child: Child) -> None:
+        """The command ended. What it left running is killed, as when a container's PID 1 ends;
+        its end is reported (and the next attempt may start) once all of that is gone: a process
+        slow to die (in D state on a hung volume, a GPU's teardown) or one that left the group
+        would still hold the port the next attempt's TensorFlow listens on."""
+        child.finished_at = time.time()
+        now = time.monotonic()
+        child.drain_until = now + DRAIN_SECONDS
+        if child.pid > 0:  # killed by _check_remains, after a look that its group is still there
+            self.remains = Remains(
+                child.pid, child.attempt, since=now, bound=self._gone_bound(now), next_check=now
+            )
+            self._check_remains()
+        self._end_child_when_ready()
+
+    def _gone_bound(self, since: float) -> float:
+        """When an ended child's end is reported even though some of what its attempt left is
+        still there: its stop bound after its end (at least GONE_MIN_SECONDS); once the pod is
+        terminating, no later than a quarter of the grace's margin after the kill deadline (the
+        report and the exit have the rest)."""
+        bound = since + max(self._stop_bound(), GONE_MIN_SECONDS)
+        if self.terminate_deadline is not None:
+            bound = min(bound, max(since, self.terminate_deadline) + self.terminate_margin / 4)
+        return bound
+
+    def _check_remains(self) -> None:
+        """Kill what is left of the attempt again (a member may have forked), and note whether
+        anything is: checked again later (the loop's timer, backing off), never waited for here."""
+        remains = self.remains
+        assert remains is not None
+        strays = self._strays()
+        for pid in strays:
+            with contextlib.suppress(OSError):
+                os.kill(pid, signal.SIGKILL)
+        try:
+            os.killpg(remains.pgid, 0)
+            group = True
+        except ProcessLookupError:
+            group = False
+        except OSError:
+            group = True  # a member this process may not signal is one still
+        if group:  # checked first: a group gone may have left its number to another
+            with contextlib.suppress(OSError):
+                os.killpg(remains.pgid, signal.SIGKILL)
+        elif not strays:
+            self.remains = None
+            if remains.overdue:
+                self._remains_ended(remains)
+            return
+        remains.next_check = time.monotonic() + remains.interval
+        remains.interval = min(remains.interval * 2, GONE_CHECK_MAX_SECONDS)
+
+    def _strays(self) -> list[int]:
+        """Processes an attempt may leave outside its group (setsid): as PID 1 every other
+        process of the PID namespace (the container's) but the standby's group; else, as a
+        subreaper, its own children but the standby (orphans it adopted). None where /proc is
+        another PID namespace's (its numbers are not the ones kill() takes); a zombie of its own
+        is not one (the loop reaps it; it holds nothing)."""
+        if not self.proc_ours or not (self.pid1 or self.subreaper):
+            return []
+        me = os.getpid()
+        standby = self.standby.pid if self.standby is not None else None
+        strays = []
+        for pid in list_pids() if self.pid1 else own_children():
+            info = proc_stat(pid) if pid != me else None
+            if info is None:
+                continue
+            _, state, parent, group = info
+            if standby is not None and standby in (pid, group):
+                continue
+            if parent == me and state in ("Z", "X"):
+                continue
+            strays.append(pid)
+        return strays
+
+    def _end_child_when_ready(self) -> None:
+        """Report the reaped child's end once its attempt left nothing (or the bound passed) and
+        its output is read: to the end of its pipes, or for DRAIN_SECONDS."""
+        child = self.child
+        assert child is not None and child.status is not None
+        if child.pipes and self.remains is None:
+            # Nothing that could write to its pipes is left: what is in them is all there is.
+            for fd in list(child.pipes):
+                while fd in child.pipes and self._pump(child, fd):
+                    pass
+        now = time.monotonic()
+        if child.pipes and now >= child.drain_until:
+            for fd in list(child.pipes):  # held open by something not found (_strays)
+                self.selector.unregister(fd)
+                os.close(fd)
+            child.pipes.clear()
+        if child.pipes or (self.remains is not None and now < self.remains.bound):
+            return
+        self._child_done(child)
+
+    def _describe_remains(self, remains: Remains) -> str:
+        """What is still there of an attempt once the bound passed: its log's, stderr's and
+        report's words (REPORT_NOT_ENDED)."""
+        pids = self._strays()
+        if self.proc_ours:
+            pids += [pid for pid in list_pids() if (proc_stat(pid) or ("", "", 0, 0))[3] == remains.pgid]
+        named = []
+        for pid in dict.fromkeys(pids):
+            info = proc_stat(pid)
+            if info is not None:
+                named.append(f"pid {pid} ({info[0]}, state {info[1]})")
+        what = named[0] if named else f"a process of its group {remains.pgid}"
+        if len(named) > 1:
+            what += f" and {len(named) - 1} more"
+        took = time.monotonic() - remains.since
+        return (
+            f"{what} of attempt {remains.attempt} has not ended {took:.1f} s after its SIGKILL: "
+            "no attempt starts in this pod before it does"
+        )
+
+    def _remains_ended(self, remains: Remains) -> None:
+        """What outlived the bound is gone at last: the next attempt may come."""
+        say(f"attempt {remains.attempt}: its last process has ended")
+        self.not_ended = None
+        if self.exit_code is not None or self.child is not None:
+            return
+        self._apply_control()
+        if self.exit_code is None and self.child is None and self.state == STATE_EXITED:
+            self._report_current()  # without REPORT_NOT_ENDED
+
+    def _child_done(self, child: Child) -> None:
         status = child.status if child.status is not None else 0
-        if child.pid > 0:
-            self._kill_group(child)  # what it left running ends with it, as when PID 1 ends
-            self._drain(child)
         if os.WIFSIGNALED(status):
             signum: int | None = os.WTERMSIG(status)
             code = 128 + os.WTERMSIG(status)
@@ -1468,47 +1880,42 @@ class Supervisor:
             code = os.WEXITSTATUS(status)
         oom_after = self.oom.read()
         oom = None if child.oom_before is None or oom_after is None else oom_after > child.oom_before
-        end = ChildEnd(child.attempt, code, signum, oom, child.started_at, finished_at)
+        end = ChildEnd(child.attempt, code, signum, oom, child.started_at, child.finished_at)
         self.last_end = end
         self.child = None
         how = f"signal {signum}" if signum is not None else f"exit code {code}"
-        line = f"attempt {child.attempt}: the command ended: {how}{', OOM-killed' if oom else ''}"
+        lines = [f"attempt {child.attempt}: the command ended: {how}{', OOM-killed' if oom else ''}"]
+        remains = self.remains
+        if remains is not None:  # the bound passed: reported so, and no attempt starts beside it
+            remains.overdue = True
+            self.not_ended = self._describe_remains(remains)
+            lines.append(self.not_ended)
         if self.volume is None:  # alone, as if it were not there
+            for line in lines[1:]:
+                say(line)
             self.exit_code = code
             return
-        say(line)
-        self.volume.close_log(self._log_line(child, line))
+        for line in lines:
+            say(line)
+        self.volume.close_log(b"".join(self._log_line(child, line) for line in lines))
         if self.terminating is not None or self.exit_requested:
             self.state = STATE_EXITED
             self._report(STATE_EXITED, child.attempt, fatal=False)
             self.exit_code = code
             return
-        if self.target > child.attempt:  # stopped for a restart: the barrier is next
+        if self.target > child.attempt and remains is None:  # stopped for a restart: the barrier is next
             self._report_waiting()
             self._apply_control()
             return
+        # Ended on its own; or stopped for a restart while something of its attempt lives on,
+        # which must not be reported waiting (the barrier would open beside it): `exited`, with
+        # REPORT_NOT_ENDED, until it is gone (_remains_ended).
+        own = self.target <= child.attempt
         self.state = STATE_EXITED
-        self._report(STATE_EXITED, child.attempt, fatal=True)
-        if self.settings.exited_wait_seconds > 0:
+        self._report(STATE_EXITED, child.attempt, fatal=own)
+        if own and self.settings.exited_wait_seconds > 0:
             self.exited_deadline = time.monotonic() + self.settings.exited_wait_seconds
         self._apply_control()
-
-    def _drain(self, child: Child) -> None:
-        """The rest of its output, until its pipes close or DRAIN_SECONDS pass."""
-        deadline = time.monotonic() + DRAIN_SECONDS
-        while child.pipes:
-            left = deadline - time.monotonic()
-            if left <= 0:
-                break
-            for key, _ in self.selector.select(left):
-                if key.fd == self.wake_read:
-                    self._drain_wake()
-                elif key.fd in child.pipes:
-                    self._pump(child, key.fd)
-        for fd in list(child.pipes):  # held open by something that escaped its group
-            self.selector.unregister(fd)
-            os.close(fd)
-        child.pipes.clear()
 
     # ---- the operator's word ----
 
@@ -1577,11 +1984,13 @@ class Supervisor:
         self.target = max(self.target, control.attempt)
         child = self.child
         if child is not None:
-            if child.attempt < self.target:
+            if child.attempt < self.target and child.status is None:
                 self._stop(child, f"attempt {self.target} begins: stopping attempt {child.attempt}")
-            return
+            return  # (reaped, its end is being made sure of: _child_done comes back here)
         if self.last_attempt_run is not None and self.target <= self.last_attempt_run:
             return  # its child ran; nothing new is asked
+        if self.remains is not None:
+            return  # a process of the last attempt lives on: neither waiting nor a start beside it
         if control.attempt == self.target and control.start:
             self._spawn(self.target)
         elif self.waiting_reported != self.target:
@@ -1598,6 +2007,8 @@ class Supervisor:
             say("the operator asked this pod to exit")
             self.exit_code = self._last_code(0)
             return
+        if child.status is not None:
+            return  # its end is being made sure of: reported, then the exit (_child_done)
         self._stop(child, f"the operator asked this pod to exit: stopping attempt {child.attempt}")
 
     def _stop(self, child: Child, why: str) -> None:
@@ -1606,9 +2017,7 @@ class Supervisor:
         Asked again with a shorter bound (the operator learnt there is nothing to save), the
         shorter one holds.
         """
-        bound = self.settings.stop_seconds
-        if self.control is not None and self.control.stop_seconds is not None:
-            bound = self.control.stop_seconds
+        bound = self._stop_bound()
         deadline = time.monotonic() + bound
         if child.stopping and child.kill_at is not None and child.kill_at <= deadline:
             return
@@ -1623,6 +2032,12 @@ class Supervisor:
             self._say(f"{why}: SIGTERM, SIGKILL after {bound:g} s")
             self._signal_child(child, signal.SIGTERM)
         child.kill_at = deadline
+
+    def _stop_bound(self) -> float:
+        """SIGTERM to SIGKILL for a child stopped now: the control file's, else --stop-seconds."""
+        if self.control is not None and self.control.stop_seconds is not None:
+            return self.control.stop_seconds
+        return self.settings.stop_seconds
 
     def _serve_stacks(self, request: str | None) -> None:
         self.stacks_served = request
@@ -1676,6 +2091,8 @@ class Supervisor:
         }
         if self.identity.pod_uid is not None:
             doc["podUid"] = self.identity.pod_uid
+        if self.not_ended is not None:
+            doc[REPORT_NOT_ENDED] = self.not_ended
         end = self.last_end
         if state == STATE_RUNNING and self.child is not None:
             doc["startedAt"] = rfc3339(self.child.started_at)
@@ -1687,16 +2104,37 @@ class Supervisor:
 
     def _finish(self, code: int) -> int:
         self._kill_standby()
+        if self.terminate_deadline is not None:  # before the kubelet's SIGKILL
+            until = self.terminate_deadline + self.terminate_margin / 2
+        else:
+            until = time.monotonic() + FLUSH_SECONDS
         if self.volume is not None:
             self.volume.stop()
-            if self.terminate_deadline is not None:
-                budget = self.terminate_deadline + REPORT_MARGIN_SECONDS / 2 - time.monotonic()
-            else:
-                budget = FLUSH_SECONDS
-            if not self.volume.join(budget):
-                say("the volume did not answer in time: the last report or log lines may be missing")
+        # What waits for stdout and stderr, while the volume thread writes its last (both
+        # bounded: a runtime that does not read them, a hung volume, must not hold the exit).
+        self._flush_streams(min(until, time.monotonic() + STREAM_FLUSH_SECONDS))
+        if self.volume is not None and not self.volume.settle(until - time.monotonic()):
+            say("the volume did not answer in time: the last report or log lines may be missing")
+        for stream in STREAMS.values():
+            stream.flush()
+            stream.disown()
         signal.set_wakeup_fd(-1)
         return code
+
+    @staticmethod
+    def _flush_streams(until: float) -> None:
+        while True:
+            waiting = [stream for stream in STREAMS.values() if stream.pending()]
+            left = until - time.monotonic()
+            if not waiting or left <= 0:
+                return
+            try:
+                writable = select.select([], [stream.fd for stream in waiting], [], left)[1]
+            except (OSError, ValueError):
+                return
+            for stream in waiting:
+                if stream.fd in writable:
+                    stream.flush()
 
 
 def parse_args(argv: Sequence[str]) -> Settings:

@@ -11,16 +11,19 @@ import ast
 import atexit
 import contextlib
 import hashlib
+import itertools
 import json
 import os
 import random
+import re
 import shutil
 import signal
 import subprocess
 import sys
 import tempfile
+import threading
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from functools import partial
 from pathlib import Path
@@ -809,8 +812,11 @@ def test_with_nothing_asked_after_the_child_end_it_exits_after_a_bound(job: Job)
 # ---- as PID 1, in a PID namespace of its own ----
 
 
-def _pid1(job: Job, *command: str, bootstrap: bool = True) -> tuple[subprocess.Popen[bytes], int]:
-    """The supervisor as PID 1 of a new PID namespace; its PID as this test sees it."""
+def _pid1(
+    job: Job, *command: str, bootstrap: bool = True, own_proc: bool = False
+) -> tuple[subprocess.Popen[bytes], int]:
+    """The supervisor as PID 1 of a new PID namespace; its PID as this test sees it. `own_proc`:
+    with a /proc of that namespace, as a container has (without, /proc is this test's)."""
     if bootstrap:
         supervised = supervisor.wrapped_command(command, (), str(SUPERVISOR), PYTHON)
     else:
@@ -819,7 +825,14 @@ def _pid1(job: Job, *command: str, bootstrap: bool = True) -> tuple[subprocess.P
     out, err = job.scratch / f"out-{index}", job.scratch / f"err-{index}"
     with out.open("wb") as stdout, err.open("wb") as stderr:
         process = subprocess.Popen(
-            ["unshare", "--pid", "--fork", "--kill-child", *supervised],
+            [
+                "unshare",
+                "--pid",
+                "--fork",
+                "--kill-child",
+                *(["--mount-proc"] if own_proc else []),
+                *supervised,
+            ],
             env=job.env,
             stdout=stdout,
             stderr=stderr,
@@ -884,6 +897,256 @@ def test_as_pid_1_it_reaps_the_orphans_it_inherits(job: Job) -> None:
     assert _children(pid) == [], "no zombie left: the orphan was reaped"
     os.kill(pid, signal.SIGTERM)
     assert process.wait(5) == 128 + signal.SIGKILL
+
+
+# ---- what an attempt leaves behind; a log pipe or a volume that stalls ----
+
+
+def _freezer_base() -> Path | None:
+    """This process's cgroup-v1 freezer cgroup, where it may make others; None without one."""
+    for line in Path("/proc/self/cgroup").read_text().splitlines():
+        _, controllers, path = line.split(":", 2)
+        if "freezer" in controllers.split(","):
+            base = Path("/sys/fs/cgroup/freezer") / path.lstrip("/")
+            if base.is_dir() and os.access(base, os.W_OK):
+                return base
+    return None
+
+
+_FROZEN = itertools.count()
+
+
+@contextlib.contextmanager
+def _frozen(
+    tasks: Sequence[int], threads: bool = False, ready: Callable[[], bool] | None = None
+) -> Iterator[None]:
+    """`tasks` (processes, or threads by their ids) frozen by the cgroup-v1 freezer: a process
+    that no signal ends before it thaws, as one in D state (an NFS server gone, a GPU's
+    teardown). Frozen again until `ready()` holds (at most 20 tries); thawed, moved back and the
+    cgroup removed at the end."""
+    base = _freezer_base()
+    if base is None:
+        pytest.skip("needs the cgroup-v1 freezer, writable (root)")
+    folder = base / f"tfmw-supervisor-test-{os.getpid()}-{next(_FROZEN)}"
+    folder.mkdir()
+    state = folder / "freezer.state"
+    try:
+        for task in tasks:
+            (folder / ("tasks" if threads else "cgroup.procs")).write_text(str(task))
+        for _ in range(20):
+            state.write_text("FROZEN")
+            wait_for(lambda: state.read_text().strip() == "FROZEN", 5.0, "the freezer's FROZEN")
+            if ready is None or ready():
+                break
+            state.write_text("THAWED")
+            time.sleep(0.02)
+        else:
+            raise AssertionError("never frozen where it should be")
+        yield
+    finally:
+        state.write_text("THAWED")
+        for left in (folder / "tasks").read_text().split():
+            with contextlib.suppress(OSError):  # ended meanwhile
+                (base / "tasks").write_text(left)
+
+        def removed() -> bool:
+            try:
+                folder.rmdir()
+            except OSError:
+                return False
+            return True
+
+        wait_for(removed, 5.0, "the freezer cgroup removed")
+
+
+def _host_pid(root: int, ns_pid: int) -> int | None:
+    """The PID, as this test sees it, of a descendant of `root` whose own PID namespace calls it `ns_pid`."""
+    todo = [root]
+    while todo:
+        pid = todo.pop()
+        try:
+            status = Path(f"/proc/{pid}/status").read_text().splitlines()
+        except OSError:
+            continue
+        if any(line.startswith("NSpid:") and int(line.split()[-1]) == ns_pid for line in status):
+            return pid
+        todo += _children(pid)
+    return None
+
+
+def test_no_waiting_nor_next_attempt_while_a_process_of_the_last_one_lives(job: Job) -> None:
+    """A process of the attempt's group that a SIGKILL does not end at once (frozen here, as in
+    D state): no `waiting` while it lives, so the barrier cannot open beside it; after the bound
+    its attempt's end is reported `exited` saying what did not end, and even a `start` starts
+    nothing; once it is gone, the next attempt comes."""
+    pidfile = job.scratch / "grandchild"
+    # Its output elsewhere: the command's pipes close with the command, nothing else holds them.
+    script = (
+        f'trap "exit 143" TERM; sleep 1000 >/dev/null 2>&1 & echo $! > {pidfile}; echo ready; '
+        "while :; do sleep 0.02; done"
+    )
+    run = job.start(*sh(script), options=("--stop-seconds", "0.2"))
+    wait_for(lambda: job.said(0, "ready") and pidfile.exists() and pidfile.read_text().strip(), why="started")
+    grandchild = int(pidfile.read_text())
+    try:
+        with _frozen([grandchild]):
+            job.control(attempt=1, start=False)
+            time.sleep(0.4)  # the command ends on SIGTERM at once; its group's sleep does not
+            report = job.report()
+            assert report is not None and (report["state"], report["attempt"]) == ("running", 0), report
+            held = job.wait_report(timeout=3.0, state="exited", attempt=0)  # after GONE_MIN_SECONDS
+            assert held["exitCode"] == 143
+            assert held["notEnded"].startswith(f"pid {grandchild} (sleep, state "), held
+            assert f"pid {grandchild} (sleep" in job.log(0)
+            job.control(attempt=1, start=True)
+            time.sleep(0.3)
+            assert job.log(1) == "", "an attempt started beside a process of the last one"
+        running = job.wait_report(state="running", attempt=1)  # thawed: its SIGKILL ends it
+        assert not _running(grandchild)
+        assert "notEnded" not in running and running["previous"]["exitCode"] == 143
+        assert "attempt 0: its last process has ended" in run.stderr()
+    finally:
+        if _running(grandchild):
+            os.kill(grandchild, signal.SIGKILL)
+
+
+@pytest.mark.parametrize("pid1", [True, False], ids=["as PID 1", "not PID 1, a subreaper"])
+def test_a_process_that_left_the_attempts_group_ends_before_the_next_attempt(job: Job, pid1: bool) -> None:
+    """`setsid` (subprocess's start_new_session) takes a process out of its attempt's group. As
+    PID 1 of the pod's PID namespace every process but its own is killed at an attempt's end;
+    not PID 1, the supervisor adopts such orphans (a subreaper) and kills them."""
+    pidfile = job.scratch / "escaped"
+    script = f'trap "exit 143" TERM; setsid sleep 1000 & echo $! > {pidfile}; echo ready; while :; do sleep 0.02; done'
+    if pid1:
+        _, supervising = _pid1(job, *sh(script), own_proc=True)
+    else:
+        supervising = job.start(*sh(script)).process.pid
+    wait_for(lambda: job.said(0, "ready") and pidfile.exists() and pidfile.read_text().strip(), why="started")
+    escaped = wait_for(lambda: _host_pid(supervising, int(pidfile.read_text())), why="the escaped sleep")
+    try:
+        wait_for(lambda: os.getsid(escaped) == escaped, 2.0, "it left the attempt's session and group")
+        job.control(attempt=1, start=False)
+        job.wait_report(state="waiting", attempt=1)
+        assert not _running(escaped), "a process of attempt 0 outlived its end's report"
+    finally:
+        if _running(escaped):
+            os.kill(escaped, signal.SIGKILL)
+
+
+@pytest.mark.parametrize("fd", [1, 2], ids=["stdout", "stderr"])
+def test_a_log_pipe_no_one_reads_never_stops_the_supervisor(job: Job, fd: int) -> None:
+    """The container runtime stops reading the pod's stdout or stderr: the command's output
+    still reaches the log on the volume, the pod's SIGTERM is forwarded, and the supervisor ends
+    within its grace. What waits for the pipe is bounded; beyond, dropped and counted there."""
+    total = 5_000_000  # more than the pipe and supervisor.STREAM_BUFFER_MAX_BYTES take
+    script = (
+        f"exec >&{fd}; trap 'echo got-term; exit 143' TERM; head -c {total} /dev/zero | tr '\\0' x; "
+        "echo; echo ready; while :; do sleep 0.02; done"
+    )
+    stalled, pipe = os.pipe()
+    out, err = job.scratch / "out", job.scratch / "err"
+    with out.open("wb") as stdout, err.open("wb") as stderr:
+        process = subprocess.Popen(
+            supervisor.wrapped_command(sh(script), (), str(SUPERVISOR), PYTHON),
+            env=job.env,
+            stdout=pipe if fd == 1 else stdout,
+            stderr=pipe if fd == 2 else stderr,
+            cwd=job.scratch,
+        )
+    os.close(pipe)
+    job.runs.append(Run(process, out, err))
+    received = bytearray()
+
+    def read_again() -> None:
+        while chunk := os.read(stalled, 1 << 16):
+            received.extend(chunk)
+
+    reader = threading.Thread(target=read_again, daemon=True)
+    try:
+        wait_for(lambda: job.said(0, "ready"), 5.0, "the output on to the log while the pipe is full")
+        began = time.monotonic()
+        process.send_signal(signal.SIGTERM)
+        wait_for(lambda: job.said(0, "got-term"), 2.0, "the SIGTERM forwarded while the pipe is full")
+        if fd == 1:  # the runtime reads again: what waited, then how much was dropped
+            reader.start()
+        assert process.wait(5) == 143
+        took = time.monotonic() - began
+        if reader.ident is not None:
+            reader.join(5)
+    finally:
+        os.close(stalled)
+    assert took < 1.0 + supervisor.STREAM_FLUSH_SECONDS, took
+    if fd == 1:  # every byte is out, or counted where it was dropped
+        notes = list(
+            re.finditer(
+                rb"\ntfmw-supervisor: (\d+) bytes of output dropped here: stdout was not read\n", received
+            )
+        )
+        assert notes, received[-300:]
+        out_bytes = len(received) - sum(len(note[0]) for note in notes)
+        assert out_bytes + sum(int(note[1]) for note in notes) == total + len("\nready\ngot-term\n")
+
+
+def test_with_the_volume_hung_and_no_child_a_sigterm_exits_at_once(job: Job) -> None:
+    """The volume's thread stuck (frozen here, as in a stat on an NFS server gone) with nothing
+    asked of it: a pod's SIGTERM with no child running ends the supervisor at once."""
+    job.control(attempt=0, start=False)
+    run = job.start(*sh("echo never"), options=("--grace-seconds", "4"))
+    job.wait_report(state="waiting", attempt=0)
+    pid = run.process.pid
+    volume_thread = next(int(task) for task in os.listdir(f"/proc/{pid}/task") if int(task) != pid)
+
+    def waiting_not_running() -> bool:  # frozen in a wait: it holds no lock the exit needs
+        return "futex" in Path(f"/proc/{pid}/task/{volume_thread}/wchan").read_text()
+
+    def main_thread_ended() -> bool:
+        return Path(f"/proc/{pid}/task/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0] == "Z"
+
+    with _frozen([volume_thread], threads=True, ready=waiting_not_running):
+        began = time.monotonic()
+        run.process.send_signal(signal.SIGTERM)
+        wait_for(main_thread_ended, 5.0, "the supervisor's exit")  # the frozen thread holds up the rest
+        took = time.monotonic() - began
+    assert run.code() == 128 + signal.SIGTERM
+    assert took < 1.0, f"with no command pending, the volume is not waited for: {took:.1f} s"
+
+
+def test_a_log_rotation_that_fails_leaks_no_descriptor(job: Job) -> None:
+    """A directory where the rotated log goes: the rename fails and the log stops (said once);
+    the log's fd and its attempt folder's are closed, each once."""
+    (job.folder / "logs" / "attempt-0" / f"{STEM}.log.1" / "x").mkdir(parents=True)
+    program = "import sys; sys.stdout.write('y' * 20000 + '\\n')"
+    run = job.start(PYTHON, "-c", program, options=("--log-max-bytes", "4096"))
+    job.wait_report(state="exited", attempt=0)
+    assert run.stderr().count("the log on the volume stopped: [Errno 21] Is a directory") == 1
+
+    def held() -> list[str]:
+        found = []
+        for fd in os.listdir(f"/proc/{run.process.pid}/fd"):
+            with contextlib.suppress(OSError):  # closed meanwhile
+                found.append(os.readlink(f"/proc/{run.process.pid}/fd/{fd}"))
+        return [path for path in found if f"{job.folder}/logs/" in path]
+
+    wait_for(lambda: not held(), 2.0, f"the attempt's log and folder closed: {held()}")
+    assert run.alive()
+
+
+def test_after_the_kill_deadline_a_command_not_yet_dead_costs_no_cpu(job: Job) -> None:
+    """Killed at the grace's end less the margin, a command in D state (frozen here) is not
+    reaped until it leaves it: the supervisor waits for it idle, not spinning."""
+    script = 'trap "" TERM; echo ready; while :; do sleep 0.02; done'
+    run = job.start(*sh(script), options=("--grace-seconds", "1"))
+    wait_for(lambda: job.said(0, "ready"), why="the command started")
+    command = wait_for(lambda: _children(run.process.pid), why="the command's process")[0]
+    with _frozen([command]):
+        run.process.send_signal(signal.SIGTERM)
+        time.sleep(0.8)  # its SIGKILL was due 0.5 s after the SIGTERM
+        before = _cpu_seconds(run.process.pid)
+        time.sleep(0.5)
+        spent = _cpu_seconds(run.process.pid) - before
+        assert run.alive()
+    assert run.code(5) == 128 + signal.SIGKILL
+    assert spent < 0.05, f"{spent:.2f} s of CPU in 0.5 s after the kill deadline"
 
 
 # ---- OOM, in a memory cgroup of the test's own ----
