@@ -5,15 +5,19 @@ Reconciles read this view instead of asking the API server, so deciding costs no
 round-trip. The pod and Service watches have a server-side label selector: pods of other
 workloads never reach the operator. Claims carry no label of ours, so all of them are
 watched (claim_checks: a claim the folder check passed through). Each object is kept
-reduced (`reduce`), never as its full JSON; a LIST's pages are held whole only while
-listing.
+reduced (`reduce`), never as its full JSON; a LIST's page is held only as its text, of at
+most client.MAX_LIST_PAGE_BYTES, while its objects are decoded and reduced one by one.
 
 A watch that ends is resumed from the last resourceVersion it saw; one the server
 refuses (410 Gone: compacted; 504: its watch cache is behind) or that fails any other
-way is replaced by a fresh LIST and a watch from there.
+way is replaced by a fresh LIST and a watch from there. Failures are retried after a
+growing pause (RETRY_SECONDS), and so is a watch that ended at once with nothing in it:
+a failing API server is not listed in a loop. A LIST tells only the jobs whose objects it
+changed.
 The operator's own writes go in at once (`put`, `remove`), so the next reconcile sees
 the pods it just created; a resourceVersion older than what the view holds, or than a
-deletion it saw, never overwrites it.
+deletion it saw, never overwrites it, unless a LIST shows the versions went back (etcd
+restored from a backup): then what was held is forgotten and the LIST believed.
 """
 
 from __future__ import annotations
@@ -21,6 +25,7 @@ from __future__ import annotations
 import asyncio
 import json
 import logging
+import random
 import time
 from collections import OrderedDict
 from collections.abc import Callable, Hashable
@@ -37,8 +42,21 @@ logger = logging.getLogger(__name__)
 R = TypeVar("R")
 K = TypeVar("K", bound=Hashable)
 V = TypeVar("V")
+# Objects per LIST page. The byte cap on a page (client.MAX_LIST_PAGE_BYTES) lowers it
+# where objects are large; at 500 the view of 8,000 pods lists in 16 pages.
 PAGE_SIZE = 500
+# The pause before the next try after each failure in a row (the last repeats): a failure
+# (a refused or broken watch, 410 Gone, a failed LIST) or a watch that ended at once with
+# nothing in it. Without it a watch failing at once listed again every 0.2 s for ever, and
+# one answering 410 or an empty 200 at once was asked again at once: 2,169 LISTs, or 23,591
+# watches, in 3 s. (client-go backs off the same way, and takes a watch that ended within a
+# second with no event for a failure.)
 RETRY_SECONDS = (0.2, 0.5, 1.0, 2.0, 5.0)
+RETRY_JITTER = 0.2  # each pause is up to this much longer or shorter: the views do not retry in step
+# A watch that lasted this long, or that brought an event, worked: the pauses start over.
+# One that ended sooner is resumed after a pause, not at once: a server that answers a
+# watch and closes it at once is not asked again in a loop.
+WATCH_WORKED_SECONDS = 10.0
 TOMBSTONE_SECONDS = 120.0
 TOMBSTONES_KEPT = 1000  # below this many, none is forgotten however old
 ObjectKey = tuple[str, str]  # (namespace, name)
@@ -68,6 +86,13 @@ class Tombstones(Generic[K, V]):
         found = self._held.get(key)
         return None if found is None else found[0]
 
+    def items(self) -> list[tuple[K, V]]:
+        return [(key, value) for key, (value, _) in self._held.items()]
+
+    def keep_only(self, keep: Callable[[K], bool]) -> None:
+        """Forget every tombstone but those `keep` says to keep."""
+        self._held = OrderedDict((key, held) for key, held in self._held.items() if keep(key))
+
     def __contains__(self, key: object) -> bool:
         return key in self._held
 
@@ -89,9 +114,16 @@ class Gone(Exception):
     """The watch cannot resume from where it was: list again."""
 
 
+def metadata(obj: Json) -> Json:
+    """An object's metadata; {} when there is none, or what there is is not an object (a
+    malformed answer is left out, never a task ended by an AttributeError)."""
+    meta = obj.get("metadata")
+    return meta if isinstance(meta, dict) else {}
+
+
 def resource_version(obj: Json) -> int:
     """An object's resourceVersion as a number (etcd's revision); 0 when it is not one."""
-    value = (obj.get("metadata") or {}).get("resourceVersion")
+    value = metadata(obj).get("resourceVersion")
     try:
         return int(str(value))
     except (TypeError, ValueError):
@@ -100,13 +132,14 @@ def resource_version(obj: Json) -> int:
 
 def job_label(obj: Json) -> str | None:
     """The job an object of ours belongs to: its job-name label."""
-    job = ((obj.get("metadata") or {}).get("labels") or {}).get(LABEL_JOB_NAME)
+    labels = metadata(obj).get("labels")
+    job = labels.get(LABEL_JOB_NAME) if isinstance(labels, dict) else None
     return job if isinstance(job, str) else None
 
 
 def own_name(obj: Json) -> str | None:
     """Each object by itself: for objects not ours (claims), keyed by their own name."""
-    name = (obj.get("metadata") or {}).get("name")
+    name = metadata(obj).get("name")
     return name if isinstance(name, str) else None
 
 
@@ -143,6 +176,9 @@ class Informer(Generic[R]):
         self._by_job: dict[Key, dict[str, R]] = {}
         self._versions: dict[ObjectKey, tuple[int, Key]] = {}
         self._tombstones: Tombstones[ObjectKey, int] = Tombstones()  # the version deleted
+        # While a LIST is under way: the objects our own writes put in or removed since it began.
+        self._written: set[ObjectKey] | None = None
+        self._watched = 0  # events (bookmarks too) the current watch brought
         self.relists = 0
 
     def of_job(self, key: Key) -> list[R]:
@@ -159,6 +195,9 @@ class Informer(Generic[R]):
         without a resourceVersion (a pod the API server deleted at once comes back so) cannot
         be ordered against the watch's events: the watch brings what became of it."""
         if resource_version(obj):
+            place = self._place(obj) if self._written is not None else None
+            if place is not None and self._written is not None:
+                self._written.add(place[0])  # a LIST under way: _replace keeps it
             self._apply("MODIFIED", obj, notify=False)
 
     def remove(self, namespace: str, name: str, held: Callable[[R], bool]) -> None:
@@ -168,56 +207,79 @@ class Informer(Generic[R]):
             return
         record = self._by_job.get(known[1], {}).get(name)
         if record is not None and held(record):
+            if self._written is not None:
+                self._written.add((namespace, name))
             self._drop((namespace, name), known[0], notify=False)
 
     # ---- the watch ----
 
     async def run(self) -> None:
+        """List, then watch, until cancelled. Whatever fails (an API error, a dropped or closed
+        connection, a malformed answer, a bug) is logged and tried again after a pause
+        (RETRY_SECONDS), never ends the task: the operator's liveness check restarts it when
+        a watch task ends, and one 401 used to end them all."""
         failures = 0
         version: str | None = None
         while True:
+            self._watched = 0
+            watch_began: float | None = None
+            routine = True  # a watch ended, or 410 Gone: what a working API server does too
             try:
                 if version is None:
                     version = await self._list()
-                    failures = 0
+                watch_began = time.monotonic()
                 version = await self._watch(version)
-            except asyncio.CancelledError:
-                raise
+                why = "ended"
             except Gone as gone:
-                logger.info("watch of %s: %s; listing again", self.path, gone)
-                version = None
-                self.fresh = False
-            except (ApiError, aiohttp.ClientError, TimeoutError, ValueError) as error:
-                self.fresh = False
-                delay = RETRY_SECONDS[min(failures, len(RETRY_SECONDS) - 1)]
-                failures += 1
-                logger.warning("watch of %s failed (%s); listing again in %.1fs", self.path, error, delay)
-                version = None
-                await asyncio.sleep(delay)
+                why, version, self.fresh = f"{gone}; listing again", None, False
+            except (ApiError, aiohttp.ClientError, ValueError, OSError, TimeoutError) as error:
+                why, version, self.fresh, routine = f"failed ({error}); listing again", None, False, False
+            except Exception as error:  # unforeseen: said with its traceback, and tried again
+                logger.exception("watch of %s failed", self.path)
+                why, version, self.fresh, routine = f"failed ({error!r}); listing again", None, False, False
+            lasted = 0.0 if watch_began is None else time.monotonic() - watch_began
+            if lasted >= WATCH_WORKED_SECONDS or (watch_began is not None and self._watched):
+                failures = 0  # the watch worked: the pauses start over
+            if why == "ended":
+                if lasted >= WATCH_WORKED_SECONDS:
+                    continue  # as watches end (the server's timeout): resumed at once
+                why = f"ended after {lasted:.1f}s, {self._watched} events; watching again"
+            delay = RETRY_SECONDS[min(failures, len(RETRY_SECONDS) - 1)]
+            delay *= 1 + RETRY_JITTER * (2 * random.random() - 1)
+            failures += 1
+            level = logging.INFO if routine and failures == 1 else logging.WARNING
+            logger.log(level, "watch of %s %s in %.1fs (%d in a row)", self.path, why, delay, failures)
+            await asyncio.sleep(delay)
 
     async def _list(self) -> str:
-        """Everything there is now, page by page; the view is replaced by it. Each page is
-        reduced as it comes, so no more than one page of whole objects is ever held: a list of
-        8,000 pods held whole took more than the view of them, and any tenant can make large
-        objects (a claim or pod of up to 1.5 MiB) in numbers."""
+        """Everything there is now, page by page; the view is replaced by it. Each object is
+        reduced as it is decoded (Kube.list_pages), so no page is ever held as whole objects: a
+        list of 8,000 pods held whole took more than the view of them, and any tenant can make
+        large objects (a claim or pod of up to 1.5 MiB) in numbers."""
         sightings: list[Sighting[R]] = []
-        params = {"labelSelector": self.selector, "limit": str(PAGE_SIZE)}
-        while True:
-            page = await self.kube.request("GET", self.path, params=params)
-            sightings += self.sightings(page.get("items") or [])
-            meta = page.get("metadata") or {}
-            del page
-            if not meta.get("continue"):
-                break
-            params["continue"] = meta["continue"]
-        listed_at = int(meta.get("resourceVersion") or 0)
-        self._replace(sightings, listed_at)
+
+        def each(obj: Json) -> None:
+            sighting = self._sighting(obj)
+            if sighting is not None:
+                sightings.append(sighting)
+
+        written = self._written = set()
+        try:
+            meta = await self.kube.list_pages(self.path, {"labelSelector": self.selector}, each, PAGE_SIZE)
+            listed_at = resource_version({"metadata": meta})
+            self._replace(sightings, listed_at, written)
+        finally:
+            self._written = None
         self.fresh = True
         self.relists += 1
         self.synced.set()
-        return str(meta.get("resourceVersion") or "")
+        version = meta.get("resourceVersion")
+        return version if isinstance(version, str) else ""
 
     async def _watch(self, version: str) -> str:
+        """Events from `version` on, until the server ends the watch; the version it came to.
+        A line that is not an event (not JSON, not an object, an object without metadata as
+        one) is a ValueError: the view may have missed a change, so it lists again."""
         params = {
             "labelSelector": self.selector,
             "watch": "true",
@@ -227,13 +289,18 @@ class Informer(Generic[R]):
         }
         async for line in self.kube.stream_lines(self.path, params):
             event = json.loads(line)
-            kind, obj = event.get("type"), event.get("object") or {}
+            obj = event.get("object") if isinstance(event, dict) else None
+            if not isinstance(obj, dict) or not isinstance(obj.get("metadata") or {}, dict):
+                raise ValueError(f"not a watch event: {line[:200]!r}")
+            kind = event.get("type")
             if kind == "ERROR":
                 code = obj.get("code")
                 raise Gone(f"{code} {obj.get('message', '')}") if code in (410, 504) else ValueError(obj)
-            rv = (obj.get("metadata") or {}).get("resourceVersion")
-            if rv:
+            rv = metadata(obj).get("resourceVersion")
+            if isinstance(rv, str) and rv:
                 version = rv
+            if kind in ("ADDED", "MODIFIED", "DELETED", "BOOKMARK"):
+                self._watched += 1
             if kind in ("ADDED", "MODIFIED", "DELETED"):
                 self._apply(kind, obj)
         return version
@@ -242,19 +309,19 @@ class Informer(Generic[R]):
 
     def sightings(self, items: list[Json]) -> list[Sighting[R]]:
         """Listed objects, each reduced; those that belong to no job are left out."""
-        found = []
-        for obj in items:
-            place = self._place(obj)
-            if place is not None:
-                found.append(Sighting(*place, self.reduce(obj)))
-        return found
+        found = [self._sighting(obj) for obj in items]
+        return [sighting for sighting in found if sighting is not None]
+
+    def _sighting(self, obj: Json) -> Sighting[R] | None:
+        place = self._place(obj) if isinstance(obj, dict) else None
+        return None if place is None else Sighting(*place, self.reduce(obj))
 
     def _place(self, obj: Json) -> tuple[ObjectKey, int, Key] | None:
         """Where an object goes in the view: its own key, its version, its job's key."""
-        meta = obj.get("metadata") or {}
+        meta = metadata(obj)
         namespace, name = meta.get("namespace") or "", meta.get("name") or ""
         job = self.group_by(obj)
-        if not name or job is None:
+        if not isinstance(namespace, str) or not isinstance(name, str) or not name or job is None:
             return None
         return (namespace, name), resource_version(obj), (namespace, job)
 
@@ -308,21 +375,56 @@ class Informer(Generic[R]):
         if notify:
             self.on_change(key)
 
-    def _replace(self, sightings: list[Sighting[R]], listed_at: int) -> None:
-        """The view becomes the list, except objects our writes put in after it was taken.
-        Every job with objects before or after is told: the gap may have hidden changes."""
-        before = set(self._by_job)
-        newer = {okey for okey, (at, _) in self._versions.items() if at > listed_at}
-        for okey in [k for k in self._versions if k not in newer]:
-            known = self._versions.pop(okey)
-            self._by_job.get(known[1], {}).pop(okey[1], None)
-        self._by_job = {key: objects for key, objects in self._by_job.items() if objects}
+    def _replace(
+        self, sightings: list[Sighting[R]], listed_at: int, written: set[ObjectKey] | None = None
+    ) -> None:
+        """The view becomes the list, except objects our own writes put in or removed since it
+        began (`written`), which are as new as the list or newer. Only jobs whose objects it
+        changes are told (one added, gone, or at another version): telling every job made a
+        relist reconcile them all.
+
+        The watch is not running while a LIST is made, so anything else held above the list's
+        version is from before the versions went back (etcd restored from a backup): it, and
+        every deletion remembered, is forgotten, or an object seen then would stay a ghost and
+        one made since would be hidden by a deletion at a higher version."""
+        written = written or set()
+        held_at = max((at for okey, (at, _) in self._versions.items() if okey not in written), default=0)
+        deleted_at = max((at for okey, at in self._tombstones.items() if okey not in written), default=0)
+        if listed_at and max(held_at, deleted_at) > listed_at:
+            logger.warning(
+                "LIST of %s is at resourceVersion %d, below the %d the view saw: the versions went "
+                "back (etcd restored?); forgetting what was seen before and taking the list as it is",
+                self.path,
+                listed_at,
+                max(held_at, deleted_at),
+            )
+            self._tombstones.keep_only(lambda okey: okey in written)
+        before, held = self._versions, self._by_job
+        self._versions, self._by_job = {}, {}
+        for okey in written:
+            known = before.get(okey)
+            reduced = held.get(known[1], {}).get(okey[1]) if known is not None else None
+            if known is not None and reduced is not None:
+                self._hold(Sighting(okey, known[0], known[1], reduced))
         for sighting in sightings:
-            if sighting.okey in newer:
-                continue
+            known = self._versions.get(sighting.okey)
+            if known is not None and sighting.at and sighting.at <= known[0]:
+                continue  # our write is as new, or newer
             if not self._gone_since(sighting.okey, sighting.at):
+                if known is not None and known[1] != sighting.job:
+                    self._versions.pop(sighting.okey)
+                    self._by_job.get(known[1], {}).pop(sighting.okey[1], None)
                 self._hold(sighting)
-        for key in before | set(self._by_job):
+        changed: set[Key] = set()
+        for okey, (at, key) in self._versions.items():
+            was = before.get(okey)
+            if was is None or was[0] != at or not at:
+                changed.add(key)
+            if was is not None and was[1] != key:
+                changed.add(was[1])
+        changed.update(key for okey, (_, key) in before.items() if okey not in self._versions)
+        self._by_job = {key: objects for key, objects in self._by_job.items() if objects}
+        for key in changed:
             self.on_change(key)
 
 

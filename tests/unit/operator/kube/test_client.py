@@ -10,11 +10,12 @@ from contextlib import asynccontextmanager
 from typing import Any
 
 import aiohttp
+import kopf
 import pytest
 from aiohttp import web
 from loopback import kube_serving
 from tfmw_operator.kube import client as kube_module
-from tfmw_operator.kube.client import Kube, LineSplitter, LineTooLong
+from tfmw_operator.kube.client import ApiError, Kube, LineSplitter, LineTooLong
 
 Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
 
@@ -222,3 +223,295 @@ def test_a_job_past_its_ttl_is_deleted_only_if_it_is_still_the_one_observed() ->
     asyncio.run(scenario())
     assert [b["preconditions"] for b in bodies] == [{"uid": "old"}, {"uid": "new"}]
     assert all(b["propagationPolicy"] == "Background" for b in bodies)
+
+
+# ---- a 401: credentials read again once, and nothing in use is closed ----
+
+
+@asynccontextmanager
+async def serving_as(
+    app: web.Application, token: str, relogin: Callable[[], kopf.ConnectionInfo]
+) -> AsyncIterator[Kube]:
+    """`app` on loopback, and a Kube that first sends `token` and reads `relogin` on a 401."""
+    runner = web.AppRunner(app)
+    await runner.setup()
+    site = web.TCPSite(runner, "127.0.0.1", 0)
+    await site.start()
+    url = f"http://127.0.0.1:{runner.addresses[0][1]}"
+    kube = Kube(kopf.ConnectionInfo(server=url, token=token), relogin=relogin)
+    try:
+        yield kube
+    finally:
+        await kube.close()
+        await runner.cleanup()
+
+
+def bookmarks(count: int, pause: float) -> Handler:
+    """A watch that sends `count` bookmarks, `pause` apart, whatever its token."""
+
+    async def handler(request: web.Request) -> web.StreamResponse:
+        response = web.StreamResponse()
+        await response.prepare(request)
+        line = b'{"type":"BOOKMARK","object":{"metadata":{"resourceVersion":"1"}}}\n'
+        try:
+            for _ in range(count):
+                await response.write(line)
+                await asyncio.sleep(pause)
+            await response.write_eof()
+        except ConnectionError:
+            pass
+        return response
+
+    return handler
+
+
+def test_a_token_rotation_reads_the_credentials_once_and_cuts_no_request_or_watch() -> None:
+    """Sixteen requests refused at once with the old token, and a watch open on it: one
+    re-read, every request answered on its second try, the watch read to its end, and the
+    old sessions closed once it ended."""
+    relogins = 0
+    url = ""
+
+    def relogin() -> kopf.ConnectionInfo:
+        nonlocal relogins
+        relogins += 1
+        time.sleep(0.05)  # reading the token file
+        return kopf.ConnectionInfo(server=url, token="new")
+
+    async def answer(request: web.Request) -> web.Response:
+        await asyncio.sleep(0.1)  # all sixteen are under way before any is refused
+        if request.headers.get("Authorization") != "Bearer new":
+            return web.json_response({"kind": "Status", "code": 401}, status=401)
+        return web.json_response({"n": request.match_info["n"]})
+
+    async def scenario() -> tuple[list[Any], int, bool]:
+        nonlocal url
+        app = web.Application()
+        app.router.add_get("/x/{n}", answer)
+        app.router.add_get("/api/v1/pods", bookmarks(20, 0.05))
+        async with serving_as(app, "old", relogin) as kube:
+            url = kube.server
+            old = getattr(kube, "_current", None)  # the sessions of the old token
+
+            async def watch() -> int:
+                return len([line async for line in kube.stream_lines("/api/v1/pods", {"watch": "true"})])
+
+            watching = asyncio.create_task(watch())
+            await asyncio.sleep(0.1)
+            answers = await asyncio.gather(
+                *(kube.request("GET", f"/x/{n}") for n in range(16)), return_exceptions=True
+            )
+            lines = await watching
+            await asyncio.sleep(0.05)  # the old sessions' closing, once the watch let them go
+            return answers, lines, old is not None and old.requests.closed and old.streams.closed
+
+    answers, lines, old_closed = asyncio.run(asyncio.wait_for(scenario(), 10))
+    assert answers == [{"n": str(n)} for n in range(16)]
+    assert relogins == 1
+    assert lines == 20  # not cut by the renewal
+    assert old_closed
+
+
+def test_a_watch_refused_with_an_old_token_is_opened_again_with_the_new_one() -> None:
+    tokens: list[str] = []
+
+    async def handler(request: web.Request) -> web.StreamResponse:
+        tokens.append(request.headers.get("Authorization", ""))
+        if tokens[-1] != "Bearer new":
+            return web.json_response({"kind": "Status", "code": 401}, status=401)
+        return await bookmarks(2, 0)(request)
+
+    url = ""
+
+    async def with_url() -> list[bytes]:
+        nonlocal url  # the server's port is known only once it serves: the relogin reads it late
+        app = web.Application()
+        app.router.add_get("/api/v1/pods", handler)
+        async with serving_as(app, "old", lambda: kopf.ConnectionInfo(server=url, token="new")) as kube:
+            url = kube.server
+            return [line async for line in kube.stream_lines("/api/v1/pods", {})]
+
+    assert len(asyncio.run(with_url())) == 2
+    assert tokens == ["Bearer old", "Bearer new"]
+
+
+# ---- answers that are not what they should be ----
+
+
+def test_a_2xx_answer_that_is_not_json_is_an_api_error_naming_the_path_and_an_event_is_only_logged(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    async def proxy(request: web.Request) -> web.Response:
+        return web.Response(status=201, body=b"<html>a proxy says hi</html>")
+
+    async def scenario() -> None:
+        app = web.Application()
+        app.router.add_post("/api/v1/namespaces/ns/events", proxy)
+        async with kube_serving(app) as kube:
+            with pytest.raises(ApiError) as refused:
+                await kube.request("POST", "/api/v1/namespaces/ns/events", body={})
+            assert "/api/v1/namespaces/ns/events is not JSON" in str(refused.value)
+            assert refused.value.status == 201
+            await kube.post_event("ns", {"reason": "Started"})  # logged, not raised
+
+    asyncio.run(scenario())
+    assert "could not post event Started in ns" in caplog.text
+
+
+# ---- LISTs: bounded pages, decoded without blocking the loop, and an end ----
+
+Item = dict[str, Any]
+
+
+def paged(items: list[Item], requests: list[dict[str, str]], content_length: bool = True) -> Handler:
+    """A LIST as the API server serves it: `limit` items from the `continue` token on."""
+
+    async def handler(request: web.Request) -> web.StreamResponse:
+        query = dict(request.query)
+        requests.append(query)
+        limit = int(query.get("limit") or len(items))
+        start = int(query.get("continue") or 0)
+        meta: Item = {"resourceVersion": "77"}
+        if start + limit < len(items):
+            meta["continue"] = str(start + limit)
+        body = json.dumps({"kind": "List", "metadata": meta, "items": items[start : start + limit]}).encode()
+        if content_length:
+            return web.Response(body=body, content_type="application/json")
+        return await chunked_stream(body, 4096)(request)  # chunked: its size known only as it comes
+
+    return handler
+
+
+@pytest.mark.parametrize("content_length", [True, False])
+def test_a_list_page_above_the_byte_cap_is_given_up_and_listed_again_smaller(
+    content_length: bool, caplog: pytest.LogCaptureFixture
+) -> None:
+    items = [{"metadata": {"name": f"c{i}"}, "pad": "x" * 20_000} for i in range(40)]
+    requests: list[dict[str, str]] = []
+    got: list[str] = []
+
+    async def scenario() -> Item:
+        async with serving("/api/v1/persistentvolumeclaims", paged(items, requests, content_length)) as kube:
+            return await kube.list_pages(
+                "/api/v1/persistentvolumeclaims",
+                {},
+                lambda item: got.append(item["metadata"]["name"]),
+                page=500,
+                max_bytes=100_000,
+            )
+
+    meta = asyncio.run(scenario())
+    assert got == [f"c{i}" for i in range(40)] and meta["resourceVersion"] == "77"
+    limits = [int(r["limit"]) for r in requests]
+    assert limits[0] == 500 and max(limits[-3:]) == 2, limits  # 2 of 20 KB: half the cap
+    assert len(limits) < 40, limits
+    assert "too large to hold" in caplog.text and "limit of 100000 bytes" in caplog.text
+
+
+def test_a_list_item_alone_above_the_byte_cap_fails_the_list() -> None:
+    items = [{"metadata": {"name": "huge"}, "pad": "x" * 200_000}]
+    requests: list[dict[str, str]] = []
+
+    async def scenario() -> None:
+        async with serving("/api/v1/pods", paged(items, requests, content_length=False)) as kube:
+            await kube.list_pages("/api/v1/pods", {}, lambda item: None, page=500, max_bytes=100_000)
+
+    with pytest.raises(kube_module.ListFailed, match="one item is above the limit of 100000 bytes"):
+        asyncio.run(scenario())
+    assert requests[-1]["limit"] == "1"
+
+
+def test_a_list_page_is_decoded_giving_the_loop_back() -> None:
+    """Item by item, the loop runs every DECODE_SLICE_SECONDS; json.loads of the page (and
+    asyncio.to_thread of it: the GIL) blocked it for the whole decode."""
+    text = json.dumps({"metadata": {"resourceVersion": "9"}, "items": [{"a": list(range(50))}] * 40_000})
+    seen = 0
+
+    def each(item: Item) -> None:
+        nonlocal seen
+        seen += 1
+
+    async def scenario() -> tuple[float, float, Item]:
+        gaps: list[float] = []
+
+        async def ticker() -> None:
+            last = time.perf_counter()
+            while True:
+                await asyncio.sleep(0)
+                now = time.perf_counter()
+                gaps.append(now - last)
+                last = now
+
+        ticking = asyncio.create_task(ticker())
+        await asyncio.sleep(0)
+        began = time.perf_counter()
+        meta = await kube_module.decode_list(text, each)
+        took = time.perf_counter() - began
+        ticking.cancel()
+        return took, max(gaps), meta
+
+    took, longest, meta = asyncio.run(scenario())
+    assert seen == 40_000 and meta == {"resourceVersion": "9"}
+    assert longest < max(0.05, took / 4), (longest, took)
+
+
+def test_list_members_reads_what_json_reads_and_refuses_what_it_refuses() -> None:
+    for text in ["{}", ' {"items": null} ', '{"a": [1, {"b": 2}], "items": [1, {"c": []}, "s"], "z": {}}\n']:
+        decoded = json.loads(text)
+        members = list(kube_module.list_members(text))
+        items = [value for key, value in members if key == "items"]
+        rest = {key: value for key, value in members if key != "items"}
+        if isinstance(decoded.get("items"), list):
+            rest["items"] = items
+        elif "items" in decoded:
+            rest["items"] = items[0]
+        assert rest == decoded, text
+    for bad in [
+        "",
+        "[]",
+        "null",
+        '{"items": [1,]}',
+        '{"items": [1 2]}',
+        '{"a": 1} x',
+        '{"a" 1}',
+        '{"items": [',
+    ]:
+        with pytest.raises(ValueError):
+            list(kube_module.list_members(bad))
+
+
+def test_a_list_whose_server_repeats_its_continue_token_ends_with_an_error() -> None:
+    requests = 0
+
+    async def endless(request: web.Request) -> web.Response:
+        nonlocal requests
+        requests += 1
+        return web.json_response({"metadata": {"continue": "same"}, "items": [{"metadata": {"name": "x"}}]})
+
+    async def scenario() -> None:
+        async with serving("/api/v1/pods", endless) as kube:
+            await asyncio.wait_for(kube.list_pages("/api/v1/pods", {}, lambda item: None, page=500), 5)
+
+    with pytest.raises(kube_module.ListFailed, match="repeats a page"):
+        asyncio.run(scenario())
+    assert requests == 2
+
+
+def test_a_list_whose_pages_never_end_is_cut_off(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(kube_module, "MAX_LIST_PAGES", 5, raising=False)
+    requests = 0
+
+    async def endless(request: web.Request) -> web.Response:
+        nonlocal requests
+        requests += 1
+        return web.json_response({"metadata": {"continue": f"t{requests}"}, "items": []})
+
+    async def scenario() -> dict[tuple[str, str], str]:
+        app = web.Application()
+        app.router.add_get("/apis/tfmw.dev/v1alpha1/tfmwjobs", endless)
+        async with kube_serving(app) as kube:
+            return await asyncio.wait_for(kube.list_job_uids(), 5)
+
+    with pytest.raises(kube_module.ListFailed, match="did not end after 5 pages"):
+        asyncio.run(scenario())
+    assert requests == 5

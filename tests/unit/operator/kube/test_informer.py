@@ -1,12 +1,23 @@
 """The watch-backed view: what it holds after events, our own writes, and a re-list."""
 
+import asyncio
+import contextlib
 import json
+from collections.abc import AsyncIterator, Awaitable, Callable
+from contextlib import asynccontextmanager
 from typing import Any
 from unittest.mock import patch
 
-from tfmw_operator.api.objects import cut_spec_reason
+import kopf
+import pytest
+from aiohttp import web
+from loopback import kube_serving
+from tfmw_operator.api.objects import Key, cut_spec_reason
 from tfmw_operator.core.claim_checks import Claim
 from tfmw_operator.core.owned import Owned
+from tfmw_operator.kube import client as client_module
+from tfmw_operator.kube import informer as informer_module
+from tfmw_operator.kube.client import Kube
 from tfmw_operator.kube.informer import Informer, LatestJobs, Tombstones, ignore_changes, own_name
 
 Json = dict[str, Any]
@@ -101,8 +112,9 @@ def test_a_relist_replaces_the_view_but_keeps_own_writes_newer_than_the_list() -
     informer, told = view()
     informer._apply("ADDED", pod("job-worker-0", 5))
     informer._apply("ADDED", pod("job-worker-9", 6))  # deleted while the watch was down
+    written = informer._written = set()  # a LIST under way (as _list sets it)
     informer.put(pod("job-worker-1", 30))  # created by us after the list was taken
-    informer._replace(informer.sightings([pod("job-worker-0", 5)]), listed_at=20)
+    informer._replace(informer.sightings([pod("job-worker-0", 5)]), listed_at=20, written=written)
     assert names(informer) == {"job-worker-0": False, "job-worker-1": False}
     assert JOB in told
 
@@ -119,9 +131,10 @@ def test_a_listed_object_is_reduced_as_its_page_comes_and_one_of_no_job_is_left_
 def test_a_relist_taken_before_a_deletion_seen_since_does_not_bring_the_object_back() -> None:
     informer, _ = view()
     informer._apply("ADDED", pod("job-worker-0", 5))
+    written = informer._written = set()  # a LIST under way (as _list sets it)
     listed = informer.sightings([pod("job-worker-0", 5)])  # the list, taken at 6
-    informer._apply("DELETED", pod("job-worker-0", 7))  # a deletion our write saw meanwhile
-    informer._replace(listed, listed_at=6)
+    informer.remove("ns", "job-worker-0", lambda held: True)  # a deletion our write saw meanwhile
+    informer._replace(listed, listed_at=6, written=written)
     assert names(informer) == {}
 
 
@@ -261,3 +274,333 @@ def test_a_long_managed_by_is_not_kept_so_no_cut_can_name_tfmw() -> None:
     jobs.put(_job_with_env(300, 1, "5", managed_by="tfmw.dev/tfjob-controller" + "x" * 300))
     held = jobs.get(JOB)
     assert held is not None and "runPolicy" not in held["spec"]
+
+
+# ---- against an API server on loopback: the watch's failures, and what a LIST tells ----
+
+PODS = "/api/v1/pods"
+
+
+@asynccontextmanager
+async def serving(
+    handler: Callable[[web.Request], Awaitable[web.StreamResponse]],
+    relogin: Callable[[], kopf.ConnectionInfo] | None = None,
+    extra: dict[str, Callable[[web.Request], Awaitable[web.StreamResponse]]] | None = None,
+) -> AsyncIterator[Kube]:
+    app = web.Application()
+    app.router.add_get(PODS, handler)
+    for path, other in (extra or {}).items():
+        app.router.add_get(path, other)
+    runner = web.AppRunner(app)
+    await runner.setup()
+    site = web.TCPSite(runner, "127.0.0.1", 0)
+    await site.start()
+    info = kopf.ConnectionInfo(server=f"http://127.0.0.1:{runner.addresses[0][1]}")
+    kube = Kube(info, relogin=relogin or (lambda: info))
+    try:
+        yield kube
+    finally:
+        await kube.close()
+        await runner.cleanup()
+
+
+async def quiet_watch(request: web.Request) -> web.StreamResponse:
+    """A watch with nothing to tell, until the client hangs up."""
+    response = web.StreamResponse()
+    await response.prepare(request)
+    with contextlib.suppress(ConnectionError):
+        for _ in range(100):
+            await asyncio.sleep(0.05)
+            await response.write(b"\n")  # an empty line: no event
+    return response
+
+
+def pods_of(jobs: int) -> list[Json]:
+    found = []
+    for i in range(jobs):
+        found.append(pod(f"job{i}-worker-0", 10 + i))
+        found[-1]["metadata"]["labels"]["tfmw.dev/job-name"] = f"job{i}"
+    return found
+
+
+def a_list(items: list[Json], version: str = "100") -> web.Response:
+    return web.json_response({"kind": "PodList", "metadata": {"resourceVersion": version}, "items": items})
+
+
+async def running(informers: list[Informer[Owned]], seconds: float) -> list[asyncio.Task[None]]:
+    """Each informer run for `seconds`; the tasks, still running or not, cancelled after."""
+    tasks = [asyncio.create_task(informer.run()) for informer in informers]
+    await asyncio.sleep(seconds)
+    ended = [task.done() for task in tasks]
+    for task in tasks:
+        task.cancel()
+    await asyncio.gather(*tasks, return_exceptions=True)
+    return [task for task, done in zip(tasks, ended, strict=True) if done]
+
+
+def test_a_401_on_any_request_ends_no_watch_and_no_informer() -> None:
+    """A rotated token: one request refused once. Every watch goes on (none is cut, none
+    lists again) and no informer's task ends."""
+    refused = 0
+
+    async def pods(request: web.Request) -> web.StreamResponse:
+        if request.query.get("watch") != "true":
+            return a_list([pod("job-worker-0", 5)], "5")
+        response = web.StreamResponse()
+        await response.prepare(request)
+        with contextlib.suppress(ConnectionError):
+            for _ in range(40):
+                await response.write(b'{"type":"BOOKMARK","object":{"metadata":{"resourceVersion":"6"}}}\n')
+                await asyncio.sleep(0.05)
+        return response
+
+    async def once_refused(request: web.Request) -> web.Response:
+        nonlocal refused
+        refused += 1
+        return web.json_response({"code": 401}, status=401) if refused == 1 else web.json_response({})
+
+    async def scenario() -> tuple[list[asyncio.Task[None]], list[int]]:
+        async with serving(pods, extra={"/x": once_refused}) as kube:
+            informers = [Informer(kube, PODS, Owned.pod_of, ignore_changes) for _ in range(3)]
+            tasks = [asyncio.create_task(informer.run()) for informer in informers]
+            await asyncio.sleep(0.3)
+            await kube.request("GET", "/x")  # a reconcile's request, refused once
+            await asyncio.sleep(0.5)
+            ended = [task for task in tasks if task.done()]
+            for task in tasks:
+                task.cancel()
+            await asyncio.gather(*tasks, return_exceptions=True)
+            return ended, [informer.relists for informer in informers]
+
+    ended, relists = asyncio.run(scenario())
+    assert ended == [] and relists == [1, 1, 1]
+
+
+def test_an_informer_retries_whatever_its_watch_raises(
+    monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    """Not only the errors foreseen: a RuntimeError (aiohttp's 'Connection closed.' of a
+    session closed under a watch) is logged and retried, and the task goes on."""
+    monkeypatch.setattr(informer_module, "RETRY_SECONDS", (0.05,))
+
+    async def pods(request: web.Request) -> web.StreamResponse:
+        if request.query.get("watch") != "true":
+            return a_list([pod("job-worker-0", 5)], "5")
+        return await quiet_watch(request)
+
+    async def scenario() -> tuple[list[asyncio.Task[None]], int]:
+        async with serving(pods) as kube:
+            informer = Informer(kube, PODS, Owned.pod_of, ignore_changes)
+            streams, opened = kube.stream_lines, 0
+
+            async def failing_once(path: str, params: dict[str, str]) -> AsyncIterator[bytes]:
+                nonlocal opened
+                opened += 1
+                if opened == 1:
+                    raise RuntimeError("Connection closed.")
+                async for line in streams(path, params):
+                    yield line
+
+            monkeypatch.setattr(kube, "stream_lines", failing_once)
+            ended = await running([informer], 0.5)
+            return ended, informer.relists
+
+    ended, relists = asyncio.run(scenario())
+    assert ended == [] and relists == 2
+    assert "RuntimeError('Connection closed.')" in caplog.text
+
+
+def watch_failing(mode: str) -> Json:
+    """What a watch answers, failing each time in its own way."""
+    answers: dict[str, Json] = {
+        "403": {"status": 403, "body": {"kind": "Status", "code": 403, "message": "watch forbidden"}},
+        "500 event": {"event": {"type": "ERROR", "object": {"kind": "Status", "code": 500}}},
+        "410 Gone": {"event": {"type": "ERROR", "object": {"kind": "Status", "code": 410}}},
+        "empty 200": {},
+        "null line": {"line": b"null\n"},
+        "metadata a string": {"line": b'{"type":"MODIFIED","object":{"metadata":"x"}}\n'},
+    }
+    return answers[mode]
+
+
+@pytest.mark.parametrize(
+    "mode", ["403", "500 event", "410 Gone", "empty 200", "null line", "metadata a string"]
+)
+def test_a_watch_failing_at_once_is_tried_again_after_growing_pauses_and_relists_tell_no_job(
+    mode: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Before, a failing watch listed again every 0.2 s for ever (the count of failures was
+    reset by each LIST), a 410 or an empty 200 at once, and each LIST told every job."""
+    monkeypatch.setattr(informer_module, "RETRY_SECONDS", (0.05, 0.1, 0.2, 0.4))
+    answer = watch_failing(mode)
+    counts = {"list": 0, "watch": 0}
+
+    async def pods(request: web.Request) -> web.StreamResponse:
+        if request.query.get("watch") != "true":
+            counts["list"] += 1
+            return a_list(pods_of(5))
+        counts["watch"] += 1
+        if "status" in answer:
+            return web.json_response(answer["body"], status=answer["status"])
+        if "event" in answer:
+            return web.Response(body=json.dumps(answer["event"]).encode() + b"\n")
+        return web.Response(body=answer.get("line", b""))
+
+    told: list[Key] = []
+
+    async def scenario() -> list[asyncio.Task[None]]:
+        async with serving(pods) as kube:
+            return await running([Informer(kube, PODS, Owned.pod_of, told.append)], 1.0)
+
+    assert asyncio.run(scenario()) == []  # the task never ends
+    # 0.05 + 0.1 + 0.2 + 0.4 (each ±20 %): about five tries in the second, not hundreds
+    assert counts["watch"] <= 7, counts
+    assert counts["list"] <= 7, counts
+    assert sorted(told) == [("ns", f"job{i}") for i in range(5)]  # by the first LIST only
+
+
+def test_a_watch_that_ran_its_course_is_resumed_at_once_from_where_it_was(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setattr(informer_module, "WATCH_WORKED_SECONDS", 0.1, raising=False)
+    monkeypatch.setattr(informer_module, "RETRY_SECONDS", (5.0,))  # never waited for
+    versions: list[str] = []
+
+    async def pods(request: web.Request) -> web.StreamResponse:
+        if request.query.get("watch") != "true":
+            return a_list([], "100")
+        versions.append(request.query["resourceVersion"])
+        await asyncio.sleep(0.12)  # quiet, then the server's timeout
+        event = {"type": "BOOKMARK", "object": {"metadata": {"resourceVersion": str(101 + len(versions))}}}
+        return web.Response(body=json.dumps(event).encode() + b"\n")
+
+    async def scenario() -> int:
+        async with serving(pods) as kube:
+            informer = Informer(kube, PODS, Owned.pod_of, ignore_changes)
+            await running([informer], 0.9)
+            return informer.relists
+
+    assert asyncio.run(scenario()) == 1
+    assert len(versions) >= 5 and versions[:3] == ["100", "102", "103"]
+
+
+def test_a_list_that_never_ends_is_given_up_and_tried_again_after_pauses(
+    monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    monkeypatch.setattr(informer_module, "RETRY_SECONDS", (0.05, 0.1, 0.2, 0.4))
+    pages = 0
+
+    async def pods(request: web.Request) -> web.StreamResponse:
+        nonlocal pages
+        pages += 1
+        page = web.json_response(
+            {"metadata": {"resourceVersion": "5", "continue": "same"}, "items": pods_of(50)}
+        )
+        return page
+
+    async def scenario() -> tuple[list[asyncio.Task[None]], bool]:
+        async with serving(pods) as kube:
+            informer = Informer(kube, PODS, Owned.pod_of, ignore_changes)
+            ended = await running([informer], 1.0)
+            return ended, informer.synced.is_set()
+
+    ended, synced = asyncio.run(scenario())
+    assert ended == [] and not synced
+    assert pages <= 14, pages  # two pages a try, about five tries
+    assert "repeats a page" in caplog.text
+
+
+def test_the_view_lists_large_objects_in_pages_under_the_byte_cap(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Claims of tenants, 20 KB each, with a cap of 100 KB a page: listed in pages of 2, each
+    held whole, then as text, never 500 of them."""
+    monkeypatch.setattr(client_module, "MAX_LIST_PAGE_BYTES", 100_000, raising=False)
+    claims = [
+        {"metadata": {"name": f"c{i}", "namespace": "t", "uid": f"u{i}", "resourceVersion": str(10 + i)}}
+        | {"pad": "x" * 20_000}
+        for i in range(30)
+    ]
+    limits: list[int] = []
+
+    async def listing(request: web.Request) -> web.StreamResponse:
+        limit, start = int(request.query["limit"]), int(request.query.get("continue") or 0)
+        limits.append(limit)
+        meta: Json = {"resourceVersion": "99"}
+        if start + limit < len(claims):
+            meta["continue"] = str(start + limit)
+        return web.json_response({"metadata": meta, "items": claims[start : start + limit]})
+
+    async def scenario() -> list[str]:
+        app = web.Application()
+        app.router.add_get("/api/v1/persistentvolumeclaims", listing)
+        async with kube_serving(app) as kube:
+            view: Informer[Claim] = Informer(
+                kube, "/api/v1/persistentvolumeclaims", Claim.of, ignore_changes, "", own_name
+            )
+            await view._list()
+            return sorted(key[1] for key in view.jobs())
+
+    assert asyncio.run(scenario()) == sorted(f"c{i}" for i in range(30))
+    assert limits[0] == 500 and limits[-1] == 2 and len(limits) < 20, limits
+
+
+# ---- a LIST tells only the jobs it changes ----
+
+
+def test_a_relist_tells_only_the_jobs_whose_objects_it_added_removed_or_changed() -> None:
+    informer, told = view()
+    for name, job, version in [("a-0", "a", 5), ("b-0", "b", 6), ("c-0", "c", 7), ("d-0", "d", 8)]:
+        obj = pod(name, version)
+        obj["metadata"]["labels"]["tfmw.dev/job-name"] = job
+        informer._apply("ADDED", obj)
+    told.clear()
+    listed = []
+    for name, job, version in [
+        ("a-0", "a", 5),
+        ("b-0", "b", 9),
+        ("e-0", "e", 10),
+    ]:  # c's gone, b's newer, e's new
+        obj = pod(name, version)
+        obj["metadata"]["labels"]["tfmw.dev/job-name"] = job
+        listed.append(obj)
+    moved = pod("d-0", 11)
+    moved["metadata"]["labels"]["tfmw.dev/job-name"] = "f"  # relabelled: both jobs are told
+    informer._replace(informer.sightings([*listed, moved]), listed_at=12)
+    assert sorted(told) == [("ns", "b"), ("ns", "c"), ("ns", "d"), ("ns", "e"), ("ns", "f")]
+    assert sorted(informer.jobs()) == [("ns", "a"), ("ns", "b"), ("ns", "e"), ("ns", "f")]
+
+
+# ---- resourceVersions going back (etcd restored) ----
+
+
+def test_a_list_below_the_versions_held_forgets_what_was_seen_before_and_believes_the_list(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    informer, told = view()
+    informer._apply("ADDED", pod("job-worker-0", 900_000))  # seen before the restore
+    informer._apply("ADDED", pod("job-worker-1", 900_001))
+    informer._apply("DELETED", pod("job-worker-1", 900_002))  # a deletion at 900,002
+    # etcd restored: its revision is now 500,000. worker-0 is gone, worker-1 is there.
+    informer._replace(informer.sightings([pod("job-worker-1", 499_000)]), listed_at=500_000)
+    assert names(informer) == {"job-worker-1": False}  # no ghost, nothing hidden
+    assert "went back" in caplog.text and "500000" in caplog.text
+    informer.put(pod("job-worker-0", 500_100, deleting=True))  # created again by us, since
+    informer._apply("MODIFIED", pod("job-worker-1", 500_200, deleting=True))
+    assert names(informer) == {"job-worker-0": True, "job-worker-1": True}
+    assert JOB in told
+
+
+def test_a_list_at_or_above_what_was_held_keeps_the_deletions_remembered() -> None:
+    informer, _ = view()
+    informer._apply("ADDED", pod("job-worker-0", 5))
+    informer._apply("DELETED", pod("job-worker-0", 7))
+    written = informer._written = set()
+    informer.put(pod("job-worker-1", 30))  # our own write during the LIST, newer than it
+    informer._replace(informer.sightings([pod("job-worker-0", 5)]), listed_at=20, written=written)
+    assert names(informer) == {"job-worker-1": False}  # worker-0's list entry is older than its deletion
+
+
+def test_malformed_objects_and_metadata_are_left_out_not_raised() -> None:
+    informer, _ = view()
+    malformed: list[Any] = [None, [], {"metadata": "x"}, {"metadata": {"name": 5}}]
+    found = informer.sightings([*malformed, pod("job-worker-0", 5)])
+    assert [s.okey for s in found] == [("ns", "job-worker-0")]
