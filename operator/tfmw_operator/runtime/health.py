@@ -9,16 +9,66 @@ the lease.
 
 from __future__ import annotations
 
+import collections
+import contextlib
 import http.server
 import logging
+import socket
+import sys
 import threading
 from collections.abc import Callable
+from typing import Any
 from urllib.parse import urlsplit
 
 logger = logging.getLogger(__name__)
 
 # A check returns None while all is well, else what is wrong.
 Check = Callable[[], str | None]
+# Each connection has a thread of its own. A probe sends its request at once and is answered
+# in milliseconds: a connection silent this long (on any read or write) is closed, and its
+# thread ends. Without it, an idle or half-sent request held a thread for ever.
+HANDLER_TIMEOUT_SECONDS = 5.0
+# Connections served at once. Beyond it the oldest is closed, not the newest refused: a
+# flood of idle connections then costs the flood its own, while a probe, whose request comes
+# with its connection, is still answered (refusing new ones would fail the kubelet's probes,
+# and have it restart the operator for as long as the flood lasts).
+MAX_HANDLERS = 32
+
+
+class _HealthServer(http.server.ThreadingHTTPServer):
+    """A thread per connection, at most `max_handlers` of them: one more closes the oldest."""
+
+    daemon_threads = True
+    # Connections the kernel completes before they are accepted: socketserver's 5 let a burst
+    # of connections have the next ones' SYNs dropped, and a probe's retried a second later
+    # is a probe failed (the kubelet's timeoutSeconds defaults to 1).
+    request_queue_size = 128
+
+    def __init__(self, address: tuple[str, int], handler: type[http.server.BaseHTTPRequestHandler]) -> None:
+        self.max_handlers = MAX_HANDLERS
+        self._open: collections.OrderedDict[Any, None] = collections.OrderedDict()  # oldest first
+        self._open_lock = threading.Lock()
+        super().__init__(address, handler)
+
+    def process_request(self, request: Any, client_address: Any) -> None:
+        with self._open_lock:
+            self._open[request] = None
+            while len(self._open) > self.max_handlers:
+                oldest, _ = self._open.popitem(last=False)
+                # Its thread, blocked reading, reads the end at once and returns.
+                with contextlib.suppress(OSError):
+                    oldest.shutdown(socket.SHUT_RDWR)
+        super().process_request(request, client_address)
+
+    def shutdown_request(self, request: Any) -> None:
+        with self._open_lock:
+            self._open.pop(request, None)
+        super().shutdown_request(request)
+
+    def handle_error(self, request: Any, client_address: Any) -> None:
+        # A connection closed here (too old, too slow) or by its client fails its handler's
+        # read or write: the client's loss, not the operator's, and no traceback on stderr.
+        logger.debug("health connection from %s ended: %s", client_address, sys.exc_info()[1])
 
 
 class Health:
@@ -54,6 +104,8 @@ class Health:
         health = self
 
         class Handler(http.server.BaseHTTPRequestHandler):
+            timeout = HANDLER_TIMEOUT_SECONDS  # the socket's, on every read and write
+
             def do_GET(self) -> None:
                 path = urlsplit(self.path).path
                 if path not in ("/healthz", "/readyz"):
@@ -72,7 +124,6 @@ class Health:
             def log_message(self, format: str, *args: object) -> None:  # probes every few seconds
                 pass
 
-        server = http.server.ThreadingHTTPServer((where.hostname or "0.0.0.0", where.port or 8081), Handler)
-        server.daemon_threads = True
+        server = _HealthServer((where.hostname or "0.0.0.0", where.port or 8081), Handler)
         threading.Thread(target=server.serve_forever, name="health", daemon=True).start()
         return server

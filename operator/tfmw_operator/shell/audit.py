@@ -5,7 +5,9 @@ kopf lists jobs again after a watch expires but tells nothing of those deleted i
 the operator would keep such a job in memory, write its status into a 404 and create pods
 for a dead owner. Kueue holds a deleted job's pods until their Workload goes, and the
 Workload goes only with its pods: the DELETED event ends them, once; a deletion during a
-failover is missed, and this catches it.
+failover is missed, and this catches it, for a job this operator held: what it ends is
+proven its own by the UIDs it recorded, never by a name or a label (anyone who may create a
+pod writes its labels and its owners).
 """
 
 from __future__ import annotations
@@ -25,6 +27,24 @@ logger = logging.getLogger(__name__)
 
 # A job that lists this far apart both leave out is forgotten.
 JOB_AUDIT_SECONDS = 60.0
+# Kueue's mark on the Workload it makes for a plain-pod group (named as the group, owned by
+# the group's pods): a Workload without it is no pod group's, and not one to end here.
+KUEUE_GROUP_WORKLOAD = "kueue.x-k8s.io/is-group-workload"
+
+
+def is_pod_group_of(job_name: str, job_uid: str, group: str) -> bool:
+    """Whether `group` is a name the operator gives that job's pod groups (builders.
+    pod_group_name: its prefix, then an attempt's number), and nothing longer: a prefix alone
+    would also match another job's group whose name happens to continue it."""
+    prefix = pod_group_name_prefix(job_name, job_uid)
+    attempt = group[len(prefix) :]
+    return bool(job_uid) and group.startswith(prefix) and attempt.isascii() and attempt.isdecimal()
+
+
+def _only(owners: frozenset[str]) -> str | None:
+    """The one owner of a pod the operator made (its job, as controller); None for any other
+    number: such a pod is not as the operator makes them."""
+    return next(iter(owners)) if len(owners) == 1 else None
 
 
 class JobAudit:
@@ -43,6 +63,10 @@ class JobAudit:
         self.namespaces = namespaces or ("",)
         self.forget = forget
         self.kinds = tuple(kinds)  # the kinds of job served
+        # Every job held since this operator started, by UID: a UID here and held no more is
+        # a job seen deleted (LatestJobs lets a job go only once it is known gone). Kept while
+        # the job is held or a pod it owns is in view, so no longer than there is work for it.
+        self._seen: dict[str, Key] = {}
 
     async def run(self) -> None:
         """Until cancelled: an audit every JOB_AUDIT_SECONDS."""
@@ -65,6 +89,7 @@ class JobAudit:
         is made: a job deleted unseen stays held, so the counts part as soon as every job
         created is seen (and the watch misses no creation: it resumes, or lists again). A
         list of 1,000 jobs' metadata was all of the operator's idle CPU (docs/benchmarks.md)."""
+        self._note_held()  # before any is forgotten: its Workloads are still to be ended
         if not suspects and await self._counts_agree(kind):
             return {}
         listed: dict[Key, str] = {}
@@ -88,26 +113,77 @@ class JobAudit:
             counted += count
         return counted == len(self.jobs.uids(kind.kind))
 
+    def _note_held(self) -> dict[str, Key]:
+        """Record the UID of every job held now, of every kind; those held, by UID."""
+        held = {uid: key for key in self.jobs.uids() for uid in self.jobs.all_uids(key) if uid}
+        self._seen.update(held)
+        return held
+
     async def end_orphaned_workloads(self) -> None:
-        """The Workloads of pods whose job is gone."""
+        """The Workloads of pods whose job is gone: a job this operator held and has seen
+        deleted, by its recorded UID. A pod counts only with that job as its one owner and
+        the job's name as its job label; its group only by a name the operator gives that
+        job's groups (is_pod_group_of); and a Workload of that name is ended only when Kueue
+        made it for that group with one of those very pods among its owners, and only that
+        Workload (by its UID). A pod with no owner or any owner, carrying a group label that
+        names another job's Workload, is anyone's to create: it never ends that Workload.
+
+        Not covered: a job deleted before this operator first held it (while no operator
+        ran); its Workload is then deleted by hand (docs/kueue.md)."""
+        held = self._note_held()
+        gone = {uid: key for uid, key in self._seen.items() if uid not in held}
+        owning: set[str] = set()  # every owner of a pod in view
+        groups: dict[tuple[str, str, str], set[str]] = {}  # (namespace, group, job UID): its pods' UIDs
         for view in self.pods:
             for key in view.jobs():
-                live = self.jobs.all_uids(key)
-                groups = {
-                    owned.pod.pod_group
-                    for owned in view.of_job(key)
-                    if owned.pod is not None and owned.pod.pod_group and not live & owned.owners
-                }
-                for group in sorted(g for g in groups if g):
-                    logger.info("ending Workload %s/%s: its job is gone", key[0], group)
-                    await self.kube.delete_workload(key[0], group)
+                for owned in view.of_job(key):
+                    owning |= owned.owners
+                    pod, owner = owned.pod, _only(owned.owners)
+                    if pod is None or not pod.pod_group or not pod.uid or owner is None:
+                        continue
+                    if gone.get(owner) == key and is_pod_group_of(key[1], owner, pod.pod_group):
+                        groups.setdefault((key[0], pod.pod_group, owner), set()).add(pod.uid)
+        # A job gone with no pod left in view has nothing left to end: its record goes.
+        self._seen = {uid: key for uid, key in self._seen.items() if uid in held or uid in owning}
+        for (namespace, group, job_uid), pods in sorted(groups.items()):
+            try:
+                await self._end_workload(namespace, group, job_uid, pods)
+            except ApiError as error:  # the next audit tries again; the other groups go on
+                logger.warning("ending Workload %s/%s failed: %s", namespace, group, error)
+
+    async def _end_workload(self, namespace: str, group: str, job_uid: str, pods: set[str]) -> None:
+        """Delete the Workload of `group` if Kueue made it for that group and one of `pods`
+        (the gone job's own) is among its owners; exactly the one read (by its UID)."""
+        workload = await self.kube.get_workload(namespace, group)
+        if workload is None:
+            return
+        meta = workload.get("metadata") or {}
+        if meta.get("deletionTimestamp"):
+            return  # going already: Kueue removes its finalizer
+        owners = [o for o in meta.get("ownerReferences") or [] if isinstance(o, dict)]
+        # As Kueue makes a pod group's Workload: owned by the group's pods, by nothing else.
+        by_pods = all(o.get("kind") == "Pod" and o.get("apiVersion") == "v1" for o in owners)
+        owner_pods = {str(o.get("uid")) for o in owners}
+        kueue_group = (meta.get("annotations") or {}).get(KUEUE_GROUP_WORKLOAD) == "true"
+        uid = str(meta.get("uid") or "")
+        if not (kueue_group and owners and by_pods and owner_pods & pods and uid):
+            logger.info(
+                "not ending Workload %s/%s: not Kueue's Workload of the pods of job uid %s",
+                namespace,
+                group,
+                job_uid,
+            )
+            return
+        logger.info("ending Workload %s/%s: its job (uid %s) is gone", namespace, group, job_uid)
+        await self.kube.delete_exact_workload(namespace, group, uid)
 
     async def end_workloads_of_deleted(self, key: Key, uid: str) -> None:
-        """At once, on a job's DELETED event: its Workloads, by their names."""
+        """At once, on a job's DELETED event: its Workloads, by the names its groups have."""
         namespace, name = key
-        prefix = pod_group_name_prefix(name, uid)
+        if uid:
+            self._seen[uid] = key  # should this fail, the audit ends them
         for workload in await self.kube.list_workload_names(namespace):
-            if workload.startswith(prefix):
+            if is_pod_group_of(name, uid, workload):
                 await self.kube.delete_workload(namespace, workload)
 
 

@@ -85,7 +85,12 @@ class WorkerDeleter:
         # Of those, followed while their workers stop; both shared in turn between namespaces.
         self._followed = FairSlots(LOG_FOLLOWED_AT_ONCE, per_namespace=LOG_FOLLOWED_PER_NAMESPACE)
         self._reads_now = FairSlots(LOG_READS_AT_ONCE)  # read before a deletion
-        self._in_turn: collections.deque[tuple[str, str, ObservedPod, Warn]] = collections.deque()
+        # Logs of workers deleted gracefully, waiting for a reader: a queue per namespace, the
+        # namespaces served in turn. One tenant's cleanup of thousands of workers must not put
+        # another's few behind it: a log still waiting when its worker is gone is lost.
+        self._in_turn: collections.OrderedDict[str, collections.deque[tuple[str, ObservedPod, Warn]]] = (
+            collections.OrderedDict()
+        )
         self._readers = 0  # reading the queued logs, at most LOG_READS_AT_ONCE
         self._archiving: set[asyncio.Task[None]] = set()
 
@@ -165,9 +170,10 @@ class WorkerDeleter:
         raise AssertionError("unreachable")
 
     def _read_in_turn(self, namespace: str, job_relpath: str, pod: ObservedPod, warn: Warn) -> None:
-        """Queue the log of a worker deleted gracefully, read by LOG_READS_AT_ONCE readers.
-        A queued worker costs a tuple, not a task: a large cleanup queues thousands of logs."""
-        self._in_turn.append((namespace, job_relpath, pod, warn))
+        """Queue the log of a worker deleted gracefully, read by LOG_READS_AT_ONCE readers, a
+        namespace at a time in turn. A queued worker costs a tuple, not a task (FairSlots'
+        waiters are futures, awaited each by a task): a large cleanup queues thousands of logs."""
+        self._in_turn.setdefault(namespace, collections.deque()).append((job_relpath, pod, warn))
         if self._readers < LOG_READS_AT_ONCE:
             self._readers += 1
             reader = asyncio.ensure_future(self._read_queued())
@@ -177,7 +183,7 @@ class WorkerDeleter:
     async def _read_queued(self) -> None:
         try:
             while self._in_turn:
-                namespace, job_relpath, pod, warn = self._in_turn.popleft()
+                namespace, job_relpath, pod, warn = self._next_in_turn()
                 self._reading += len(pod.containers)
                 reads = self._reads(namespace, pod, False, pod.grace_seconds)
                 await self._archive(
@@ -185,6 +191,17 @@ class WorkerDeleter:
                 )
         finally:
             self._readers -= 1
+
+    def _next_in_turn(self) -> tuple[str, str, ObservedPod, Warn]:
+        """The oldest queued log of the namespace whose turn it is; that namespace then goes
+        last."""
+        namespace, queued = next(iter(self._in_turn.items()))
+        job_relpath, pod, warn = queued.popleft()
+        if queued:
+            self._in_turn.move_to_end(namespace)
+        else:
+            del self._in_turn[namespace]
+        return namespace, job_relpath, pod, warn
 
     def _archive_later(
         self, job_relpath: str, pod: ObservedPod, reading: Reading, followed: bool, warn: Warn

@@ -191,8 +191,8 @@ def test_a_job_whose_marker_is_there_reads_no_step_times(tmp_path: Path) -> None
 def posted(controller: JobController) -> list[tuple[str, str]]:
     """The Events handed to the poster since the last look: (type, reason)."""
     events = []
-    while not controller.events._waiting.empty():
-        _, event = controller.events._waiting.get_nowait()
+    while (taken := controller.events._next()) is not None:
+        _, event = taken
         events.append((event["type"], event["reason"]))
     return events
 

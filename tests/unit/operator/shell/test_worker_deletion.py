@@ -9,6 +9,7 @@ from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import asynccontextmanager
 from datetime import UTC, datetime
 from pathlib import Path
+from typing import cast
 
 import pytest
 from aiohttp import web
@@ -233,3 +234,56 @@ def test_a_log_asked_once_says_once(tmp_path: Path, monkeypatch: pytest.MonkeyPa
     delete_and_save(tmp_path, log)
     text = (tmp_path / NS / JOB / "logs" / "attempt-0" / "worker-1.log").read_text()
     assert "kubelet was not reached (restarting, or the node gone) in 1 try (" in text, text
+
+
+def test_one_namespaces_cleanup_does_not_queue_anothers_log_reads_behind_it(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Workers deleted gracefully beyond the follow slots have their logs read beside their
+    deletion, LOG_READS_AT_ONCE at a time: a namespace deleting 100 workers and another
+    deleting one get turns, so the one is read among the first, while its worker still stops
+    (not after the other's 100, when it may be gone and its log with it)."""
+    monkeypatch.setattr(worker_deletion, "LOG_FOLLOWED_AT_ONCE", 0)  # every log read in turn
+
+    class Api:
+        def __init__(self) -> None:
+            self.read: list[str] = []
+
+        async def container_log(
+            self, namespace: str, pod: str, container: str, limit: int, follow: bool, grace: int
+        ) -> bytes:
+            self.read.append(namespace)
+            await asyncio.sleep(0.01)
+            return b"last words\n"
+
+        async def delete_pod(self, namespace: str, name: str, uid: str, grace: int | None) -> None:
+            await asyncio.sleep(0)
+
+    async def no_save(*args: object) -> None:
+        pass
+
+    async def scenario() -> list[str]:
+        api = Api()
+        kube = cast(Kube, api)
+        deleter = WorkerDeleter(
+            kube,
+            SharedStorage(Path("/nonexistent")),
+            lambda ns: Informer(kube, "/p", Owned.pod_of, ignore_changes),
+        )
+        monkeypatch.setattr(deleter, "_save", no_save)
+        action = DeletePods((), 30)
+        big = job("big").workers(100).obj()
+        workers = [observe_pod(pod(big, index).running().obj()) for index in range(100)]
+        small = observe_pod(pod(job("small").obj(), 0).running().obj())
+        for worker in workers:  # the cleanup's deletions come quicker than its logs are read
+            assert worker is not None
+            await deleter.delete("tenant-a", "big", worker, action, lambda *w: None)
+        assert small is not None
+        await deleter.delete("tenant-b", "small", small, action, lambda *w: None)
+        await deleter.drain(30)
+        return api.read
+
+    read = asyncio.run(scenario())
+    assert len(read) == 101
+    # The readers busy with the first 32 of the cleanup, then its turn, then the other's.
+    assert read.index("tenant-b") <= worker_deletion.LOG_READS_AT_ONCE + 1, read.index("tenant-b")
