@@ -11,6 +11,7 @@ import asyncio
 import codecs
 import collections
 import contextlib
+import functools
 import json
 import logging
 import re
@@ -495,13 +496,18 @@ class Kube:
         limit, token, seen, pages = page, "", set(), 0
         while True:
             query = {**params, "limit": str(limit), **({"continue": token} if token else {})}
+            # One item alone is read up to what a watch line may be: the API server escapes `<`
+            # and control characters six bytes each, so an object stored at etcd's 1.5 MB can
+            # come as 9 MB, and any tenant can label a pod into the view (a hostile read of
+            # b7ee25b: such a pod stopped every relist).
+            room = cap if limit > 1 else max(cap, MAX_WATCH_LINE_BYTES)
             try:
                 text = await self._exchange(
-                    "GET", path, lambda response: _read_text(response, cap), query, headers=headers
+                    "GET", path, functools.partial(_read_text, max_bytes=room), query, headers=headers
                 )
             except PageTooLarge as error:
                 if limit == 1:
-                    raise ListFailed(f"LIST of {path}: one item is above the limit of {cap} bytes") from None
+                    raise ListFailed(f"LIST of {path}: one item is above the limit of {room} bytes") from None
                 fewer = _fewer(limit, error.size, cap)
                 logger.warning(
                     "LIST of %s: a page of %d items is too large to hold: %s; asking for %d at a time",
