@@ -34,7 +34,7 @@ _KEPT_MANAGED_BY_CHARACTERS: Final = 253
 def oversized_spec(job: Json) -> str | None:
     """Why the job's spec is too large to hold, or None."""
     try:
-        size = len(json.dumps(job.get("spec"), separators=(",", ":")))
+        size = len(json.dumps(job.get("spec"), separators=(",", ":"), ensure_ascii=False))
     except RecursionError:
         return "spec is nested too deeply to hold: flatten it and create the job again"
     except (TypeError, ValueError):  # not JSON: nothing here reads such a spec either

@@ -506,8 +506,14 @@ def _held(job: Json, before: Json | None) -> Json:
     (`held_job`). The spec changes only with metadata.generation, so a status write's echo
     keeps what was measured of it before."""
     job = _without_managed_fields(job)
-    generation = (job.get("metadata") or {}).get("generation")
-    if before is not None and generation and (before.get("metadata") or {}).get("generation") == generation:
+    meta, was = job.get("metadata") or {}, (before or {}).get("metadata") or {}
+    # The same job (a job re-created under its name while a DELETED was missed also starts
+    # at generation 1) at the same generation: the same spec.
+    same = meta.get("generation") and (meta.get("uid"), meta.get("generation")) == (
+        was.get("uid"),
+        was.get("generation"),
+    )
+    if before is not None and same:
         return job if cut_spec_reason(before) is None else {**job, "spec": before["spec"]}
     return held_job(job)
 

@@ -72,3 +72,11 @@ def test_a_cut_tfjob_is_still_served_by_who_it_names_and_refused_when_parsed() -
         parse_tfjob(handed)
     kubeflows = held_job(padded(tfjob(None), MAX_SPEC_CHARACTERS))
     assert not serves(SERVE_MANAGED_BY, kubeflows, False, False).served  # never touched by tfmw
+
+
+def test_characters_beyond_ascii_count_once_not_as_their_escapes() -> None:
+    manifest = job("wide").manifest()
+    manifest["spec"]["template"]["spec"]["containers"][0]["env"] = [
+        {"name": f"V{i}", "value": "漢" * 1000} for i in range(100)
+    ]  # 100,000 characters, 600,000 as \\u escapes
+    assert oversized_spec(manifest) is None

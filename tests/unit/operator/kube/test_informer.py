@@ -604,3 +604,18 @@ def test_malformed_objects_and_metadata_are_left_out_not_raised() -> None:
     malformed: list[Any] = [None, [], {"metadata": "x"}, {"metadata": {"name": 5}}]
     found = informer.sightings([*malformed, pod("job-worker-0", 5)])
     assert [s.okey for s in found] == [("ns", "job-worker-0")]
+
+
+def test_a_job_re_created_under_its_name_is_measured_afresh_whatever_its_generation() -> None:
+    """A DELETED missed in a relist: the new job starts at generation 1 as the old one did,
+    and neither the old cut nor the old whole spec may stand for it."""
+    jobs = LatestJobs()
+    jobs.put(_job_with_env(300, 1, "5"))
+    fixed = _job_with_env(3, 1, "9")
+    fixed["metadata"]["uid"] = "u2"
+    assert jobs.put(fixed)
+    assert jobs.get(JOB) is fixed
+    big = _job_with_env(300, 1, "12")
+    big["metadata"]["uid"] = "u3"
+    assert jobs.put(big)
+    assert cut_spec_reason(jobs.get(JOB) or {}) is not None
