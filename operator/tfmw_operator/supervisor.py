@@ -1798,17 +1798,19 @@ class Supervisor:
         remains.interval = min(remains.interval * 2, GONE_CHECK_MAX_SECONDS)
 
     def _strays(self) -> list[int]:
-        """Processes an attempt may leave outside its group (setsid): as PID 1 every other
-        process of the PID namespace (the container's) but the standby's group; else, as a
-        subreaper, its own children but the standby (orphans it adopted). None where /proc is
-        another PID namespace's (its numbers are not the ones kill() takes); a zombie of its own
-        is not one (the loop reaps it; it holds nothing)."""
+        """Processes an attempt may leave outside its group (setsid): its own children but
+        the standby, orphans it adopted as PID 1 or as a subreaper. Not every process of the
+        PID namespace: a `kubectl exec` or `kubectl debug --target` session, an exec probe,
+        have their parent outside it and are no attempt's (one it may not signal, a root debug
+        shell, held every attempt back: a hostile read of 085da3e). None where /proc is
+        another PID namespace's (its numbers are not the ones kill() takes); a zombie of its
+        own is not one (the loop reaps it; it holds nothing)."""
         if not self.proc_ours or not (self.pid1 or self.subreaper):
             return []
         me = os.getpid()
         standby = self.standby.pid if self.standby is not None else None
         strays = []
-        for pid in list_pids() if self.pid1 else own_children():
+        for pid in own_children():
             info = proc_stat(pid) if pid != me else None
             if info is None:
                 continue

@@ -1033,6 +1033,28 @@ def test_a_process_that_left_the_attempts_group_ends_before_the_next_attempt(job
             os.kill(escaped, signal.SIGKILL)
 
 
+def test_as_pid_1_an_exec_session_is_no_attempts_and_neither_killed_nor_waited_for(job: Job) -> None:
+    """`kubectl exec`, `kubectl debug --target` and exec probes enter the container's PID
+    namespace from outside (their parent is not in it): no attempt's process. Taken for one, it
+    was killed at every restart, and one the supervisor may not signal (a root debug shell)
+    held every next attempt back (a hostile read of 085da3e)."""
+    script = 'trap "exit 143" TERM; echo ready; while :; do sleep 0.02; done'
+    _, supervising = _pid1(job, *sh(script), own_proc=True)
+    wait_for(lambda: job.said(0, "ready"), why="started")
+    entered = subprocess.Popen(["nsenter", "-t", str(supervising), "-p", "-m", "sleep", "1000"])
+    try:
+        time.sleep(0.3)  # nsenter forks into the namespace, then its child execs sleep
+        job.control(attempt=1, start=False)
+        waiting = job.wait_report(state="waiting", attempt=1)
+        assert "notEnded" not in waiting
+        assert entered.poll() is None, "an exec session was killed as an attempt's process"
+        job.control(attempt=1, start=True)
+        job.wait_report(state="running", attempt=1)
+    finally:
+        entered.kill()
+        entered.wait()
+
+
 @pytest.mark.parametrize("fd", [1, 2], ids=["stdout", "stderr"])
 def test_a_log_pipe_no_one_reads_never_stops_the_supervisor(job: Job, fd: int) -> None:
     """The container runtime stops reading the pod's stdout or stderr: the command's output
