@@ -128,12 +128,14 @@ class JobAudit:
         Workload (by its UID). A pod with no owner or any owner, carrying a group label that
         names another job's Workload, is anyone's to create: it never ends that Workload.
 
-        Not covered: a job deleted before this operator first held it (while no operator
-        ran); its Workload is then deleted by hand (docs/kueue.md)."""
+        A job this operator never held (deleted during a failover, before it first held it) is
+        gone when a list of its namespace's jobs, made after its pods were seen, leaves its UID
+        out (`_listed_gone`): the same checks then apply."""
         held = self._note_held()
         gone = {uid: key for uid, key in self._seen.items() if uid not in held}
         owning: set[str] = set()  # every owner of a pod in view
         groups: dict[tuple[str, str, str], set[str]] = {}  # (namespace, group, job UID): its pods' UIDs
+        unknown: dict[tuple[str, str, str], set[str]] = {}  # the same, of an owner never held
         for view in self.pods:
             for key in view.jobs():
                 for owned in view.of_job(key):
@@ -141,15 +143,47 @@ class JobAudit:
                     pod, owner = owned.pod, _only(owned.owners)
                     if pod is None or not pod.pod_group or not pod.uid or owner is None:
                         continue
-                    if gone.get(owner) == key and is_pod_group_of(key[1], owner, pod.pod_group):
+                    if not is_pod_group_of(key[1], owner, pod.pod_group):
+                        continue
+                    if gone.get(owner) == key:
                         groups.setdefault((key[0], pod.pod_group, owner), set()).add(pod.uid)
+                    elif owner not in held and owner not in self._seen:
+                        unknown.setdefault((key[0], pod.pod_group, owner), set()).add(pod.uid)
         # A job gone with no pod left in view has nothing left to end: its record goes.
         self._seen = {uid: key for uid, key in self._seen.items() if uid in held or uid in owning}
+        groups |= await self._listed_gone(unknown)
         for (namespace, group, job_uid), pods in sorted(groups.items()):
             try:
                 await self._end_workload(namespace, group, job_uid, pods)
             except ApiError as error:  # the next audit tries again; the other groups go on
                 logger.warning("ending Workload %s/%s failed: %s", namespace, group, error)
+
+    async def _listed_gone(
+        self, unknown: dict[tuple[str, str, str], set[str]]
+    ) -> dict[tuple[str, str, str], set[str]]:
+        """Of the groups whose job this operator never held (deleted during a failover, before
+        it first held it), those no job of a list made now could own, of every kind served:
+        the pods were in view before the list, so their job was made before it. A group's
+        name carries its job's name and only 8 characters of its UID, and a pod's owner is
+        anyone's to write: so a group that a listed job's groups could be named as is left,
+        whatever UID its pods claim. Any namespace whose list fails ends nothing."""
+        live: dict[str, list[tuple[str, str]]] = {}
+        for namespace in sorted({namespace for namespace, _, _ in unknown}):
+            try:
+                for kind in self.kinds:
+                    listed = await self.kube.list_job_uids(namespace, kind)
+                    live.setdefault(namespace, []).extend((name, uid) for (_, name), uid in listed.items())
+            except ApiError as error:
+                logger.warning(
+                    "listing the jobs of %s to end orphaned Workloads failed: %s", namespace, error
+                )
+                live.pop(namespace, None)
+        return {
+            (namespace, group, owner): pods
+            for (namespace, group, owner), pods in unknown.items()
+            if namespace in live
+            and not any(uid == owner or is_pod_group_of(name, uid, group) for name, uid in live[namespace])
+        }
 
     async def _end_workload(self, namespace: str, group: str, job_uid: str, pods: set[str]) -> None:
         """Delete the Workload of `group` if Kueue made it for that group and one of `pods`

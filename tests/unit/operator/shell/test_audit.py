@@ -24,17 +24,27 @@ WORKLOADS = "/apis/kueue.x-k8s.io/v1beta2/namespaces/{ns}/workloads"
 class KueueApi:
     """Kueue's Workloads as the API server serves them; what was asked and deleted."""
 
-    def __init__(self, workloads: list[Json]) -> None:
+    def __init__(self, workloads: list[Json], jobs: list[Json] | None = None) -> None:
         self.workloads = {w["metadata"]["name"]: w for w in workloads}
         self.read: list[str] = []
         self.deleted: list[tuple[str, Json]] = []
+        self.jobs = jobs  # the namespace's jobs as a list serves them; None: the list fails
+        self.jobs_listed = 0
 
     def app(self) -> web.Application:
         app = web.Application()
+        app.router.add_get(f"/apis/tfmw.dev/v1alpha1/namespaces/{NS}/tfmwjobs", self.list_jobs)
         app.router.add_get(WORKLOADS, self.list)
         app.router.add_get(WORKLOADS + "/{name}", self.get)
         app.router.add_delete(WORKLOADS + "/{name}", self.delete)
         return app
+
+    async def list_jobs(self, request: web.Request) -> web.Response:
+        self.jobs_listed += 1
+        if self.jobs is None:
+            return web.json_response({"kind": "Status", "code": 500}, status=500)
+        items = [{"metadata": {k: j["metadata"][k] for k in ("name", "namespace", "uid")}} for j in self.jobs]
+        return web.json_response({"metadata": {"resourceVersion": "9"}, "items": items})
 
     async def list(self, request: web.Request) -> web.Response:
         return web.json_response({"metadata": {}, "items": list(self.workloads.values())})
@@ -212,3 +222,40 @@ def test_the_group_names_of_a_job() -> None:
     assert not is_pod_group_of("mnist", "1234abcd-ef", "tfmw-mnist-1234abcd-0-x")
     assert not is_pod_group_of("mnist", "1234abcd-ef", "tfmw-mnist-1234abcd-\u0661")  # a digit, not ASCII
     assert not is_pod_group_of("mnist", "", "tfmw-mnist--0")
+
+
+def test_a_job_deleted_before_this_operator_held_it_has_its_workload_ended_once_a_list_leaves_it_out() -> (
+    None
+):
+    """A failover: the job was deleted while no replica led, so this one never held it. Its
+    pods are in view; a list of the namespace's jobs made after them leaves its UID out."""
+    deleted = queued_job("lost")
+    lost_worker = worker(deleted, 0)
+    api = KueueApi([workload(group_of(lost_worker), lost_worker, uid="lost-wl")], jobs=[])
+    run_audit(api, held=[], pods=[lost_worker])
+    assert api.jobs_listed >= 1
+    assert [(name, body["preconditions"]) for name, body in api.deleted] == [
+        (group_of(lost_worker), {"uid": "lost-wl"})
+    ]
+
+
+def test_a_pod_claiming_a_made_up_owner_whose_group_a_listed_job_could_have_ends_nothing() -> None:
+    """A group's name carries only 8 characters of its job's UID: a pod made to claim an owner
+    UID sharing them, with that live job's name, is no proof the job is gone."""
+    victim = queued_job("victim")
+    victims_worker = worker(victim, 0)
+    forged = json.loads(json.dumps(victims_worker))
+    forged["metadata"]["name"], forged["metadata"]["uid"] = "bait", "bait-uid"
+    forged["metadata"]["ownerReferences"][0]["uid"] = victim["metadata"]["uid"][:8] + "-made-up"
+    api = KueueApi([workload(group_of(victims_worker), victims_worker, forged)], jobs=[victim])
+    run_audit(api, held=[], pods=[victims_worker, forged])
+    assert api.jobs_listed >= 1
+    assert api.deleted == [] and api.read == []
+
+
+def test_a_namespace_whose_jobs_cannot_be_listed_ends_no_workload_of_a_job_never_held() -> None:
+    deleted = queued_job("lost")
+    lost_worker = worker(deleted, 0)
+    api = KueueApi([workload(group_of(lost_worker), lost_worker)], jobs=None)
+    run_audit(api, held=[], pods=[lost_worker])
+    assert api.jobs_listed >= 1 and api.deleted == [] and api.read == []
