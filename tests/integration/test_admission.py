@@ -114,6 +114,13 @@ INVALID: list[tuple[str, Callable[[Json], None], str]] = [
     ),
     ("template missing", delete("spec", "template"), "spec.template"),
     ("template without spec", spec(template={"metadata": {}}), "spec.template.spec"),
+    (
+        # Kept whole, a template's metadata could hold megabytes of anything in every job held
+        # in the operator's memory: refused under kubectl's strict validation, pruned otherwise.
+        "a field of its own in a template's metadata",
+        lambda m: m["spec"]["template"].update(metadata={"x": [{}]}),
+        'unknown field "spec.template.metadata.x"',
+    ),
     ("no containers", spec(template={"spec": {"containers": []}}), "spec.template.spec.containers"),
     ("containers missing", spec(template={"spec": {}}), "spec.template.spec.containers"),
     (
@@ -397,6 +404,20 @@ INVALID += [
 ]
 
 VALID: list[tuple[str, Callable[[Json], None]]] = [
+    (
+        # What `kubectl create --dry-run=client -o yaml` writes, and Kubeflow's TFJob CRD's set.
+        "a template's metadata as generated manifests have it",
+        lambda m: m["spec"]["template"].update(
+            metadata={
+                "creationTimestamp": None,
+                "labels": {"team": "a"},
+                "annotations": {"note": "b"},
+                "name": "ignored",
+                "namespace": "ignored",
+                "finalizers": [],
+            }
+        ),
+    ),
     ("a chief of its own", spec(chief={"template": template()})),
     ("a warm start, its modules the default", run_policy(warmStart={})),
     ("a warm start of named modules", run_policy(warmStart={"preload": ["tensorflow", "numpy.linalg"]})),
