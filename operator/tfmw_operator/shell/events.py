@@ -2,9 +2,9 @@
 
 Each namespace has a queue of its own, and the posters take from them in turn: a tenant whose
 jobs flood Events waits behind its own, and when its queue is full drops its own, never another
-tenant's. While pods are being created the posters hold back, but only at the start of a burst
-of creation: once per burst, not once per Event (a tenant launching job after job would
-otherwise hold every tenant's Events to a trickle).
+tenant's. While pods are being created, each Event waits (never long): in a burst of launches
+or restarts the pods come first, as in every scale run measured (docs/benchmarks.md), and a
+quiet tenant's Warning still goes out on its turn, not behind a launching tenant's Events.
 """
 
 from __future__ import annotations
@@ -26,11 +26,8 @@ EVENT_POSTERS = 4
 MAX_WAITING_EVENTS = 10_000
 # Events waiting of one namespace: beyond this, its newest are dropped.
 MAX_WAITING_EVENTS_PER_NAMESPACE = 1_000
-# How long after pods began to be created the posters hold back, in a burst of creation.
+# How long each Event waits at most while pods are being created.
 MAX_EVENT_DELAY_SECONDS = 2.0
-# Creation that starts again within this long after it stopped is the same burst: a tenant's
-# launches one after the other hold the posters back once, not once each.
-BURST_GAP_SECONDS = 2.0
 # A namespace dropping Events says how many at most this often (and once its queue empties).
 DROPPED_LOG_SECONDS = 60.0
 
@@ -43,7 +40,6 @@ class EventPoster:
         self.capacity = MAX_WAITING_EVENTS
         self.per_namespace = MAX_WAITING_EVENTS_PER_NAMESPACE
         self.delay = MAX_EVENT_DELAY_SECONDS
-        self.burst_gap = BURST_GAP_SECONDS
         # The namespaces with Events waiting, in turn: the one served goes to the end.
         self._waiting: collections.OrderedDict[str, collections.deque[Json]] = collections.OrderedDict()
         self._count = 0  # Events waiting, in all
@@ -54,8 +50,6 @@ class EventPoster:
         self._creating = 0  # reconciles creating pods now
         self._not_creating = asyncio.Event()
         self._not_creating.set()
-        self._burst_until = 0.0  # when this burst of creation stops holding the posters back
-        self._idle_since = float("-inf")  # when creation last stopped
 
     def post(self, namespace: str, event: Json) -> None:
         queue = self._waiting.get(namespace)
@@ -120,12 +114,7 @@ class EventPoster:
 
     @contextlib.contextmanager
     def creating_pods(self) -> Iterator[None]:
-        """Hold the posters back while the block creates pods: for at most `delay` from the
-        start of a burst of creation (begun after `burst_gap` without any)."""
-        if not self._creating:
-            now = time.monotonic()
-            if now - self._idle_since >= self.burst_gap:
-                self._burst_until = now + self.delay
+        """Hold the posters back while the block creates pods (each Event at most `delay`)."""
         self._creating += 1
         self._not_creating.clear()
         try:
@@ -133,14 +122,12 @@ class EventPoster:
         finally:
             self._creating -= 1
             if not self._creating:
-                self._idle_since = time.monotonic()
                 self._not_creating.set()
 
     async def _let_creation_go_first(self) -> None:
-        remaining = self._burst_until - time.monotonic()
-        if self._creating and remaining > 0:
+        if self._creating:
             with contextlib.suppress(TimeoutError):  # but never for long
-                await asyncio.wait_for(self._not_creating.wait(), remaining)
+                await asyncio.wait_for(self._not_creating.wait(), self.delay)
 
     async def run(self) -> None:
         """One poster; runs until cancelled, then posts what is left."""
