@@ -5,9 +5,9 @@ kopf lists jobs again after a watch expires but tells nothing of those deleted i
 the operator would keep such a job in memory, write its status into a 404 and create pods
 for a dead owner. Kueue holds a deleted job's pods until their Workload goes, and the
 Workload goes only with its pods: the DELETED event ends them, once; a deletion during a
-failover is missed, and this catches it, for a job this operator held: what it ends is
-proven its own by the UIDs it recorded, never by a name or a label (anyone who may create a
-pod writes its labels and its owners).
+failover is missed, and this catches it: what it ends is proven its own by the UIDs it
+recorded, or, for a job it never held, proven gone by a list made after its pods were seen;
+never by a name or a label (anyone who may create a pod writes its labels and its owners).
 """
 
 from __future__ import annotations
@@ -147,7 +147,7 @@ class JobAudit:
                         continue
                     if gone.get(owner) == key:
                         groups.setdefault((key[0], pod.pod_group, owner), set()).add(pod.uid)
-                    elif owner not in held and owner not in self._seen:
+                    elif owner not in self._seen:  # every UID held is recorded there
                         unknown.setdefault((key[0], pod.pod_group, owner), set()).add(pod.uid)
         # A job gone with no pod left in view has nothing left to end: its record goes.
         self._seen = {uid: key for uid, key in self._seen.items() if uid in held or uid in owning}
